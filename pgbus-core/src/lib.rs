@@ -1,0 +1,23 @@
+//! What the pgbus macros and the pgbus runtime must agree on, in one place.
+//!
+//! A proc-macro crate cannot share code with the runtime it expands into, so
+//! everything both sides read or write lives here:
+//!
+//! - [`duration`]: the duration grammar of `wait = "1h30m"` and friends;
+//! - [`digest`]: the definition digest stored on every run;
+//! - [`vocab`]: the words the DSL accepts (actions, report modes, option names)
+//!   and the did-you-mean used in diagnostics.
+//!
+//! Users reach these types through `pgbus_runtime`, which re-exports them.
+
+pub mod defaults;
+pub mod digest;
+pub mod duration;
+pub mod vocab;
+
+pub use digest::{DIGEST_HEX_LEN, definition_digest, entries_json, sha256_hex};
+pub use duration::{DurationError, MAX_DURATION_MS, parse_duration_ms};
+pub use duration::format_duration_ms;
+pub use vocab::{
+    EntryKind, ExceptionAction, FailureAction, OnTimeout, Report, UnknownWord, backticked, did_you_mean,
+};

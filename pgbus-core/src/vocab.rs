@@ -1,0 +1,266 @@
+//! The words of the DSL: the values options take and the option names themselves.
+//!
+//! Each enum knows its spellings ([`ExceptionAction::ALL`] and friends), parses
+//! with a did-you-mean, and prints back the string that is stored in Postgres.
+
+use std::fmt;
+
+/// A word that is not one of the allowed values. `Display` lists the allowed
+/// values and, when one is close, suggests it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownWord {
+    /// What was written.
+    pub found: String,
+    /// What the option accepts, in documentation order.
+    pub allowed: &'static [&'static str],
+    /// The closest allowed word, when one is close enough to be a likely typo.
+    pub suggestion: Option<&'static str>,
+}
+
+impl fmt::Display for UnknownWord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown value `{}`, expected {}",
+            self.found,
+            backticked(self.allowed)
+        )?;
+        if let Some(suggestion) = self.suggestion {
+            write!(f, "; did you mean `{suggestion}`?")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for UnknownWord {}
+
+/// `a`, `b` or `c`, each in backticks.
+#[must_use]
+pub fn backticked(words: &[&str]) -> String {
+    let quoted: Vec<String> = words.iter().map(|w| format!("`{w}`")).collect();
+    match quoted.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// The allowed word closest to `found`, if it is close enough to be a typo
+/// (Jaro-Winkler similarity of at least 0.8, the threshold darling uses).
+#[must_use]
+pub fn did_you_mean(found: &str, allowed: &[&'static str]) -> Option<&'static str> {
+    allowed
+        .iter()
+        .map(|candidate| (strsim::jaro_winkler(found, candidate), *candidate))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| candidate)
+}
+
+macro_rules! vocabulary {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident { $( $(#[$vmeta:meta])* $variant:ident => $text:literal ),+ $(,)? }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $( $(#[$vmeta])* $variant ),+ }
+
+        impl $name {
+            /// Every spelling, in documentation order.
+            pub const ALL: &'static [&'static str] = &[$($text),+];
+
+            /// The stored and documented spelling.
+            #[must_use]
+            pub const fn as_str(self) -> &'static str {
+                match self { $( Self::$variant => $text ),+ }
+            }
+
+            /// Parses one of [`Self::ALL`].
+            ///
+            /// # Errors
+            /// [`UnknownWord`] with the allowed values and a did-you-mean.
+            pub fn parse(word: &str) -> Result<Self, UnknownWord> {
+                match word {
+                    $( $text => Ok(Self::$variant), )+
+                    _ => Err(UnknownWord {
+                        found: word.to_owned(),
+                        allowed: Self::ALL,
+                        suggestion: did_you_mean(word, Self::ALL),
+                    }),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+vocabulary! {
+    /// What an `on_exception(action = "...")` policy does with a matched error.
+    pub enum ExceptionAction {
+        /// Pause the run; an operator resumes, skips or cancels it.
+        Pause => "pause",
+        /// Run the step again as a new attempt, up to `max_reattempts` times.
+        Reattempt => "reattempt",
+        /// Cancel the run.
+        Cancel => "cancel",
+        /// Skip the step and go on with the next one.
+        Skip => "skip",
+    }
+}
+
+vocabulary! {
+    /// A way to stop going forward: `terminal_action` of a reattempt policy and
+    /// `on_batch_failure` of a fan_out.
+    pub enum FailureAction {
+        /// Pause the run.
+        Pause => "pause",
+        /// Cancel the run.
+        Cancel => "cancel",
+        /// Skip the step and go on with the next one.
+        Skip => "skip",
+    }
+}
+
+vocabulary! {
+    /// Whether an error matched by a policy is reported (a `tracing` error event
+    /// and the error-report hook). The step row keeps the error either way.
+    pub enum Report {
+        /// Report every matched error (the default).
+        Always => "always",
+        /// Report none.
+        Never => "never",
+        /// Report only when the policy gives up: the terminal action of a reattempt
+        /// policy, or any action that is not a reattempt.
+        TerminalOnly => "terminal_only",
+    }
+}
+
+vocabulary! {
+    /// The shape of an entry in a workflow's step list, as written into the digest.
+    pub enum EntryKind {
+        /// A `#[step]` method.
+        Step => "step",
+        /// A `#[fan_out]` method.
+        FanOut => "fan_out",
+        /// A `removed_step!(name)` gravestone.
+        Removed => "removed",
+    }
+}
+
+/// What a step waiting on a signal does when its `wait_timeout` passes.
+///
+/// Spelled `pause`, `cancel`, `skip` or `run`; `pause!`, `cancel!` and `skip!` are
+/// accepted as the same words (the bang spelling of the Ruby gem), `run!` is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OnTimeout {
+    /// Pause the run (the default).
+    Pause,
+    /// Cancel the run.
+    Cancel,
+    /// Skip the step.
+    Skip,
+    /// Run the body with no signal.
+    Run,
+}
+
+impl OnTimeout {
+    /// Every spelling without the optional `!`, in documentation order.
+    pub const ALL: &'static [&'static str] = &["pause", "cancel", "skip", "run"];
+
+    /// The stored spelling.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Pause => "pause",
+            Self::Cancel => "cancel",
+            Self::Skip => "skip",
+            Self::Run => "run",
+        }
+    }
+
+    /// Parses one of [`Self::ALL`], with an optional trailing `!` except on `run`.
+    ///
+    /// # Errors
+    /// [`UnknownWord`] with the allowed values and a did-you-mean; `run!` is
+    /// refused with `run` as the suggestion.
+    pub fn parse(word: &str) -> Result<Self, UnknownWord> {
+        let bare = word.strip_suffix('!').unwrap_or(word);
+        let parsed = match bare {
+            "pause" => Some(Self::Pause),
+            "cancel" => Some(Self::Cancel),
+            "skip" => Some(Self::Skip),
+            "run" if bare.len() == word.len() => Some(Self::Run),
+            _ => None,
+        };
+        parsed.ok_or_else(|| UnknownWord {
+            found: word.to_owned(),
+            allowed: Self::ALL,
+            suggestion: did_you_mean(bare, Self::ALL),
+        })
+    }
+}
+
+impl fmt::Display for OnTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Option names, per place they may be written. The macros use these for
+/// unknown-option diagnostics and did-you-mean suggestions.
+pub mod options {
+    /// `#[workflow(...)]`.
+    pub const WORKFLOW: &[&str] = &[
+        "name",
+        "input",
+        "queue",
+        "priority",
+        "cancel_if",
+        "on_exception",
+    ];
+    /// `#[step(...)]`.
+    pub const STEP: &[&str] = &[
+        "name",
+        "wait",
+        "timeout",
+        "skip_if",
+        "queue",
+        "priority",
+        "wait_for",
+        "wait_timeout",
+        "on_timeout",
+        "on_exception",
+    ];
+    /// `#[fan_out(...)]`.
+    pub const FAN_OUT: &[&str] = &[
+        "name",
+        "wait",
+        "timeout",
+        "skip_if",
+        "queue",
+        "priority",
+        "on_batch_failure",
+        "on_exception",
+    ];
+    /// `on_exception(...)`, on a workflow or a step.
+    pub const ON_EXCEPTION: &[&str] = &[
+        "matching",
+        "action",
+        "handler",
+        "wait",
+        "max_reattempts",
+        "terminal_action",
+        "report",
+    ];
+    /// `wait_for(...)`, the long form.
+    pub const WAIT_FOR: &[&str] = &["name", "matches"];
+}
+
+#[cfg(test)]
+mod tests;

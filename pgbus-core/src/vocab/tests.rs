@@ -1,0 +1,61 @@
+use super::*;
+
+#[test]
+fn parses_every_spelling_and_prints_it_back() {
+    for word in ExceptionAction::ALL {
+        assert_eq!(ExceptionAction::parse(word).unwrap().as_str(), *word);
+    }
+    for word in FailureAction::ALL {
+        assert_eq!(FailureAction::parse(word).unwrap().as_str(), *word);
+    }
+    for word in Report::ALL {
+        assert_eq!(Report::parse(word).unwrap().to_string(), *word);
+    }
+    for word in EntryKind::ALL {
+        assert_eq!(EntryKind::parse(word).unwrap().as_str(), *word);
+    }
+    for word in OnTimeout::ALL {
+        assert_eq!(OnTimeout::parse(word).unwrap().as_str(), *word);
+    }
+}
+
+#[test]
+fn on_timeout_accepts_a_bang_except_on_run() {
+    assert_eq!(OnTimeout::parse("pause!"), Ok(OnTimeout::Pause));
+    assert_eq!(OnTimeout::parse("cancel!"), Ok(OnTimeout::Cancel));
+    assert_eq!(OnTimeout::parse("skip!"), Ok(OnTimeout::Skip));
+    let err = OnTimeout::parse("run!").unwrap_err();
+    assert_eq!(err.suggestion, Some("run"));
+    assert!(OnTimeout::parse("pause!!").is_err());
+}
+
+#[test]
+fn unknown_words_list_the_allowed_values_and_suggest_the_closest() {
+    let err = ExceptionAction::parse("reatempt").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown value `reatempt`, expected `pause`, `reattempt`, `cancel` or `skip`; did you mean `reattempt`?"
+    );
+    let err = Report::parse("sometimes").unwrap_err();
+    assert_eq!(err.suggestion, None);
+    assert_eq!(
+        err.to_string(),
+        "unknown value `sometimes`, expected `always`, `never` or `terminal_only`"
+    );
+}
+
+#[test]
+fn did_you_mean_finds_typos_and_ignores_strangers() {
+    assert_eq!(did_you_mean("wiat", options::STEP), Some("wait"));
+    assert_eq!(did_you_mean("timout", options::STEP), Some("timeout"));
+    assert_eq!(did_you_mean("wait_timout", options::STEP), Some("wait_timeout"));
+    assert_eq!(did_you_mean("zzz", options::STEP), None);
+}
+
+#[test]
+fn backticked_joins_like_prose() {
+    assert_eq!(backticked(&[]), "");
+    assert_eq!(backticked(&["a"]), "`a`");
+    assert_eq!(backticked(&["a", "b"]), "`a` or `b`");
+    assert_eq!(backticked(&["a", "b", "c"]), "`a`, `b` or `c`");
+}

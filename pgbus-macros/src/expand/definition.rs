@@ -1,0 +1,186 @@
+//! The static `WorkflowDefinition`.
+
+use pgbus_core::{EntryKind, FailureAction, OnTimeout, Report};
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::Path;
+use syn::spanned::Spanned;
+
+use crate::model::{ActionDef, EntryDef, PolicyDef, WorkflowDef};
+use crate::validate::tokens;
+
+/// The methods the definition refers to by index, in index order; the dispatch
+/// matches on the same indices.
+#[derive(Default)]
+pub(super) struct Tables<'a> {
+    /// `cancel_if` and `skip_if` guards, for `check_guard`.
+    pub(super) guards: Vec<&'a Path>,
+    /// `wait_for(matches = ...)` predicates, for `signal_matches`.
+    pub(super) matchers: Vec<&'a Path>,
+    /// `on_exception(handler = ...)` methods, for `handle_error`.
+    pub(super) handlers: Vec<&'a Path>,
+}
+
+pub(super) fn static_definition(def: &WorkflowDef) -> (TokenStream, Tables<'_>) {
+    let mut tables = Tables::default();
+    let p = quote!(::pgbus_runtime::__private);
+
+    let input = &def.input;
+    // Checked where the user wrote the type.
+    let input_check = quote_spanned! {input.span()=>
+        const _: () = #p::assert_input::<#input>();
+    };
+
+    let name = &def.name;
+    let type_name = tokens(&def.self_ty);
+    let input_type = tokens(input);
+    let queue = &def.queue;
+    let priority = def.priority;
+    let cancel_if: Vec<TokenStream> =
+        def.cancel_if.iter().map(|path| guard_ref(&mut tables.guards, path)).collect();
+    let policies: Vec<TokenStream> = def.policies.iter().map(|policy| policy_tokens(policy, &mut tables)).collect();
+    let entries: Vec<TokenStream> = def.entries.iter().map(|entry| entry_tokens(entry, &mut tables)).collect();
+    let digest = &def.digest;
+    let options_digest = &def.options_digest;
+    let options_json = &def.options_json;
+
+    let tokens = quote! {
+        #input_check
+
+        static __PGBUS_DEFINITION: #p::WorkflowDefinition = #p::WorkflowDefinition {
+            name: #name,
+            type_name: #type_name,
+            input_type: #input_type,
+            queue: #queue,
+            priority: #priority,
+            cancel_if: &[#(#cancel_if),*],
+            on_exception: &[#(#policies),*],
+            entries: &[#(#entries),*],
+            digest: #digest,
+            options_digest: #options_digest,
+            options_json: #options_json,
+        };
+    };
+    (tokens, tables)
+}
+
+fn entry_tokens<'a>(entry: &'a EntryDef, tables: &mut Tables<'a>) -> TokenStream {
+    let p = quote!(::pgbus_runtime::__private);
+    let name = &entry.name;
+    let method = option(entry.method.as_ref().map(|m| {
+        let method = m.ident.to_string();
+        quote!(#method)
+    }));
+    let kind = match entry.kind {
+        EntryKind::Step => quote!(#p::EntryKind::Step),
+        EntryKind::FanOut => quote!(#p::EntryKind::FanOut),
+        EntryKind::Removed => quote!(#p::EntryKind::Removed),
+    };
+    let o = &entry.options;
+    let wait_ms = o.wait_ms;
+    let timeout_ms = option(o.timeout_ms.map(|ms| quote!(#ms)));
+    let skip_if = option(o.skip_if.as_ref().map(|path| guard_ref(&mut tables.guards, path)));
+    let queue = option(o.queue.as_ref().map(|q| quote!(#q)));
+    let priority = option(o.priority.map(|n| quote!(#n)));
+    let wait_for = option(o.wait_for.as_ref().map(|w| {
+        let signal = &w.signal;
+        let matches = option(w.matches.as_ref().map(|path| guard_ref(&mut tables.matchers, path)));
+        let timeout_ms = option(w.timeout_ms.map(|ms| quote!(#ms)));
+        let on_timeout = match w.on_timeout {
+            OnTimeout::Pause => quote!(#p::OnTimeout::Pause),
+            OnTimeout::Cancel => quote!(#p::OnTimeout::Cancel),
+            OnTimeout::Skip => quote!(#p::OnTimeout::Skip),
+            OnTimeout::Run => quote!(#p::OnTimeout::Run),
+        };
+        quote! {
+            #p::WaitFor { signal: #signal, matches: #matches, timeout_ms: #timeout_ms, on_timeout: #on_timeout }
+        }
+    }));
+    let on_batch_failure = option(o.on_batch_failure.map(failure_action));
+    let policies: Vec<TokenStream> = o.policies.iter().map(|policy| policy_tokens(policy, tables)).collect();
+    quote! {
+        #p::Entry {
+            name: #name,
+            method: #method,
+            kind: #kind,
+            options: #p::StepOptions {
+                wait_ms: #wait_ms,
+                timeout_ms: #timeout_ms,
+                skip_if: #skip_if,
+                queue: #queue,
+                priority: #priority,
+                wait_for: #wait_for,
+                on_batch_failure: #on_batch_failure,
+                on_exception: &[#(#policies),*],
+            },
+        }
+    }
+}
+
+fn policy_tokens<'a>(policy: &'a PolicyDef, tables: &mut Tables<'a>) -> TokenStream {
+    let p = quote!(::pgbus_runtime::__private);
+    let matching = policy.matching.iter().map(|ty| {
+        let type_name = tokens(ty);
+        // Spanned at the user's type: a type that is not an error is reported there.
+        quote_spanned! {ty.span()=>
+            #p::ErrorMatcher { type_name: #type_name, matches: #p::matches_type::<#ty> }
+        }
+    });
+    let action = match &policy.action {
+        ActionDef::Pause => quote!(#p::PolicyAction::Pause),
+        ActionDef::Cancel => quote!(#p::PolicyAction::Cancel),
+        ActionDef::Skip => quote!(#p::PolicyAction::Skip),
+        ActionDef::Reattempt { wait_ms, max_reattempts, terminal_action } => {
+            let terminal_action = failure_action(*terminal_action);
+            quote! {
+                #p::PolicyAction::Reattempt {
+                    wait_ms: #wait_ms,
+                    max_reattempts: #max_reattempts,
+                    terminal_action: #terminal_action,
+                }
+            }
+        }
+        ActionDef::Handler(path) => {
+            let id = next_id(&tables.handlers);
+            tables.handlers.push(path);
+            let method = tokens(path);
+            quote!(#p::PolicyAction::Handler(#p::HandlerRef { id: #id, method: #method }))
+        }
+    };
+    let report = match policy.report {
+        Report::Always => quote!(#p::Report::Always),
+        Report::Never => quote!(#p::Report::Never),
+        Report::TerminalOnly => quote!(#p::Report::TerminalOnly),
+    };
+    quote! {
+        #p::ExceptionPolicy { matching: &[#(#matching),*], action: #action, report: #report }
+    }
+}
+
+fn guard_ref<'a>(table: &mut Vec<&'a Path>, path: &'a Path) -> TokenStream {
+    let id = next_id(table);
+    table.push(path);
+    let method = tokens(path);
+    quote!(::pgbus_runtime::__private::GuardRef { id: #id, method: #method })
+}
+
+/// The next index of a table. Tables hold one row per option written in one impl,
+/// far below `u16::MAX`; saturating keeps the macro panic-free regardless.
+fn next_id(table: &[&Path]) -> u16 {
+    u16::try_from(table.len()).unwrap_or(u16::MAX)
+}
+
+fn failure_action(action: FailureAction) -> TokenStream {
+    match action {
+        FailureAction::Pause => quote!(::pgbus_runtime::__private::FailureAction::Pause),
+        FailureAction::Cancel => quote!(::pgbus_runtime::__private::FailureAction::Cancel),
+        FailureAction::Skip => quote!(::pgbus_runtime::__private::FailureAction::Skip),
+    }
+}
+
+fn option(value: Option<TokenStream>) -> TokenStream {
+    match value {
+        Some(value) => quote!(::core::option::Option::Some(#value)),
+        None => quote!(::core::option::Option::None),
+    }
+}

@@ -1,0 +1,131 @@
+//! The `Workflow` implementation: dispatch from indices to the user's methods.
+//! Calls are spanned at the user's tokens, so a wrong signature or return type is
+//! reported on the method, guard or handler that has it.
+
+use pgbus_core::EntryKind;
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::Path;
+use syn::spanned::Spanned;
+
+use super::definition::Tables;
+use crate::model::WorkflowDef;
+
+pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStream {
+    let p = quote!(::pgbus_runtime::__private);
+    let self_ty = &def.self_ty;
+    let input = &def.input;
+    let usize_ty = quote!(::core::primitive::usize);
+    let bool_ty = quote!(::core::primitive::bool);
+    let result = quote!(::core::result::Result);
+
+    let step_arms = def.entries.iter().enumerate().filter_map(|(index, entry)| {
+        let method = entry.method.as_ref()?;
+        let ident = &method.ident;
+        let cx_ty = &method.cx_ty;
+        let bind_cx = quote_spanned! {cx_ty.span()=> let __pgbus_cx: #cx_ty = __pgbus_cx; };
+        let call = match (&entry.kind, &method.fan_ty) {
+            (EntryKind::FanOut, Some(fan_ty)) => {
+                let bind_fan = quote_spanned! {fan_ty.span()=> let __pgbus_fan: #fan_ty = __pgbus_fan; };
+                quote_spanned! {ident.span()=>
+                    #bind_cx
+                    #bind_fan
+                    #p::into_step_result(Self::#ident(self, __pgbus_cx, __pgbus_fan).await)
+                }
+            }
+            _ => quote_spanned! {ident.span()=>
+                #bind_cx
+                #p::into_step_result(Self::#ident(self, __pgbus_cx).await)
+            },
+        };
+        Some(quote_spanned! {ident.span()=>
+            #index => #p::step_future(async move { #call }),
+        })
+    });
+
+    let guard_arms = tables.guards.iter().enumerate().map(|(id, path)| {
+        let id = id_literal(id);
+        let call = method_call(path, &quote!(self, __pgbus_cx));
+        quote_spanned! {path.span()=> #id => #p::guard_result(#call), }
+    });
+    let matcher_arms = tables.matchers.iter().enumerate().map(|(id, path)| {
+        let id = id_literal(id);
+        let call = method_call(path, &quote!(self, __pgbus_cx, __pgbus_signal));
+        quote_spanned! {path.span()=> #id => #p::guard_result(#call), }
+    });
+    let handler_arms = tables.handlers.iter().enumerate().map(|(id, path)| {
+        let id = id_literal(id);
+        let call = method_call(path, &quote!(self, __pgbus_cx, __pgbus_error));
+        quote_spanned! {path.span()=> #id => #p::handler_outcome(#call), }
+    });
+
+    quote! {
+        impl #p::Workflow for #self_ty {
+            type Input = #input;
+
+            const DEFINITION: &'static #p::WorkflowDefinition = &__PGBUS_DEFINITION;
+
+            fn run_step<'__pgbus_a>(
+                &'__pgbus_a self,
+                __pgbus_entry: #usize_ty,
+                __pgbus_cx: &'__pgbus_a mut #p::StepCx<Self::Input>,
+                __pgbus_fan: &'__pgbus_a mut #p::FanOut,
+            ) -> #p::StepFuture<'__pgbus_a> {
+                match __pgbus_entry {
+                    #(#step_arms)*
+                    _ => #p::no_such_step(Self::DEFINITION, __pgbus_entry),
+                }
+            }
+
+            fn check_guard(
+                &self,
+                __pgbus_guard: #p::GuardRef,
+                __pgbus_cx: &#p::StepCx<Self::Input>,
+            ) -> #result<#bool_ty, #p::StepError> {
+                match __pgbus_guard.id {
+                    #(#guard_arms)*
+                    _ => #result::Err(#p::not_defined(Self::DEFINITION, __pgbus_guard.method)),
+                }
+            }
+
+            fn signal_matches(
+                &self,
+                __pgbus_guard: #p::GuardRef,
+                __pgbus_cx: &#p::StepCx<Self::Input>,
+                __pgbus_signal: &#p::Signal,
+            ) -> #result<#bool_ty, #p::StepError> {
+                match __pgbus_guard.id {
+                    #(#matcher_arms)*
+                    _ => #result::Err(#p::not_defined(Self::DEFINITION, __pgbus_guard.method)),
+                }
+            }
+
+            fn handle_error(
+                &self,
+                __pgbus_handler: #p::HandlerRef,
+                __pgbus_cx: &#p::StepCx<Self::Input>,
+                __pgbus_error: &#p::StepError,
+            ) -> #result<::core::option::Option<#p::Flow>, #p::StepError> {
+                match __pgbus_handler.id {
+                    #(#handler_arms)*
+                    _ => #result::Err(#p::not_defined(Self::DEFINITION, __pgbus_handler.method)),
+                }
+            }
+        }
+    }
+}
+
+/// A bare identifier names a method of the workflow (`Self::ident`); any longer
+/// path is called as written, with the workflow value first.
+fn method_call(path: &Path, args: &TokenStream) -> TokenStream {
+    if let Some(ident) = path.get_ident() {
+        quote_spanned! {path.span()=> Self::#ident(#args) }
+    } else {
+        quote_spanned! {path.span()=> #path(#args) }
+    }
+}
+
+fn id_literal(id: usize) -> TokenStream {
+    let id = u16::try_from(id).unwrap_or(u16::MAX);
+    quote!(#id)
+}

@@ -1,0 +1,81 @@
+//! Stage two's output: a validated, normalized workflow definition that keeps
+//! the spans the expansion needs for its type checks. Nothing here is syn's item
+//! tree; the expansion reads only this.
+
+use pgbus_core::{EntryKind, FailureAction, OnTimeout, Report};
+use proc_macro2::Span;
+use syn::{Ident, Path, Type};
+
+/// A workflow that passed every rule.
+pub(crate) struct WorkflowDef {
+    pub(crate) name: String,
+    /// The implementing type, e.g. `Fulfil`.
+    pub(crate) self_ty: Type,
+    /// The input type; `()` when not given.
+    pub(crate) input: Type,
+    pub(crate) queue: String,
+    pub(crate) priority: i16,
+    pub(crate) cancel_if: Vec<Path>,
+    pub(crate) policies: Vec<PolicyDef>,
+    pub(crate) entries: Vec<EntryDef>,
+    pub(crate) digest: String,
+    pub(crate) options_json: String,
+    pub(crate) options_digest: String,
+}
+
+/// One entry of the step table.
+pub(crate) struct EntryDef {
+    /// The durable name.
+    pub(crate) name: String,
+    pub(crate) kind: EntryKind,
+    /// The method and its checked argument types; `None` for a gravestone.
+    pub(crate) method: Option<MethodDef>,
+    pub(crate) options: StepDef,
+}
+
+/// A step method the expansion dispatches to.
+pub(crate) struct MethodDef {
+    pub(crate) ident: Ident,
+    pub(crate) cx_ty: Type,
+    pub(crate) fan_ty: Option<Type>,
+}
+
+/// Normalized step options.
+#[derive(Default)]
+pub(crate) struct StepDef {
+    pub(crate) wait_ms: u64,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) skip_if: Option<Path>,
+    pub(crate) queue: Option<String>,
+    pub(crate) priority: Option<i16>,
+    pub(crate) wait_for: Option<WaitForDef>,
+    pub(crate) on_batch_failure: Option<FailureAction>,
+    pub(crate) policies: Vec<PolicyDef>,
+}
+
+pub(crate) struct WaitForDef {
+    pub(crate) signal: String,
+    pub(crate) matches: Option<Path>,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) on_timeout: OnTimeout,
+}
+
+pub(crate) struct PolicyDef {
+    pub(crate) matching: Vec<Path>,
+    pub(crate) action: ActionDef,
+    pub(crate) report: Report,
+}
+
+pub(crate) enum ActionDef {
+    Pause,
+    Cancel,
+    Skip,
+    Reattempt { wait_ms: u64, max_reattempts: u32, terminal_action: FailureAction },
+    Handler(Path),
+}
+
+/// A durable name with the span to blame for it.
+pub(crate) struct NamedAt {
+    pub(crate) name: String,
+    pub(crate) span: Span,
+}

@@ -1,0 +1,596 @@
+//! Stage one: syn tokens to raw, unvalidated options with their spans. This is
+//! the only stage that reads syn's item tree; it also strips the pgbus
+//! attributes and `removed_step!` invocations from the impl so the cleaned impl
+//! can be emitted whatever happens next.
+
+mod options;
+pub(crate) mod values;
+
+use darling::ast::NestedMeta;
+use darling::error::Accumulator;
+use darling::Error;
+use pgbus_core::{EntryKind, ExceptionAction, FailureAction, OnTimeout, Report};
+use proc_macro2::{Span, TokenStream};
+use syn::spanned::Spanned;
+use syn::{Attribute, FnArg, ImplItem, ImplItemFn, ItemImpl, Meta, ReceiverKind, Type};
+
+use options::{OptionItem, Place};
+use values::{DurationMs, Int, Matching, PathArg, Text, Word};
+
+/// `#[workflow(...)]` and the impl it sits on, before validation.
+pub(crate) struct RawWorkflow {
+    pub(crate) name: Option<Text>,
+    pub(crate) input: Option<Type>,
+    pub(crate) queue: Option<Text>,
+    pub(crate) priority: Option<Int>,
+    pub(crate) cancel_if: Vec<syn::Path>,
+    pub(crate) policies: Vec<RawPolicy>,
+    pub(crate) entries: Vec<RawEntry>,
+    /// The type the impl is for, e.g. `Fulfil`.
+    pub(crate) self_ty: Type,
+    /// The last identifier of the self type: the default workflow name.
+    pub(crate) type_ident: Option<syn::Ident>,
+}
+
+/// A step, fan_out or gravestone, before validation.
+pub(crate) struct RawEntry {
+    pub(crate) kind: EntryKind,
+    /// The method; `None` for a gravestone.
+    pub(crate) method: Option<syn::Ident>,
+    /// The gravestone's name; `None` for a live step.
+    pub(crate) removed_name: Option<Text>,
+    pub(crate) args: RawStepArgs,
+    /// The checked signature; `None` when it was reported as wrong.
+    pub(crate) signature: Option<StepSignature>,
+}
+
+/// The parts of a step method's signature the expansion needs.
+pub(crate) struct StepSignature {
+    /// The type of `cx`, spanned where the user wrote it.
+    pub(crate) cx_ty: Type,
+    /// The type of `fan`, for a fan_out.
+    pub(crate) fan_ty: Option<Type>,
+}
+
+/// `#[step(...)]` or `#[fan_out(...)]` options, before validation.
+#[derive(Default)]
+pub(crate) struct RawStepArgs {
+    pub(crate) name: Option<Text>,
+    pub(crate) wait: Option<DurationMs>,
+    pub(crate) timeout: Option<DurationMs>,
+    pub(crate) skip_if: Option<PathArg>,
+    pub(crate) queue: Option<Text>,
+    pub(crate) priority: Option<Int>,
+    pub(crate) wait_for: Option<RawWaitFor>,
+    pub(crate) wait_timeout: Option<DurationMs>,
+    pub(crate) on_timeout: Option<Word<OnTimeout>>,
+    pub(crate) on_batch_failure: Option<Word<FailureAction>>,
+    pub(crate) policies: Vec<RawPolicy>,
+}
+
+/// `wait_for = "name"` or `wait_for(name = "...", matches = path)`.
+pub(crate) struct RawWaitFor {
+    pub(crate) name: Text,
+    pub(crate) matches: Option<PathArg>,
+}
+
+/// One `on_exception`, before validation.
+pub(crate) struct RawPolicy {
+    /// The `on_exception` keyword, where errors about the whole policy land.
+    pub(crate) span: Span,
+    pub(crate) matching: Vec<syn::Path>,
+    pub(crate) action: Option<Word<ExceptionAction>>,
+    pub(crate) handler: Option<PathArg>,
+    pub(crate) wait: Option<(Span, DurationMs)>,
+    pub(crate) max_reattempts: Option<(Span, Int)>,
+    pub(crate) terminal_action: Option<(Span, Word<FailureAction>)>,
+    pub(crate) report: Option<Word<Report>>,
+}
+
+/// Parses `#[workflow(args)]` on `item`, strips every pgbus attribute and
+/// `removed_step!` from `item`, and reports what it can on the way.
+pub(crate) fn workflow(args: TokenStream, item: &mut ItemImpl, errors: &mut Accumulator) -> RawWorkflow {
+    check_impl_shape(item, errors);
+
+    let type_ident = match &*item.self_ty {
+        Type::Path(path) if path.qself.is_none() => path.path.segments.last().map(|s| s.ident.clone()),
+        _ => None,
+    };
+
+    let mut raw = RawWorkflow {
+        name: None,
+        input: None,
+        queue: None,
+        priority: None,
+        cancel_if: Vec::new(),
+        policies: Vec::new(),
+        entries: Vec::new(),
+        self_ty: (*item.self_ty).clone(),
+        type_ident,
+    };
+
+    let metas = errors.handle(NestedMeta::parse_meta_list(args).map_err(Error::from)).unwrap_or_default();
+    for option in options::read(&metas, Place::Workflow, errors) {
+        match option.name.as_str() {
+            "name" => raw.name = option.parse(errors),
+            "input" => raw.input = option.parse(errors),
+            "queue" => raw.queue = option.parse(errors),
+            "priority" => raw.priority = option.parse(errors),
+            "cancel_if" => raw.cancel_if.extend(option.parse::<PathArg>(errors).map(|p| p.0)),
+            "on_exception" => raw.policies.extend(policy(&option, errors)),
+            _ => {}
+        }
+    }
+
+    // Attributes written below `#[workflow]` on the impl itself.
+    let impl_attrs = std::mem::take(&mut item.attrs);
+    for attr in impl_attrs {
+        if is_ours(&attr, "on_exception") {
+            raw.policies.extend(policy_attribute(&attr, errors));
+        } else if is_ours(&attr, "step") || is_ours(&attr, "fan_out") {
+            errors.push(
+                Error::custom("`#[step]` and `#[fan_out]` go on methods inside the `#[workflow]` impl, not on the impl")
+                    .with_span(&attr),
+            );
+        } else if is_ours(&attr, "workflow") {
+            errors.push(Error::custom("duplicate `#[workflow]` attribute; give it once").with_span(&attr));
+        } else {
+            item.attrs.push(attr);
+        }
+    }
+
+    let items = std::mem::take(&mut item.items);
+    for impl_item in items {
+        match impl_item {
+            ImplItem::Fn(mut method) => {
+                if let Some(entry) = step_method(&mut method, errors) {
+                    raw.entries.push(entry);
+                }
+                item.items.push(ImplItem::Fn(method));
+            }
+            ImplItem::Macro(mac) if is_removed_step(&mac.mac.path) => {
+                raw.entries.extend(gravestone(&mac, errors));
+            }
+            mut other => {
+                if let Some(attrs) = item_attrs_mut(&mut other) {
+                    strip_stray(attrs, errors, "a method");
+                }
+                item.items.push(other);
+            }
+        }
+    }
+    raw
+}
+
+fn check_impl_shape(item: &ItemImpl, errors: &mut Accumulator) {
+    if let Some((path, _)) = &item.trait_ {
+        errors.push(
+            Error::custom(
+                "`#[workflow]` goes on an inherent impl (`impl Fulfil { ... }`), not on a trait impl; \
+                 the macro implements the `Workflow` trait itself",
+            )
+            .with_span(path),
+        );
+    }
+    if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
+        errors.push(
+            Error::custom(
+                "a workflow cannot be generic: its definition is static and its name is durable; \
+                 implement it on a concrete type",
+            )
+            .with_span(&item.generics),
+        );
+    }
+    if item.unsafety.is_some() {
+        errors.push(Error::custom("a workflow impl cannot be `unsafe`").with_span(&item.unsafety));
+    }
+    if !matches!(&*item.self_ty, Type::Path(path) if path.qself.is_none()) {
+        errors.push(
+            Error::custom("`#[workflow]` needs a named type, e.g. `impl Fulfil { ... }`").with_span(&item.self_ty),
+        );
+    }
+}
+
+/// Handles one method: strips our attributes and, when it is a step, parses it.
+fn step_method(method: &mut ImplItemFn, errors: &mut Accumulator) -> Option<RawEntry> {
+    let attrs = std::mem::take(&mut method.attrs);
+    let mut marker: Option<(EntryKind, Attribute)> = None;
+    for attr in attrs {
+        let kind = if is_ours(&attr, "step") {
+            EntryKind::Step
+        } else if is_ours(&attr, "fan_out") {
+            EntryKind::FanOut
+        } else if is_ours(&attr, "on_exception") {
+            errors.push(
+                Error::custom(
+                    "write a step's policies inside its attribute, e.g. `#[step(on_exception(...))]`; \
+                     a separate `#[on_exception]` belongs on the impl, below `#[workflow]`",
+                )
+                .with_span(&attr),
+            );
+            continue;
+        } else if is_ours(&attr, "workflow") {
+            errors.push(Error::custom("`#[workflow]` goes on the impl block, not on a method").with_span(&attr));
+            continue;
+        } else {
+            method.attrs.push(attr);
+            continue;
+        };
+        if let Some((first, _)) = &marker {
+            let message = if *first == kind {
+                format!("duplicate `#[{}]` on one method; give it once", attribute_name(kind))
+            } else {
+                "a method is either a `#[step]` or a `#[fan_out]`, not both".to_owned()
+            };
+            errors.push(Error::custom(message).with_span(&attr));
+            continue;
+        }
+        marker = Some((kind, attr));
+    }
+
+    let (kind, attr) = marker?;
+    let place = if kind == EntryKind::FanOut { Place::FanOut } else { Place::Step };
+    let args = step_args(&attr, place, errors);
+    let signature = check_signature(method, kind, errors);
+    Some(RawEntry {
+        kind,
+        method: Some(method.sig.ident.clone()),
+        removed_name: None,
+        args,
+        signature,
+    })
+}
+
+fn attribute_name(kind: EntryKind) -> &'static str {
+    match kind {
+        EntryKind::FanOut => "fan_out",
+        EntryKind::Step | EntryKind::Removed => "step",
+    }
+}
+
+fn step_args(attr: &Attribute, place: Place, errors: &mut Accumulator) -> RawStepArgs {
+    let mut args = RawStepArgs::default();
+    let metas = match &attr.meta {
+        Meta::Path(_) => return args,
+        Meta::List(list) => {
+            errors.handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from)).unwrap_or_default()
+        }
+        Meta::NameValue(nv) => {
+            errors.push(
+                Error::custom("write step options in parentheses, e.g. `#[step(wait = \"5s\")]`").with_span(&nv.eq_token),
+            );
+            return args;
+        }
+    };
+    for option in options::read(&metas, place, errors) {
+        match option.name.as_str() {
+            "name" => args.name = option.parse(errors),
+            "wait" => args.wait = option.parse(errors),
+            "timeout" => args.timeout = option.parse(errors),
+            "skip_if" => args.skip_if = option.parse(errors),
+            "queue" => args.queue = option.parse(errors),
+            "priority" => args.priority = option.parse(errors),
+            "wait_for" => args.wait_for = wait_for(&option, errors),
+            "wait_timeout" => args.wait_timeout = option.parse(errors),
+            "on_timeout" => args.on_timeout = option.parse(errors),
+            "on_batch_failure" => args.on_batch_failure = option.parse(errors),
+            "on_exception" => args.policies.extend(policy(&option, errors)),
+            _ => {}
+        }
+    }
+    args
+}
+
+fn wait_for(option: &OptionItem<'_>, errors: &mut Accumulator) -> Option<RawWaitFor> {
+    let Some(list) = option.list() else {
+        // `wait_for = "name"`
+        return option.parse::<Text>(errors).map(|name| RawWaitFor { name, matches: None });
+    };
+    let metas = errors.handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
+    let mut name = None;
+    let mut matches = None;
+    for inner in options::read(&metas, Place::WaitFor, errors) {
+        match inner.name.as_str() {
+            "name" => name = inner.parse::<Text>(errors),
+            "matches" => matches = inner.parse::<PathArg>(errors),
+            _ => {}
+        }
+    }
+    if name.is_none() && !metas.iter().any(|m| m.path_is("name")) {
+        errors.push(
+            Error::custom("`wait_for(...)` needs the signal's name, e.g. `wait_for(name = \"payment.settled\")`")
+                .with_span(&list.path),
+        );
+    }
+    name.map(|name| RawWaitFor { name, matches })
+}
+
+/// `on_exception(...)` or the shorthand `on_exception = "reattempt"` inside an
+/// option list.
+fn policy(option: &OptionItem<'_>, errors: &mut Accumulator) -> Option<RawPolicy> {
+    let span = option.name_span();
+    match option.list() {
+        Some(list) => {
+            let metas = errors.handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
+            Some(policy_options(span, &metas, errors))
+        }
+        None => {
+            let action = option.parse::<Word<ExceptionAction>>(errors)?;
+            Some(RawPolicy {
+                span,
+                matching: Vec::new(),
+                action: Some(action),
+                handler: None,
+                wait: None,
+                max_reattempts: None,
+                terminal_action: None,
+                report: None,
+            })
+        }
+    }
+}
+
+/// A separate `#[on_exception(...)]` attribute on the impl.
+fn policy_attribute(attr: &Attribute, errors: &mut Accumulator) -> Option<RawPolicy> {
+    let span = attr.path().span();
+    match &attr.meta {
+        Meta::List(list) => {
+            let metas = errors.handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
+            Some(policy_options(span, &metas, errors))
+        }
+        Meta::Path(_) | Meta::NameValue(_) => {
+            errors.push(
+                Error::custom(
+                    "`#[on_exception]` needs options, e.g. `#[on_exception(matching(CardDeclined), action = \"cancel\")]`",
+                )
+                .with_span(attr),
+            );
+            None
+        }
+    }
+}
+
+fn policy_options(span: Span, metas: &[NestedMeta], errors: &mut Accumulator) -> RawPolicy {
+    let mut policy = RawPolicy {
+        span,
+        matching: Vec::new(),
+        action: None,
+        handler: None,
+        wait: None,
+        max_reattempts: None,
+        terminal_action: None,
+        report: None,
+    };
+    for option in options::read(metas, Place::OnException, errors) {
+        let name_span = option.name_span();
+        match option.name.as_str() {
+            "matching" => policy.matching = option.parse::<Matching>(errors).map(|m| m.0).unwrap_or_default(),
+            "action" => policy.action = option.parse(errors),
+            "handler" => policy.handler = option.parse(errors),
+            "wait" => policy.wait = option.parse(errors).map(|v| (name_span, v)),
+            "max_reattempts" => policy.max_reattempts = option.parse(errors).map(|v| (name_span, v)),
+            "terminal_action" => policy.terminal_action = option.parse(errors).map(|v| (name_span, v)),
+            "report" => policy.report = option.parse(errors),
+            _ => {}
+        }
+    }
+    policy
+}
+
+/// Checks `async fn name(&self, cx: &mut StepCx<I>)` (plus `fan: &mut FanOut` for a
+/// fan_out) and returns the argument types.
+fn check_signature(method: &ImplItemFn, kind: EntryKind, errors: &mut Accumulator) -> Option<StepSignature> {
+    let sig = &method.sig;
+    let attr = attribute_name(kind);
+    let shape = if kind == EntryKind::FanOut {
+        "`async fn name(&self, cx: &mut StepCx<I>, fan: &mut FanOut)`"
+    } else {
+        "`async fn name(&self, cx: &mut StepCx<I>)`"
+    };
+    let mut ok = true;
+
+    if sig.asyncness.is_none() {
+        errors.push(
+            Error::custom(format!("a `#[{attr}]` method must be `async`; write {shape}")).with_span(&sig.fn_token),
+        );
+        ok = false;
+    }
+    if sig.constness.is_some() {
+        errors.push(Error::custom(format!("a `#[{attr}]` method cannot be `const`")).with_span(&sig.constness));
+        ok = false;
+    }
+    if !matches!(sig.safety, syn::Safety::Default) || sig.abi.is_some() {
+        errors.push(
+            Error::custom(format!("a `#[{attr}]` method cannot be `unsafe` or `extern`; write {shape}"))
+                .with_span(&sig.fn_token),
+        );
+        ok = false;
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        errors.push(
+            Error::custom(format!(
+                "a `#[{attr}]` method cannot be generic; the engine calls it with the workflow's input type"
+            ))
+            .with_span(&sig.generics),
+        );
+        ok = false;
+    }
+    if let Some(variadic) = &sig.variadic {
+        errors.push(Error::custom("a step method cannot be variadic").with_span(variadic));
+        ok = false;
+    }
+
+    let mut inputs = sig.inputs.iter();
+    match inputs.next() {
+        Some(FnArg::Receiver(receiver)) => {
+            let by_shared_ref =
+                matches!(&receiver.kind, ReceiverKind::Reference(_, _, None)) && receiver.mutability.is_none();
+            if !by_shared_ref {
+                errors.push(
+                    Error::custom(format!(
+                        "a `#[{attr}]` method takes `&self`: steps of one workflow value may run at once; \
+                         write {shape}"
+                    ))
+                    .with_span(receiver),
+                );
+                ok = false;
+            }
+        }
+        Some(FnArg::Typed(arg)) => {
+            errors.push(
+                Error::custom(format!("a `#[{attr}]` method takes `&self` first; write {shape}")).with_span(arg),
+            );
+            return None;
+        }
+        None => {
+            errors.push(
+                Error::custom(format!("a `#[{attr}]` method takes `&self` and the step context; write {shape}"))
+                    .with_span(&sig.ident),
+            );
+            return None;
+        }
+    }
+
+    let typed: Vec<&syn::PatType> = inputs
+        .filter_map(|arg| match arg {
+            FnArg::Typed(arg) => Some(arg),
+            FnArg::Receiver(_) => None,
+        })
+        .collect();
+    let wanted = if kind == EntryKind::FanOut { 2 } else { 1 };
+    if typed.len() != wanted {
+        let span = typed.get(wanted).map_or_else(|| sig.ident.span(), |extra| extra.span());
+        let message = if typed.len() < wanted {
+            format!("this `#[{attr}]` method is missing an argument; write {shape}")
+        } else {
+            format!("this `#[{attr}]` method has too many arguments; write {shape}")
+        };
+        errors.push(Error::custom(message).with_span(&span));
+        return None;
+    }
+
+    let mut types = Vec::new();
+    for (index, arg) in typed.iter().enumerate() {
+        let what = if index == 0 { "the step context as `cx: &mut StepCx<I>`" } else { "the batch as `fan: &mut FanOut`" };
+        match &*arg.ty {
+            Type::Reference(reference) if reference.mutability.is_some() => types.push((*arg.ty).clone()),
+            other => {
+                errors.push(
+                    Error::custom(format!("a `#[{attr}]` method takes {what}, by `&mut`")).with_span(other),
+                );
+                ok = false;
+            }
+        }
+    }
+
+    if !ok {
+        return None;
+    }
+    let mut types = types.into_iter();
+    let cx_ty = types.next()?;
+    Some(StepSignature { cx_ty, fan_ty: types.next() })
+}
+
+/// `removed_step!(name)` or `removed_step!("durable.name")`.
+fn gravestone(mac: &syn::ImplItemMacro, errors: &mut Accumulator) -> Option<RawEntry> {
+    let name = match syn::parse2::<GravestoneName>(mac.mac.tokens.clone()) {
+        Ok(name) => name.0,
+        Err(_) => {
+            errors.push(
+                Error::custom(
+                    "`removed_step!` takes the removed step's durable name, e.g. `removed_step!(legacy_check)` \
+                     or `removed_step!(\"legacy.check\")`",
+                )
+                .with_span(&mac.mac),
+            );
+            return None;
+        }
+    };
+    for attr in &mac.attrs {
+        errors.push(Error::custom("`removed_step!` takes no attributes").with_span(attr));
+    }
+    Some(RawEntry {
+        kind: EntryKind::Removed,
+        method: None,
+        removed_name: Some(name),
+        args: RawStepArgs::default(),
+        signature: None,
+    })
+}
+
+struct GravestoneName(Text);
+
+impl syn::parse::Parse for GravestoneName {
+    fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<Self> {
+        let text = if input.peek(syn::LitStr) {
+            let lit: syn::LitStr = input.parse()?;
+            Text { value: lit.value(), span: lit.span() }
+        } else {
+            let ident: syn::Ident = input.call(syn::ext::IdentExt::parse_any)?;
+            Text { value: ident.to_string().trim_start_matches("r#").to_owned(), span: ident.span() }
+        };
+        if !input.is_empty() {
+            return Err(input.error("expected one name"));
+        }
+        Ok(Self(text))
+    }
+}
+
+fn is_removed_step(path: &syn::Path) -> bool {
+    path_is(path, "removed_step")
+}
+
+/// Whether `attr` is one of ours: `#[name]` or `#[pgbus_runtime::name]`.
+fn is_ours(attr: &Attribute, name: &str) -> bool {
+    path_is(attr.path(), name)
+}
+
+fn path_is(path: &syn::Path, name: &str) -> bool {
+    let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+    match segments.as_slice() {
+        [only] => only == name,
+        [krate, last] => last == name && matches!(krate.as_str(), "pgbus_runtime" | "pgbus_macros"),
+        _ => false,
+    }
+}
+
+/// Strips pgbus attributes from a non-method impl item, reporting each.
+fn strip_stray(attrs: &mut Vec<Attribute>, errors: &mut Accumulator, expected: &str) {
+    attrs.retain(|attr| {
+        let ours = ["step", "fan_out", "on_exception", "workflow"].iter().any(|name| is_ours(attr, name));
+        if ours {
+            errors.push(
+                Error::custom(format!(
+                    "`#[{}]` only goes on {expected} of the `#[workflow]` impl",
+                    attr.path().segments.last().map(|s| s.ident.to_string()).unwrap_or_default()
+                ))
+                .with_span(attr),
+            );
+        }
+        !ours
+    });
+}
+
+fn item_attrs_mut(item: &mut ImplItem) -> Option<&mut Vec<Attribute>> {
+    match item {
+        ImplItem::Const(c) => Some(&mut c.attrs),
+        ImplItem::Type(t) => Some(&mut t.attrs),
+        ImplItem::Macro(m) => Some(&mut m.attrs),
+        ImplItem::Fn(f) => Some(&mut f.attrs),
+        _ => None,
+    }
+}
+
+trait PathIs {
+    fn path_is(&self, name: &str) -> bool;
+}
+
+impl PathIs for NestedMeta {
+    fn path_is(&self, name: &str) -> bool {
+        match self {
+            Self::Meta(meta) => meta.path().is_ident(name),
+            Self::NameValueInvalidExpr(invalid) => invalid.path.is_ident(name),
+            Self::Lit(_) => false,
+        }
+    }
+}

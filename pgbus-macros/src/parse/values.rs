@@ -1,0 +1,201 @@
+//! Option values: darling `FromMeta` newtypes that keep the span of the literal,
+//! so a bad value is reported on the value itself.
+
+use darling::{Error, FromMeta, Result};
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{Expr, Lit, UnOp};
+
+/// A string literal: names, queues, signal names.
+#[derive(Debug, Clone)]
+pub(crate) struct Text {
+    pub(crate) value: String,
+    pub(crate) span: Span,
+}
+
+impl FromMeta for Text {
+    fn from_word() -> Result<Self> {
+        Err(Error::custom("expected a value, e.g. `name = \"...\"`"))
+    }
+
+    fn from_expr(expr: &Expr) -> Result<Self> {
+        match strip_group(expr) {
+            Expr::Lit(lit) => match &lit.lit {
+                Lit::Str(s) => Ok(Self { value: s.value(), span: s.span() }),
+                other => Err(Error::custom("expected a string literal, e.g. `\"orders\"`").with_span(other)),
+            },
+            other => Err(Error::custom("expected a string literal, e.g. `\"orders\"`").with_span(other)),
+        }
+    }
+}
+
+/// A duration string in the shared grammar, normalized to milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DurationMs {
+    pub(crate) ms: u64,
+    pub(crate) span: Span,
+}
+
+impl FromMeta for DurationMs {
+    fn from_word() -> Result<Self> {
+        Err(Error::custom("expected a duration, e.g. `= \"5s\"`"))
+    }
+
+    fn from_expr(expr: &Expr) -> Result<Self> {
+        let expr = strip_group(expr);
+        let Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) = expr else {
+            return Err(Error::custom(
+                "expected a duration string with a unit, e.g. `\"5s\"`, `\"250ms\"` or `\"1h30m\"`",
+            )
+            .with_span(expr));
+        };
+        pgbus_core::parse_duration_ms(&s.value())
+            .map(|ms| Self { ms, span: s.span() })
+            .map_err(|e| Error::custom(format!("invalid duration: {e}")).with_span(s))
+    }
+}
+
+/// An integer literal, possibly negative, kept wide so range errors can name the
+/// range.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Int {
+    pub(crate) value: i128,
+    pub(crate) span: Span,
+}
+
+impl FromMeta for Int {
+    fn from_word() -> Result<Self> {
+        Err(Error::custom("expected an integer, e.g. `= 5`"))
+    }
+
+    fn from_expr(expr: &Expr) -> Result<Self> {
+        let expr = strip_group(expr);
+        let (negative, inner) = match expr {
+            Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => (true, strip_group(&unary.expr)),
+            other => (false, other),
+        };
+        let Expr::Lit(syn::ExprLit { lit: Lit::Int(int), .. }) = inner else {
+            return Err(Error::custom("expected an integer literal, e.g. `5`").with_span(expr));
+        };
+        let magnitude = int
+            .base10_parse::<i128>()
+            .map_err(|_| Error::custom("integer is too large").with_span(expr))?;
+        Ok(Self { value: if negative { -magnitude } else { magnitude }, span: expr.span() })
+    }
+}
+
+/// A word from one of the DSL's vocabularies, as a string literal.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Word<T> {
+    pub(crate) value: T,
+    pub(crate) span: Span,
+}
+
+/// The vocabularies a [`Word`] can hold.
+pub(crate) trait Vocabulary: Sized {
+    fn parse_word(word: &str) -> std::result::Result<Self, pgbus_core::UnknownWord>;
+    fn example() -> &'static str;
+}
+
+macro_rules! vocabulary {
+    ($($ty:ident => $example:literal),* $(,)?) => {$(
+        impl Vocabulary for pgbus_core::$ty {
+            fn parse_word(word: &str) -> std::result::Result<Self, pgbus_core::UnknownWord> {
+                Self::parse(word)
+            }
+            fn example() -> &'static str {
+                $example
+            }
+        }
+    )*};
+}
+
+vocabulary! {
+    ExceptionAction => "\"pause\"",
+    FailureAction => "\"pause\"",
+    Report => "\"always\"",
+    OnTimeout => "\"pause\"",
+}
+
+impl<T: Vocabulary> FromMeta for Word<T> {
+    fn from_word() -> Result<Self> {
+        Err(Error::custom(format!("expected a value, e.g. `= {}`", T::example())))
+    }
+
+    fn from_expr(expr: &Expr) -> Result<Self> {
+        let expr = strip_group(expr);
+        let Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) = expr else {
+            return Err(Error::custom(format!(
+                "expected a string literal, e.g. `{}`",
+                T::example()
+            ))
+            .with_span(expr));
+        };
+        T::parse_word(&s.value())
+            .map(|value| Self { value, span: s.span() })
+            .map_err(|e| Error::custom(e.to_string()).with_span(s))
+    }
+}
+
+/// A path to a method of the workflow (`cancel_if = Self::is_void`, or a bare
+/// `is_void`), or to an error type in `matching(...)`.
+#[derive(Debug, Clone)]
+pub(crate) struct PathArg(pub(crate) syn::Path);
+
+impl FromMeta for PathArg {
+    fn from_word() -> Result<Self> {
+        Err(Error::custom("expected a method, e.g. `= Self::is_cancelled`"))
+    }
+
+    fn from_expr(expr: &Expr) -> Result<Self> {
+        match strip_group(expr) {
+            Expr::Path(path) if path.qself.is_none() => Ok(Self(path.path.clone())),
+            Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => s
+                .parse::<syn::Path>()
+                .map(Self)
+                .map_err(|_| Error::custom("expected a path to a method, e.g. `Self::is_cancelled`").with_span(s)),
+            other => Err(Error::custom("expected a path to a method, e.g. `Self::is_cancelled`").with_span(other)),
+        }
+    }
+}
+
+/// `matching(T1, T2)`: error types.
+#[derive(Debug, Clone)]
+pub(crate) struct Matching(pub(crate) Vec<syn::Path>);
+
+impl FromMeta for Matching {
+    fn from_word() -> Result<Self> {
+        Err(Error::custom("expected error types, e.g. `matching(CardDeclined)`"))
+    }
+
+    fn from_expr(expr: &Expr) -> Result<Self> {
+        Err(Error::custom("write error types in parentheses, e.g. `matching(CardDeclined, Timeout)`")
+            .with_span(expr))
+    }
+
+    fn from_list(items: &[darling::ast::NestedMeta]) -> Result<Self> {
+        let mut errors = Error::accumulator();
+        let mut paths = Vec::new();
+        for item in items {
+            match item {
+                darling::ast::NestedMeta::Meta(syn::Meta::Path(path)) => paths.push(path.clone()),
+                other => errors.push(
+                    Error::custom("expected an error type, e.g. `matching(CardDeclined)`").with_span(other),
+                ),
+            }
+        }
+        if paths.is_empty() && items.is_empty() {
+            errors.push(Error::custom(
+                "`matching()` names no error type; list at least one, or leave `matching` out to match every error",
+            ));
+        }
+        errors.finish_with(Self(paths))
+    }
+}
+
+fn strip_group(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Group(group) => strip_group(&group.expr),
+        other => other,
+    }
+}

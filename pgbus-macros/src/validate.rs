@@ -1,0 +1,387 @@
+//! Stage two: every rule of the DSL, applied to the raw options. Per-option and
+//! per-step rules first, then the rules across steps; each error is spanned at
+//! the smallest token that breaks the rule, and all are reported together.
+
+use darling::Error;
+use darling::error::Accumulator;
+use pgbus_core::defaults::{DEFAULT_MAX_REATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE, DEFAULT_REATTEMPT_WAIT_MS};
+use pgbus_core::{EntryKind, ExceptionAction, FailureAction, OnTimeout, Report};
+use quote::ToTokens;
+use serde_json::{Value, json};
+
+use crate::model::{ActionDef, EntryDef, MethodDef, NamedAt, PolicyDef, StepDef, WaitForDef, WorkflowDef};
+use crate::parse::values::{Int, Text};
+use crate::parse::{RawEntry, RawPolicy, RawStepArgs, RawWorkflow};
+
+/// Validates and normalizes. Returns `None` only when there is nothing to build a
+/// model from; otherwise returns a model even when errors were pushed (the caller
+/// checks the accumulator).
+pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<WorkflowDef> {
+    let name = match &raw.name {
+        Some(text) => non_empty(text, "workflow `name`", "\"orders.fulfil\"", errors),
+        None => raw.type_ident.as_ref().map(ToString::to_string),
+    };
+    let queue = raw.queue.as_ref().map_or_else(|| Some(DEFAULT_QUEUE.to_owned()), |q| queue(q, errors));
+    let priority = raw.priority.map_or(Some(DEFAULT_PRIORITY), |p| priority(p, errors));
+    let input = raw.input.clone().unwrap_or_else(|| syn::parse_quote!(()));
+    let policies = policies(&raw.policies, errors);
+
+    let mut entries = Vec::new();
+    for entry in &raw.entries {
+        entries.extend(entry_def(entry, errors));
+    }
+    check_names(&raw.entries, errors);
+    if !raw.entries.iter().any(|e| e.kind != EntryKind::Removed) {
+        errors.push(
+            Error::custom(
+                "this workflow has no step; mark at least one `async fn(&self, cx: &mut StepCx<I>)` method `#[step]`",
+            )
+            .with_span(&raw.self_ty),
+        );
+    }
+
+    let digest = pgbus_core::definition_digest(entries.iter().map(|e| (e.name.as_str(), e.kind)));
+    let mut def = WorkflowDef {
+        name: name?,
+        self_ty: raw.self_ty,
+        input,
+        queue: queue?,
+        priority: priority?,
+        cancel_if: raw.cancel_if,
+        policies,
+        entries,
+        digest,
+        options_json: String::new(),
+        options_digest: String::new(),
+    };
+    def.options_json = options_json(&def).to_string();
+    def.options_digest = pgbus_core::sha256_hex(def.options_json.as_bytes());
+    Some(def)
+}
+
+fn entry_def(entry: &RawEntry, errors: &mut Accumulator) -> Option<EntryDef> {
+    if entry.kind == EntryKind::Removed {
+        let name = entry.removed_name.as_ref()?;
+        let name = non_empty(name, "removed step name", "legacy_check", errors)?;
+        return Some(EntryDef { name, kind: EntryKind::Removed, method: None, options: StepDef::default() });
+    }
+    let method = entry.method.as_ref()?;
+    let name = match &entry.args.name {
+        Some(text) => non_empty(text, "step `name`", "\"charge\"", errors),
+        None => Some(method.to_string().trim_start_matches("r#").to_owned()),
+    };
+    let options = step_options(&entry.args, entry.kind, errors);
+    let signature = entry.signature.as_ref();
+    Some(EntryDef {
+        name: name?,
+        kind: entry.kind,
+        method: signature.map(|sig| MethodDef {
+            ident: method.clone(),
+            cx_ty: sig.cx_ty.clone(),
+            fan_ty: sig.fan_ty.clone(),
+        }),
+        options,
+    })
+}
+
+fn step_options(args: &RawStepArgs, kind: EntryKind, errors: &mut Accumulator) -> StepDef {
+    if let Some(timeout) = args.timeout
+        && timeout.ms == 0
+    {
+        errors.push(
+            Error::custom("`timeout` must be greater than zero; leave it out to use the runtime's stall threshold")
+                .with_span(&timeout.span),
+        );
+    }
+
+    let wait_timeout_ms = args.wait_timeout.map(|wait_timeout| {
+        if wait_timeout.ms == 0 {
+            errors.push(
+                Error::custom("`wait_timeout` must be greater than zero; leave it out to wait without a limit")
+                    .with_span(&wait_timeout.span),
+            );
+        }
+        if args.wait_for.is_none() {
+            errors.push(
+                Error::custom("`wait_timeout` needs `wait_for`: it limits how long the step waits for a signal")
+                    .with_span(&wait_timeout.span),
+            );
+        }
+        wait_timeout.ms
+    });
+    if let Some(on_timeout) = args.on_timeout {
+        if args.wait_for.is_none() {
+            errors.push(
+                Error::custom(
+                    "`on_timeout` needs `wait_for` and `wait_timeout`: it says what happens when the signal does not come in time",
+                )
+                .with_span(&on_timeout.span),
+            );
+        } else if args.wait_timeout.is_none() {
+            errors.push(
+                Error::custom("`on_timeout` needs `wait_timeout`, e.g. `wait_timeout = \"1h\"`; without it the step waits forever")
+                    .with_span(&on_timeout.span),
+            );
+        }
+    }
+
+    let wait_for = args.wait_for.as_ref().and_then(|wait_for| {
+        let signal = non_empty(&wait_for.name, "signal name", "\"payment.settled\"", errors)?;
+        Some(WaitForDef {
+            signal,
+            matches: wait_for.matches.as_ref().map(|m| m.0.clone()),
+            timeout_ms: wait_timeout_ms,
+            on_timeout: args.on_timeout.map_or(OnTimeout::Pause, |w| w.value),
+        })
+    });
+
+    StepDef {
+        wait_ms: args.wait.map_or(0, |w| w.ms),
+        timeout_ms: args.timeout.map(|t| t.ms),
+        skip_if: args.skip_if.as_ref().map(|p| p.0.clone()),
+        queue: args.queue.as_ref().and_then(|q| queue(q, errors)),
+        priority: args.priority.and_then(|p| priority(p, errors)),
+        wait_for,
+        on_batch_failure: match kind {
+            EntryKind::FanOut => Some(args.on_batch_failure.map_or(FailureAction::Pause, |w| w.value)),
+            EntryKind::Step | EntryKind::Removed => None,
+        },
+        policies: policies(&args.policies, errors),
+    }
+}
+
+fn policies(raw: &[RawPolicy], errors: &mut Accumulator) -> Vec<PolicyDef> {
+    raw.iter().filter_map(|policy| policy_def(policy, errors)).collect()
+}
+
+fn policy_def(raw: &RawPolicy, errors: &mut Accumulator) -> Option<PolicyDef> {
+    let is_reattempt = matches!(raw.action, Some(a) if a.value == ExceptionAction::Reattempt);
+    if !is_reattempt {
+        let subject = if raw.handler.is_some() { "a `handler`" } else { "this action" };
+        for (option, span) in [
+            ("wait", raw.wait.map(|w| w.0)),
+            ("max_reattempts", raw.max_reattempts.map(|m| m.0)),
+            ("terminal_action", raw.terminal_action.map(|t| t.0)),
+        ] {
+            if let Some(span) = span {
+                errors.push(
+                    Error::custom(format!(
+                        "`{option}` only applies to `action = \"reattempt\"`; remove it or make {subject} a reattempt"
+                    ))
+                    .with_span(&span),
+                );
+            }
+        }
+    }
+
+    let max_reattempts = match raw.max_reattempts {
+        None => Some(DEFAULT_MAX_REATTEMPTS),
+        Some((_, Int { value, span })) => match u32::try_from(value) {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                errors.push(
+                    Error::custom(format!(
+                        "`max_reattempts` must be between 1 and {}; to never reattempt, use another `action`",
+                        u32::MAX
+                    ))
+                    .with_span(&span),
+                );
+                None
+            }
+        },
+    };
+
+    let action = match (&raw.action, &raw.handler) {
+        (Some(_), Some(handler)) => {
+            errors.push(
+                Error::custom("give either `action` or `handler`, not both: a handler decides the action itself")
+                    .with_span(&handler.0),
+            );
+            return None;
+        }
+        (None, None) => {
+            errors.push(
+                Error::custom(
+                    "`on_exception` needs `action = \"pause\" | \"reattempt\" | \"cancel\" | \"skip\"` or `handler = method`",
+                )
+                .with_span(&raw.span),
+            );
+            return None;
+        }
+        (None, Some(handler)) => ActionDef::Handler(handler.0.clone()),
+        (Some(action), None) => match action.value {
+            ExceptionAction::Pause => ActionDef::Pause,
+            ExceptionAction::Cancel => ActionDef::Cancel,
+            ExceptionAction::Skip => ActionDef::Skip,
+            ExceptionAction::Reattempt => ActionDef::Reattempt {
+                wait_ms: raw.wait.map_or(DEFAULT_REATTEMPT_WAIT_MS, |w| w.1.ms),
+                max_reattempts: max_reattempts?,
+                terminal_action: raw.terminal_action.map_or(FailureAction::Pause, |t| t.1.value),
+            },
+        },
+    };
+    Some(PolicyDef {
+        matching: raw.matching.clone(),
+        action,
+        report: raw.report.map_or(Report::Always, |r| r.value),
+    })
+}
+
+/// Durable names: unique across live steps; a gravestone neither repeats a live
+/// step nor another gravestone.
+fn check_names(entries: &[RawEntry], errors: &mut Accumulator) {
+    let mut live: Vec<NamedAt> = Vec::new();
+    let mut removed: Vec<NamedAt> = Vec::new();
+    for entry in entries {
+        let Some(named) = durable_name(entry) else { continue };
+        if entry.kind == EntryKind::Removed {
+            if removed.iter().any(|r| r.name == named.name) {
+                errors.push(
+                    Error::custom(format!("step `{}` is removed twice; keep one `removed_step!`", named.name))
+                        .with_span(&named.span),
+                );
+            } else {
+                removed.push(named);
+            }
+        } else if live.iter().any(|l| l.name == named.name) {
+            errors.push(
+                Error::custom(format!(
+                    "duplicate durable step name `{}`; give one of the steps another `name = \"...\"`",
+                    named.name
+                ))
+                .with_span(&named.span),
+            );
+        } else {
+            live.push(named);
+        }
+    }
+    for gravestone in &removed {
+        if live.iter().any(|l| l.name == gravestone.name) {
+            errors.push(
+                Error::custom(format!(
+                    "step `{}` is marked removed but is also a live step; delete the `removed_step!` or rename the step",
+                    gravestone.name
+                ))
+                .with_span(&gravestone.span),
+            );
+        }
+    }
+}
+
+fn durable_name(entry: &RawEntry) -> Option<NamedAt> {
+    if let Some(text) = entry.removed_name.as_ref().or(entry.args.name.as_ref()) {
+        return Some(NamedAt { name: text.value.clone(), span: text.span });
+    }
+    let method = entry.method.as_ref()?;
+    Some(NamedAt { name: method.to_string().trim_start_matches("r#").to_owned(), span: method.span() })
+}
+
+fn non_empty(text: &Text, what: &str, example: &str, errors: &mut Accumulator) -> Option<String> {
+    if text.value.trim().is_empty() {
+        errors.push(Error::custom(format!("{what} cannot be empty; write e.g. `{example}`")).with_span(&text.span));
+        return None;
+    }
+    Some(text.value.clone())
+}
+
+fn queue(text: &Text, errors: &mut Accumulator) -> Option<String> {
+    if text.value.is_empty() {
+        errors.push(
+            Error::custom("`queue` cannot be empty; leave it out to use `\"default\"`").with_span(&text.span),
+        );
+        return None;
+    }
+    if text.value.chars().any(char::is_whitespace) {
+        errors.push(
+            Error::custom("`queue` cannot contain whitespace; use e.g. `\"orders_eu\"`").with_span(&text.span),
+        );
+        return None;
+    }
+    Some(text.value.clone())
+}
+
+fn priority(int: Int, errors: &mut Accumulator) -> Option<i16> {
+    if let Ok(value) = i16::try_from(int.value) {
+        Some(value)
+    } else {
+        errors.push(
+            Error::custom(format!(
+                "`priority` must fit in `i16` ({} to {}); lower numbers run first",
+                i16::MIN,
+                i16::MAX
+            ))
+            .with_span(&int.span),
+        );
+        None
+    }
+}
+
+/// The normalized options as JSON, for the options digest: the same value for the
+/// same options however they were spelled.
+fn options_json(def: &WorkflowDef) -> Value {
+    json!({
+        "name": def.name,
+        "input": tokens(&def.input),
+        "queue": def.queue,
+        "priority": def.priority,
+        "cancel_if": def.cancel_if.iter().map(tokens).collect::<Vec<_>>(),
+        "on_exception": def.policies.iter().map(policy_json).collect::<Vec<_>>(),
+        "entries": def.entries.iter().map(|entry| {
+            let o = &entry.options;
+            json!({
+                "name": entry.name,
+                "kind": entry.kind.as_str(),
+                "method": entry.method.as_ref().map(|m| m.ident.to_string()),
+                "wait_ms": o.wait_ms,
+                "timeout_ms": o.timeout_ms,
+                "skip_if": o.skip_if.as_ref().map(tokens),
+                "queue": o.queue,
+                "priority": o.priority,
+                "wait_for": o.wait_for.as_ref().map(|w| json!({
+                    "signal": w.signal,
+                    "matches": w.matches.as_ref().map(tokens),
+                    "timeout_ms": w.timeout_ms,
+                    "on_timeout": w.on_timeout.as_str(),
+                })),
+                "on_batch_failure": o.on_batch_failure.map(FailureAction::as_str),
+                "on_exception": o.policies.iter().map(policy_json).collect::<Vec<_>>(),
+            })
+        }).collect::<Vec<_>>(),
+    })
+}
+
+fn policy_json(policy: &PolicyDef) -> Value {
+    let action = match &policy.action {
+        ActionDef::Pause => json!({ "action": "pause" }),
+        ActionDef::Cancel => json!({ "action": "cancel" }),
+        ActionDef::Skip => json!({ "action": "skip" }),
+        ActionDef::Reattempt { wait_ms, max_reattempts, terminal_action } => json!({
+            "action": "reattempt",
+            "wait_ms": wait_ms,
+            "max_reattempts": max_reattempts,
+            "terminal_action": terminal_action.as_str(),
+        }),
+        ActionDef::Handler(path) => json!({ "handler": tokens(path) }),
+    };
+    json!({
+        "matching": policy.matching.iter().map(tokens).collect::<Vec<_>>(),
+        "do": action,
+        "report": policy.report.as_str(),
+    })
+}
+
+/// A path or type as compact text, e.g. `Self :: is_void` -> `Self::is_void`,
+/// `Vec < Order >` -> `Vec<Order>`; a space stays only between two words.
+pub(crate) fn tokens(node: &impl ToTokens) -> String {
+    let text = node.to_token_stream().to_string();
+    let chars: Vec<char> = text.chars().collect();
+    let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '\'';
+    chars
+        .iter()
+        .enumerate()
+        .filter(|&(i, &c)| {
+            c != ' ' || (i > 0 && i + 1 < chars.len() && is_word(chars[i - 1]) && is_word(chars[i + 1]))
+        })
+        .map(|(_, &c)| c)
+        .collect()
+}

@@ -1,0 +1,151 @@
+//! The step context: what a step body can read and write.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::StepError;
+
+/// A run's id: the primary key of its `runs` row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct RunId(pub i64);
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A signal delivered to a run: a name and a JSON payload.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Signal {
+    /// The signal name, as in `wait_for = "payment.settled"`.
+    pub name: String,
+    /// Whatever the sender attached (`null` when nothing).
+    pub payload: Value,
+}
+
+impl Signal {
+    /// The payload deserialized as `T`.
+    ///
+    /// # Errors
+    /// A [`StepError`] wrapping the `serde_json` error when the payload is not a `T`.
+    pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T, StepError> {
+        serde_json::from_value(self.payload.clone()).map_err(StepError::from)
+    }
+}
+
+/// What a step body sees: the typed input, where it is in the run, the outputs of
+/// earlier steps, its own output, and the signal it waited for.
+///
+/// `I` is the workflow's `input` type.
+#[derive(Debug)]
+pub struct StepCx<I> {
+    input: I,
+    run_id: RunId,
+    step: String,
+    attempt: u32,
+    outputs: BTreeMap<String, Value>,
+    output: Option<Value>,
+    signal: Option<Signal>,
+}
+
+impl<I> StepCx<I> {
+    /// A context for attempt `attempt` (from 1) of step `step` of run `run_id`.
+    /// The engine and the testkit build these; tests of a single step may too.
+    pub fn new(input: I, run_id: RunId, step: impl Into<String>, attempt: u32) -> Self {
+        Self {
+            input,
+            run_id,
+            step: step.into(),
+            attempt,
+            outputs: BTreeMap::new(),
+            output: None,
+            signal: None,
+        }
+    }
+
+    /// Adds the outputs of earlier steps, by durable step name.
+    #[must_use]
+    pub fn with_outputs(mut self, outputs: BTreeMap<String, Value>) -> Self {
+        self.outputs = outputs;
+        self
+    }
+
+    /// Adds the signal this attempt consumed.
+    #[must_use]
+    pub fn with_signal(mut self, signal: Signal) -> Self {
+        self.signal = Some(signal);
+        self
+    }
+
+    /// The run's input.
+    pub const fn input(&self) -> &I {
+        &self.input
+    }
+
+    /// The run's id.
+    pub const fn run_id(&self) -> RunId {
+        self.run_id
+    }
+
+    /// The durable name of the step being run.
+    pub fn step(&self) -> &str {
+        &self.step
+    }
+
+    /// The attempt number, from 1; a reattempt adds one.
+    pub const fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The JSON output an earlier step of this run recorded, by durable step name.
+    pub fn output_value(&self, step: &str) -> Option<&Value> {
+        self.outputs.get(step)
+    }
+
+    /// The output an earlier step recorded, deserialized as `T`; `Ok(None)` when
+    /// that step recorded none.
+    ///
+    /// # Errors
+    /// A [`StepError`] wrapping the `serde_json` error when the output is not a `T`.
+    pub fn output_of<T: DeserializeOwned>(&self, step: &str) -> Result<Option<T>, StepError> {
+        self.outputs
+            .get(step)
+            .map(|value| serde_json::from_value(value.clone()))
+            .transpose()
+            .map_err(StepError::from)
+    }
+
+    /// Records this step's output (stored as JSON on the step row when the attempt
+    /// ends; later steps read it with [`StepCx::output_of`]). A second call replaces
+    /// the first.
+    ///
+    /// # Errors
+    /// A [`StepError`] wrapping the `serde_json` error when `value` does not serialize.
+    pub fn output<T: Serialize>(&mut self, value: &T) -> Result<(), StepError> {
+        self.output = Some(serde_json::to_value(value)?);
+        Ok(())
+    }
+
+    /// The output recorded so far, if any.
+    pub const fn recorded_output(&self) -> Option<&Value> {
+        self.output.as_ref()
+    }
+
+    /// Takes the recorded output, leaving none.
+    pub const fn take_output(&mut self) -> Option<Value> {
+        self.output.take()
+    }
+
+    /// The signal this attempt waited for and consumed (`wait_for`), if any. `None`
+    /// for steps without `wait_for`, and when `on_timeout = "run"` ran the body
+    /// without one.
+    pub const fn signal(&self) -> Option<&Signal> {
+        self.signal.as_ref()
+    }
+}

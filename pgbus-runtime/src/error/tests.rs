@@ -1,0 +1,60 @@
+use super::*;
+
+#[derive(Debug, thiserror::Error)]
+#[error("card declined")]
+struct CardDeclined;
+
+#[derive(Debug, thiserror::Error)]
+#[error("gateway failed")]
+struct Gateway {
+    #[source]
+    source: std::io::Error,
+}
+
+#[test]
+fn keeps_the_type_for_matching_and_reporting() {
+    let error = StepError::from(CardDeclined);
+    assert!(error.is::<CardDeclined>());
+    assert!(!error.is::<Timeout>());
+    assert!(error.type_name().ends_with("CardDeclined"));
+    assert_eq!(error.message(), "card declined");
+    assert!(error.downcast_ref::<CardDeclined>().is_some());
+}
+
+#[test]
+fn collects_causes_nearest_first_and_caps_them() {
+    let error = StepError::from(Gateway { source: std::io::Error::other("connection reset") });
+    assert_eq!(error.causes(), vec!["connection reset".to_owned()]);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("layer {depth}")]
+    struct Layer {
+        depth: usize,
+        #[source]
+        source: Option<Box<Layer>>,
+    }
+    let mut chain = Layer { depth: 0, source: None };
+    for depth in 1..=8 {
+        chain = Layer { depth, source: Some(Box::new(chain)) };
+    }
+    let causes = StepError::from(chain).causes();
+    assert_eq!(causes.len(), MAX_ERROR_CAUSES);
+    assert_eq!(causes[0], "layer 7");
+}
+
+#[test]
+fn caps_long_messages_on_a_char_boundary() {
+    let long = "é".repeat(MAX_ERROR_MESSAGE_CHARS + 10);
+    let message = StepError::msg(long).message();
+    assert_eq!(message.chars().count(), MAX_ERROR_MESSAGE_CHARS);
+    assert!(message.ends_with('…'));
+    let exact = "x".repeat(MAX_ERROR_MESSAGE_CHARS);
+    assert_eq!(StepError::msg(exact.clone()).message(), exact);
+}
+
+#[test]
+fn a_message_error_has_its_own_type() {
+    let error = StepError::msg("nope");
+    assert!(error.is::<Message>());
+    assert_eq!(error.to_string(), "nope");
+}

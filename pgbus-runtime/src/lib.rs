@@ -1,0 +1,113 @@
+#![doc = include_str!("../../README.md")]
+
+// Lets the macros' absolute `::pgbus_runtime::...` paths resolve inside this crate's
+// own tests and docs too.
+extern crate self as pgbus_runtime;
+
+pub mod context;
+pub mod definition;
+pub mod error;
+pub mod fan_out;
+pub mod flow;
+pub mod workflow;
+
+pub use context::{RunId, Signal, StepCx};
+pub use definition::{
+    Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy, FailureAction, GuardRef,
+    HandlerRef, OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,
+};
+pub use error::{Message, StepError, StepNotDefined, Timeout};
+pub use fan_out::{ChildRun, FanOut};
+pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
+pub use workflow::{StepFuture, Workflow};
+
+pub use pgbus_core::{definition_digest, format_duration_ms, parse_duration_ms};
+pub use pgbus_macros::{fan_out, on_exception, removed_step, step, workflow};
+
+/// What a workflow module needs in one `use`: the macros, the step types and
+/// serde's derives.
+pub mod prelude {
+    pub use crate::{
+        FanOut, Flow, RunId, Signal, StepCx, StepError, StepResult, Timeout, Workflow, fan_out,
+        on_exception, removed_step, step, workflow,
+    };
+    pub use serde::{Deserialize, Serialize};
+}
+
+/// What the macro expansions use. Not part of the public API: no stability promise.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::context::{Signal, StepCx};
+    pub use crate::definition::{
+        Entry, EntryKind, ErrorMatcher, ExceptionPolicy, FailureAction, GuardRef, HandlerRef,
+        OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,
+    };
+    pub use crate::error::{StepError, StepNotDefined};
+    pub use crate::fan_out::FanOut;
+    pub use crate::flow::{Flow, StepResult};
+    pub use crate::workflow::{StepFuture, Workflow};
+    pub use ::core;
+
+    use crate::flow::{IntoGuardResult, IntoHandlerOutcome, IntoStepResult};
+
+    /// Compile-time check, at the user's `input = T` span, that `T` can be stored.
+    pub const fn assert_input<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static>() {}
+
+    /// `matching(T)` compiles to this downcast check, at the user's `T` span.
+    #[must_use]
+    pub fn matches_type<T: std::error::Error + 'static>(error: &StepError) -> bool {
+        error.is::<T>()
+    }
+
+    /// Boxes a step body's future; spanned at the method so a non-`Send` future is
+    /// reported there.
+    pub fn step_future<'a, F>(future: F) -> StepFuture<'a>
+    where
+        F: core::future::Future<Output = StepResult> + Send + 'a,
+    {
+        Box::pin(future)
+    }
+
+    /// Converts whatever the step method returned.
+    ///
+    /// # Errors
+    /// The body's error.
+    pub fn into_step_result<R: IntoStepResult>(result: R) -> StepResult {
+        result.into_step_result()
+    }
+
+    /// Converts whatever a guard or signal predicate returned.
+    ///
+    /// # Errors
+    /// The guard's error.
+    pub fn guard_result<R: IntoGuardResult>(result: R) -> Result<bool, StepError> {
+        result.into_guard_result()
+    }
+
+    /// Converts whatever an exception handler returned.
+    ///
+    /// # Errors
+    /// The handler's error.
+    pub fn handler_outcome<R: IntoHandlerOutcome>(result: R) -> Result<Option<Flow>, StepError> {
+        result.into_handler_outcome()
+    }
+
+    /// The error for an index the definition does not have.
+    #[must_use]
+    pub fn not_defined(definition: &WorkflowDefinition, what: &str) -> StepError {
+        StepError::from(StepNotDefined {
+            workflow: definition.name.to_owned(),
+            step: what.to_owned(),
+        })
+    }
+
+    /// The future for an entry index that is not a live step.
+    #[must_use]
+    pub fn no_such_step(definition: &'static WorkflowDefinition, entry: usize) -> StepFuture<'static> {
+        let what = definition
+            .entries
+            .get(entry)
+            .map_or_else(|| format!("#{entry}"), |e| e.name.to_owned());
+        Box::pin(core::future::ready(Err(not_defined(definition, &what))))
+    }
+}

@@ -1,0 +1,69 @@
+//! The trait `#[workflow]` implements.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::context::{Signal, StepCx};
+use crate::definition::{GuardRef, HandlerRef, WorkflowDefinition};
+use crate::error::StepError;
+use crate::fan_out::FanOut;
+use crate::flow::{Flow, StepResult};
+
+/// The future of one step body.
+pub type StepFuture<'a> = Pin<Box<dyn Future<Output = StepResult> + Send + 'a>>;
+
+/// A workflow: a value holding the workflow's dependencies, plus the compiled
+/// definition of its steps.
+///
+/// Implemented by `#[workflow]` on an inherent `impl` block; writing it by hand is
+/// possible but loses the compile-time checks. The engine calls the methods below
+/// by the indices in [`Self::DEFINITION`].
+pub trait Workflow: Send + Sync + 'static {
+    /// The run's input (`#[workflow(input = T)]`), stored as JSON.
+    type Input: Serialize + DeserializeOwned + Send + 'static;
+
+    /// The compiled definition: name, step table with normalized options, digests.
+    const DEFINITION: &'static WorkflowDefinition;
+
+    /// Runs the body of entry `entry` (an index into `DEFINITION.entries`). `fan`
+    /// is the batch for a `#[fan_out]` step and unused otherwise. An index that is
+    /// not a live step resolves to a `StepNotDefined` error.
+    fn run_step<'a>(
+        &'a self,
+        entry: usize,
+        cx: &'a mut StepCx<Self::Input>,
+        fan: &'a mut FanOut,
+    ) -> StepFuture<'a>;
+
+    /// Evaluates a `cancel_if` or `skip_if` guard.
+    ///
+    /// # Errors
+    /// The guard's own error, or `StepNotDefined` for an unknown guard.
+    fn check_guard(&self, guard: GuardRef, cx: &StepCx<Self::Input>) -> Result<bool, StepError>;
+
+    /// Evaluates a `wait_for(matches = ...)` predicate against a signal.
+    ///
+    /// # Errors
+    /// The predicate's own error, or `StepNotDefined` for an unknown predicate.
+    fn signal_matches(
+        &self,
+        guard: GuardRef,
+        cx: &StepCx<Self::Input>,
+        signal: &Signal,
+    ) -> Result<bool, StepError>;
+
+    /// Asks an `on_exception(handler = ...)` method what to do with `error`.
+    /// `Ok(None)` means the handler gave no verb; the engine pauses the run.
+    ///
+    /// # Errors
+    /// The handler's own error, or `StepNotDefined` for an unknown handler.
+    fn handle_error(
+        &self,
+        handler: HandlerRef,
+        cx: &StepCx<Self::Input>,
+        error: &StepError,
+    ) -> Result<Option<Flow>, StepError>;
+}

@@ -1,0 +1,2 @@
+//! Holds the trybuild cases of the pgbus macros; see `tests/ui.rs`. The cases
+//! live in `ui/pass` and `ui/fail`, one scenario per file.
