@@ -35,17 +35,16 @@ impl Fulfil {
     /// A workflow value whose gateway fails `gateway_failures` times per run first.
     #[must_use]
     pub const fn new(gateway_failures: u32) -> Self {
-        Self { gateway_failures, charges: AtomicU32::new(0) }
+        Self {
+            gateway_failures,
+            charges: AtomicU32::new(0),
+        }
     }
 
     /// How many times `charge` ran, across runs.
     #[must_use]
     pub fn charge_calls(&self) -> u32 {
         self.charges.load(Ordering::Relaxed)
-    }
-
-    fn no_gift_wrap(&self, cx: &StepCx<Order>) -> bool {
-        !cx.input().gift_wrap
     }
 }
 
@@ -60,11 +59,21 @@ impl Fulfil {
     }
 
     /// Charges the card; the first attempts hit a flaky gateway.
-    #[step(wait = "1s", on_exception(matching(GatewayUnavailable), action = "reattempt", wait = "2s", max_reattempts = 3))]
+    #[step(
+        wait = "1s",
+        on_exception(
+            matching(GatewayUnavailable),
+            action = "reattempt",
+            wait = "2s",
+            max_reattempts = 3
+        )
+    )]
     async fn charge(&self, cx: &mut StepCx<Order>) -> Result<(), GatewayUnavailable> {
         self.charges.fetch_add(1, Ordering::Relaxed);
         if cx.attempt() <= self.gateway_failures {
-            return Err(GatewayUnavailable { attempt: cx.attempt() });
+            return Err(GatewayUnavailable {
+                attempt: cx.attempt(),
+            });
         }
         Ok(())
     }
@@ -73,6 +82,11 @@ impl Fulfil {
     #[step(skip_if = no_gift_wrap)]
     async fn gift_wrap(&self, _cx: &mut StepCx<Order>) -> StepResult {
         Ok(Flow::Complete)
+    }
+
+    /// The `skip_if` guard of `gift_wrap`.
+    fn no_gift_wrap(&self, cx: &StepCx<Order>) -> bool {
+        !cx.input().gift_wrap
     }
 
     /// Ships against the reservation `reserve_stock` recorded.

@@ -150,7 +150,9 @@ pub fn parse_duration_ms(input: &str) -> Result<u64, DurationError> {
     // Index into UNITS of the smallest unit seen so far; the next must be smaller.
     let mut next_allowed = 0;
     while !rest.is_empty() {
-        let digits_len = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits_len = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let (digits, after) = rest.split_at(digits_len);
         let unit_len = after
             .find(|c: char| !c.is_ascii_alphabetic())
@@ -163,21 +165,29 @@ pub fn parse_duration_ms(input: &str) -> Result<u64, DurationError> {
                 let found = after.chars().next().unwrap_or(' ');
                 return Err(DurationError::UnexpectedChar { found });
             }
-            return Err(DurationError::MissingNumber { unit: unit.to_owned() });
+            return Err(DurationError::MissingNumber {
+                unit: unit.to_owned(),
+            });
         }
         if unit.is_empty() {
             if after.is_empty() {
-                return Err(DurationError::MissingUnit { number: digits.to_owned() });
+                return Err(DurationError::MissingUnit {
+                    number: digits.to_owned(),
+                });
             }
             let found = after.chars().next().unwrap_or(' ');
             return Err(DurationError::UnexpectedChar { found });
         }
 
         let Some(position) = UNITS.iter().position(|(name, _)| *name == unit) else {
-            return Err(DurationError::UnknownUnit { unit: unit.to_owned() });
+            return Err(DurationError::UnknownUnit {
+                unit: unit.to_owned(),
+            });
         };
         if position < next_allowed {
-            return Err(DurationError::UnitOrder { unit: unit.to_owned() });
+            return Err(DurationError::UnitOrder {
+                unit: unit.to_owned(),
+            });
         }
         next_allowed = position + 1;
 

@@ -16,8 +16,9 @@ pub mod duration;
 pub mod vocab;
 
 pub use digest::{DIGEST_HEX_LEN, definition_digest, entries_json, sha256_hex};
-pub use duration::{DurationError, MAX_DURATION_MS, parse_duration_ms};
 pub use duration::format_duration_ms;
+pub use duration::{DurationError, MAX_DURATION_MS, parse_duration_ms};
 pub use vocab::{
-    EntryKind, ExceptionAction, FailureAction, OnTimeout, Report, UnknownWord, backticked, did_you_mean,
+    EntryKind, ExceptionAction, FailureAction, OnTimeout, Report, UnknownWord, backticked,
+    did_you_mean,
 };

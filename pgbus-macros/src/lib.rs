@@ -76,7 +76,7 @@ pub fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Used outside a `#[workflow]` impl, it is a compile error.
 #[proc_macro_attribute]
 pub fn step(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::stray_attribute("step", args.into(), item.into()).into()
+    expand::stray_attribute("step", args.into(), &item.into()).into()
 }
 
 /// Marks a method of a `#[workflow]` impl as a fan_out step:
@@ -90,7 +90,7 @@ pub fn step(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Used outside a `#[workflow]` impl, it is a compile error.
 #[proc_macro_attribute]
 pub fn fan_out(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::stray_attribute("fan_out", args.into(), item.into()).into()
+    expand::stray_attribute("fan_out", args.into(), &item.into()).into()
 }
 
 /// A workflow-level exception policy, written below `#[workflow]` on the impl.
@@ -100,7 +100,7 @@ pub fn fan_out(args: TokenStream, item: TokenStream) -> TokenStream {
 /// compile error.
 #[proc_macro_attribute]
 pub fn on_exception(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::stray_attribute("on_exception", args.into(), item.into()).into()
+    expand::stray_attribute("on_exception", args.into(), &item.into()).into()
 }
 
 /// `removed_step!(name);` inside a `#[workflow]` impl keeps a gravestone for a

@@ -70,7 +70,11 @@ pub(crate) enum ActionDef {
     Pause,
     Cancel,
     Skip,
-    Reattempt { wait_ms: u64, max_reattempts: u32, terminal_action: FailureAction },
+    Reattempt {
+        wait_ms: u64,
+        max_reattempts: u32,
+        terminal_action: FailureAction,
+    },
     Handler(Path),
 }
 

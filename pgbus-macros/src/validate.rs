@@ -4,12 +4,16 @@
 
 use darling::Error;
 use darling::error::Accumulator;
-use pgbus_core::defaults::{DEFAULT_MAX_REATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE, DEFAULT_REATTEMPT_WAIT_MS};
+use pgbus_core::defaults::{
+    DEFAULT_MAX_REATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE, DEFAULT_REATTEMPT_WAIT_MS,
+};
 use pgbus_core::{EntryKind, ExceptionAction, FailureAction, OnTimeout, Report};
 use quote::ToTokens;
 use serde_json::{Value, json};
 
-use crate::model::{ActionDef, EntryDef, MethodDef, NamedAt, PolicyDef, StepDef, WaitForDef, WorkflowDef};
+use crate::model::{
+    ActionDef, EntryDef, MethodDef, NamedAt, PolicyDef, StepDef, WaitForDef, WorkflowDef,
+};
 use crate::parse::values::{Int, Text};
 use crate::parse::{RawEntry, RawPolicy, RawStepArgs, RawWorkflow};
 
@@ -21,8 +25,13 @@ pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<Wor
         Some(text) => non_empty(text, "workflow `name`", "\"orders.fulfil\"", errors),
         None => raw.type_ident.as_ref().map(ToString::to_string),
     };
-    let queue = raw.queue.as_ref().map_or_else(|| Some(DEFAULT_QUEUE.to_owned()), |q| queue(q, errors));
-    let priority = raw.priority.map_or(Some(DEFAULT_PRIORITY), |p| priority(p, errors));
+    let queue = raw
+        .queue
+        .as_ref()
+        .map_or_else(|| Some(DEFAULT_QUEUE.to_owned()), |q| queue(q, errors));
+    let priority = raw
+        .priority
+        .map_or(Some(DEFAULT_PRIORITY), |p| priority(p, errors));
     let input = raw.input.clone().unwrap_or_else(|| syn::parse_quote!(()));
     let policies = policies(&raw.policies, errors);
 
@@ -63,7 +72,12 @@ fn entry_def(entry: &RawEntry, errors: &mut Accumulator) -> Option<EntryDef> {
     if entry.kind == EntryKind::Removed {
         let name = entry.removed_name.as_ref()?;
         let name = non_empty(name, "removed step name", "legacy_check", errors)?;
-        return Some(EntryDef { name, kind: EntryKind::Removed, method: None, options: StepDef::default() });
+        return Some(EntryDef {
+            name,
+            kind: EntryKind::Removed,
+            method: None,
+            options: StepDef::default(),
+        });
     }
     let method = entry.method.as_ref()?;
     let name = match &entry.args.name {
@@ -143,7 +157,10 @@ fn step_options(args: &RawStepArgs, kind: EntryKind, errors: &mut Accumulator) -
         priority: args.priority.and_then(|p| priority(p, errors)),
         wait_for,
         on_batch_failure: match kind {
-            EntryKind::FanOut => Some(args.on_batch_failure.map_or(FailureAction::Pause, |w| w.value)),
+            EntryKind::FanOut => Some(
+                args.on_batch_failure
+                    .map_or(FailureAction::Pause, |w| w.value),
+            ),
             EntryKind::Step | EntryKind::Removed => None,
         },
         policies: policies(&args.policies, errors),
@@ -151,13 +168,19 @@ fn step_options(args: &RawStepArgs, kind: EntryKind, errors: &mut Accumulator) -
 }
 
 fn policies(raw: &[RawPolicy], errors: &mut Accumulator) -> Vec<PolicyDef> {
-    raw.iter().filter_map(|policy| policy_def(policy, errors)).collect()
+    raw.iter()
+        .filter_map(|policy| policy_def(policy, errors))
+        .collect()
 }
 
 fn policy_def(raw: &RawPolicy, errors: &mut Accumulator) -> Option<PolicyDef> {
     let is_reattempt = matches!(raw.action, Some(a) if a.value == ExceptionAction::Reattempt);
     if !is_reattempt {
-        let subject = if raw.handler.is_some() { "a `handler`" } else { "this action" };
+        let subject = if raw.handler.is_some() {
+            "a `handler`"
+        } else {
+            "this action"
+        };
         for (option, span) in [
             ("wait", raw.wait.map(|w| w.0)),
             ("max_reattempts", raw.max_reattempts.map(|m| m.0)),
@@ -200,6 +223,9 @@ fn policy_def(raw: &RawPolicy, errors: &mut Accumulator) -> Option<PolicyDef> {
             return None;
         }
         (None, None) => {
+            if raw.reported {
+                return None;
+            }
             errors.push(
                 Error::custom(
                     "`on_exception` needs `action = \"pause\" | \"reattempt\" | \"cancel\" | \"skip\"` or `handler = method`",
@@ -216,7 +242,9 @@ fn policy_def(raw: &RawPolicy, errors: &mut Accumulator) -> Option<PolicyDef> {
             ExceptionAction::Reattempt => ActionDef::Reattempt {
                 wait_ms: raw.wait.map_or(DEFAULT_REATTEMPT_WAIT_MS, |w| w.1.ms),
                 max_reattempts: max_reattempts?,
-                terminal_action: raw.terminal_action.map_or(FailureAction::Pause, |t| t.1.value),
+                terminal_action: raw
+                    .terminal_action
+                    .map_or(FailureAction::Pause, |t| t.1.value),
             },
         },
     };
@@ -233,12 +261,17 @@ fn check_names(entries: &[RawEntry], errors: &mut Accumulator) {
     let mut live: Vec<NamedAt> = Vec::new();
     let mut removed: Vec<NamedAt> = Vec::new();
     for entry in entries {
-        let Some(named) = durable_name(entry) else { continue };
+        let Some(named) = durable_name(entry) else {
+            continue;
+        };
         if entry.kind == EntryKind::Removed {
             if removed.iter().any(|r| r.name == named.name) {
                 errors.push(
-                    Error::custom(format!("step `{}` is removed twice; keep one `removed_step!`", named.name))
-                        .with_span(&named.span),
+                    Error::custom(format!(
+                        "step `{}` is removed twice; keep one `removed_step!`",
+                        named.name
+                    ))
+                    .with_span(&named.span),
                 );
             } else {
                 removed.push(named);
@@ -270,15 +303,24 @@ fn check_names(entries: &[RawEntry], errors: &mut Accumulator) {
 
 fn durable_name(entry: &RawEntry) -> Option<NamedAt> {
     if let Some(text) = entry.removed_name.as_ref().or(entry.args.name.as_ref()) {
-        return Some(NamedAt { name: text.value.clone(), span: text.span });
+        return Some(NamedAt {
+            name: text.value.clone(),
+            span: text.span,
+        });
     }
     let method = entry.method.as_ref()?;
-    Some(NamedAt { name: method.to_string().trim_start_matches("r#").to_owned(), span: method.span() })
+    Some(NamedAt {
+        name: method.to_string().trim_start_matches("r#").to_owned(),
+        span: method.span(),
+    })
 }
 
 fn non_empty(text: &Text, what: &str, example: &str, errors: &mut Accumulator) -> Option<String> {
     if text.value.trim().is_empty() {
-        errors.push(Error::custom(format!("{what} cannot be empty; write e.g. `{example}`")).with_span(&text.span));
+        errors.push(
+            Error::custom(format!("{what} cannot be empty; write e.g. `{example}`"))
+                .with_span(&text.span),
+        );
         return None;
     }
     Some(text.value.clone())
@@ -287,13 +329,15 @@ fn non_empty(text: &Text, what: &str, example: &str, errors: &mut Accumulator) -
 fn queue(text: &Text, errors: &mut Accumulator) -> Option<String> {
     if text.value.is_empty() {
         errors.push(
-            Error::custom("`queue` cannot be empty; leave it out to use `\"default\"`").with_span(&text.span),
+            Error::custom("`queue` cannot be empty; leave it out to use `\"default\"`")
+                .with_span(&text.span),
         );
         return None;
     }
     if text.value.chars().any(char::is_whitespace) {
         errors.push(
-            Error::custom("`queue` cannot contain whitespace; use e.g. `\"orders_eu\"`").with_span(&text.span),
+            Error::custom("`queue` cannot contain whitespace; use e.g. `\"orders_eu\"`")
+                .with_span(&text.span),
         );
         return None;
     }
@@ -355,7 +399,11 @@ fn policy_json(policy: &PolicyDef) -> Value {
         ActionDef::Pause => json!({ "action": "pause" }),
         ActionDef::Cancel => json!({ "action": "cancel" }),
         ActionDef::Skip => json!({ "action": "skip" }),
-        ActionDef::Reattempt { wait_ms, max_reattempts, terminal_action } => json!({
+        ActionDef::Reattempt {
+            wait_ms,
+            max_reattempts,
+            terminal_action,
+        } => json!({
             "action": "reattempt",
             "wait_ms": wait_ms,
             "max_reattempts": max_reattempts,
@@ -380,8 +428,12 @@ pub(crate) fn tokens(node: &impl ToTokens) -> String {
         .iter()
         .enumerate()
         .filter(|&(i, &c)| {
-            c != ' ' || (i > 0 && i + 1 < chars.len() && is_word(chars[i - 1]) && is_word(chars[i + 1]))
+            c != ' '
+                || (i > 0 && i + 1 < chars.len() && is_word(chars[i - 1]) && is_word(chars[i + 1]))
         })
         .map(|(_, &c)| c)
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

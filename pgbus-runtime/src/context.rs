@@ -10,7 +10,9 @@ use serde_json::Value;
 use crate::error::StepError;
 
 /// A run's id: the primary key of its `runs` row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct RunId(pub i64);
 

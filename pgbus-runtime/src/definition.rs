@@ -32,7 +32,7 @@ pub struct WorkflowDefinition {
     pub cancel_if: &'static [GuardRef],
     /// Workflow-level exception policies in declaration order.
     pub on_exception: &'static [ExceptionPolicy],
-    /// Steps, fan_outs and gravestones, in declaration order.
+    /// Steps, fan-outs and gravestones, in declaration order.
     pub entries: &'static [Entry],
     /// The definition digest: SHA-256 hex of the `[name, kind]` list (see
     /// [`pgbus_core::digest`]). Changes with the step list, never with options.
@@ -197,7 +197,9 @@ pub struct ErrorMatcher {
 
 impl std::fmt::Debug for ErrorMatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("ErrorMatcher").field(&self.type_name).finish()
+        f.debug_tuple("ErrorMatcher")
+            .field(&self.type_name)
+            .finish()
     }
 }
 

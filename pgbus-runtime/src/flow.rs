@@ -37,17 +37,23 @@ pub enum Flow {
 impl Flow {
     /// [`Flow::Pause`] with a reason.
     pub fn pause(reason: impl Into<String>) -> Self {
-        Self::Pause { reason: reason.into() }
+        Self::Pause {
+            reason: reason.into(),
+        }
     }
 
     /// [`Flow::Cancel`] with a reason.
     pub fn cancel(reason: impl Into<String>) -> Self {
-        Self::Cancel { reason: reason.into() }
+        Self::Cancel {
+            reason: reason.into(),
+        }
     }
 
     /// [`Flow::Skip`] with a reason.
     pub fn skip(reason: impl Into<String>) -> Self {
-        Self::Skip { reason: reason.into() }
+        Self::Skip {
+            reason: reason.into(),
+        }
     }
 
     /// [`Flow::Reattempt`] after `wait`.

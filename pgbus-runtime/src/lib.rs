@@ -51,7 +51,10 @@ pub mod __private {
     use crate::flow::{IntoGuardResult, IntoHandlerOutcome, IntoStepResult};
 
     /// Compile-time check, at the user's `input = T` span, that `T` can be stored.
-    pub const fn assert_input<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static>() {}
+    pub const fn assert_input<
+        T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+    >() {
+    }
 
     /// `matching(T)` compiles to this downcast check, at the user's `T` span.
     #[must_use]
@@ -103,7 +106,10 @@ pub mod __private {
 
     /// The future for an entry index that is not a live step.
     #[must_use]
-    pub fn no_such_step(definition: &'static WorkflowDefinition, entry: usize) -> StepFuture<'static> {
+    pub fn no_such_step(
+        definition: &'static WorkflowDefinition,
+        entry: usize,
+    ) -> StepFuture<'static> {
         let what = definition
             .entries
             .get(entry)

@@ -8,11 +8,17 @@ use pgbus_runtime::{EntryKind, Workflow, format_duration_ms};
 
 fn main() {
     let definition = <Fulfil as Workflow>::DEFINITION;
-    println!("workflow {} (input {}, queue {})", definition.name, definition.input_type, definition.queue);
+    println!(
+        "workflow {} (input {}, queue {})",
+        definition.name, definition.input_type, definition.queue
+    );
     println!("digest          {}", definition.digest);
     println!("options digest  {}", definition.options_digest);
     println!();
-    println!("{:<3} {:<14} {:<8} {:<6} {:<10} policies", "#", "step", "kind", "wait", "skip_if");
+    println!(
+        "{:<3} {:<14} {:<8} {:<6} {:<10} policies",
+        "#", "step", "kind", "wait", "skip_if"
+    );
     for (index, entry) in definition.entries.iter().enumerate() {
         let kind = match entry.kind {
             EntryKind::Step => "step",

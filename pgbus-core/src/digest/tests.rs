@@ -29,7 +29,10 @@ fn encodes_names_as_standard_compact_json() {
         entries_json([("say \"hi\"\\", Step), ("café_über", Step)]),
         r#"[["say \"hi\"\\","step"],["café_über","step"]]"#
     );
-    assert_eq!(entries_json([("tab\there", Step)]), r#"[["tab\there","step"]]"#);
+    assert_eq!(
+        entries_json([("tab\there", Step)]),
+        r#"[["tab\there","step"]]"#
+    );
     assert_eq!(
         definition_digest([("café", Step)]),
         sha256_hex("[[\"café\",\"step\"]]".as_bytes())
@@ -39,11 +42,27 @@ fn encodes_names_as_standard_compact_json() {
 #[test]
 fn changes_with_the_step_list_only() {
     let base = definition_digest([("a", Step), ("b", Step)]);
-    assert_ne!(base, definition_digest([("b", Step), ("a", Step)]), "reorder");
-    assert_ne!(base, definition_digest([("a", Step), ("c", Step)]), "rename");
+    assert_ne!(
+        base,
+        definition_digest([("b", Step), ("a", Step)]),
+        "reorder"
+    );
+    assert_ne!(
+        base,
+        definition_digest([("a", Step), ("c", Step)]),
+        "rename"
+    );
     assert_ne!(base, definition_digest([("a", Step)]), "remove");
-    assert_ne!(base, definition_digest([("a", Step), ("b", Removed)]), "gravestone");
-    assert_ne!(base, definition_digest([("a", Step), ("b", FanOut)]), "kind");
+    assert_ne!(
+        base,
+        definition_digest([("a", Step), ("b", Removed)]),
+        "gravestone"
+    );
+    assert_ne!(
+        base,
+        definition_digest([("a", Step), ("b", FanOut)]),
+        "kind"
+    );
     assert_eq!(base, definition_digest([("a", Step), ("b", Step)]));
 }
 
@@ -51,5 +70,9 @@ fn changes_with_the_step_list_only() {
 fn hex_is_lowercase_and_full_length() {
     let digest = sha256_hex(b"anything");
     assert_eq!(digest.len(), DIGEST_HEX_LEN);
-    assert!(digest.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)));
+    assert!(
+        digest
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+    );
 }

@@ -20,7 +20,12 @@ fn rejects_each_bad_form_with_its_own_reason() {
         ("", DurationError::Empty),
         ("   ", DurationError::Empty),
         ("5", DurationError::MissingUnit { number: "5".into() }),
-        ("1m30", DurationError::MissingUnit { number: "30".into() }),
+        (
+            "1m30",
+            DurationError::MissingUnit {
+                number: "30".into(),
+            },
+        ),
         ("-1s", DurationError::Signed),
         ("+1s", DurationError::Signed),
         ("5x", DurationError::UnknownUnit { unit: "x".into() }),
@@ -37,17 +42,34 @@ fn rejects_each_bad_form_with_its_own_reason() {
         ("18446744073709551615d", DurationError::TooLong),
     ];
     for (input, expected) in cases {
-        assert_eq!(parse_duration_ms(input).as_ref(), Err(expected), "input {input:?}");
+        assert_eq!(
+            parse_duration_ms(input).as_ref(),
+            Err(expected),
+            "input {input:?}"
+        );
     }
 }
 
 #[test]
 fn every_rejection_reads_as_a_diagnostic() {
-    for input in ["", "5", "-1s", "5x", "1.5.2s", "s", "5s1m", "5 s", "99999999999999999999s"] {
+    for input in [
+        "",
+        "5",
+        "-1s",
+        "5x",
+        "1.5.2s",
+        "s",
+        "5s1m",
+        "5 s",
+        "99999999999999999999s",
+    ] {
         let message = parse_duration_ms(input).unwrap_err().to_string();
         let first = message.chars().next().unwrap();
         assert!(!first.is_uppercase(), "{input:?}: {message}");
-        assert!(message.contains('`'), "{input:?} gives no example or code: {message}");
+        assert!(
+            message.contains('`'),
+            "{input:?} gives no example or code: {message}"
+        );
         assert!(!message.ends_with('.'), "{input:?}: {message}");
     }
 }

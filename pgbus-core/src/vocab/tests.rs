@@ -48,7 +48,10 @@ fn unknown_words_list_the_allowed_values_and_suggest_the_closest() {
 fn did_you_mean_finds_typos_and_ignores_strangers() {
     assert_eq!(did_you_mean("wiat", options::STEP), Some("wait"));
     assert_eq!(did_you_mean("timout", options::STEP), Some("timeout"));
-    assert_eq!(did_you_mean("wait_timout", options::STEP), Some("wait_timeout"));
+    assert_eq!(
+        did_you_mean("wait_timout", options::STEP),
+        Some("wait_timeout")
+    );
     assert_eq!(did_you_mean("zzz", options::STEP), None);
 }
 

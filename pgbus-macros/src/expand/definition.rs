@@ -36,10 +36,21 @@ pub(super) fn static_definition(def: &WorkflowDef) -> (TokenStream, Tables<'_>) 
     let input_type = tokens(input);
     let queue = &def.queue;
     let priority = def.priority;
-    let cancel_if: Vec<TokenStream> =
-        def.cancel_if.iter().map(|path| guard_ref(&mut tables.guards, path)).collect();
-    let policies: Vec<TokenStream> = def.policies.iter().map(|policy| policy_tokens(policy, &mut tables)).collect();
-    let entries: Vec<TokenStream> = def.entries.iter().map(|entry| entry_tokens(entry, &mut tables)).collect();
+    let cancel_if: Vec<TokenStream> = def
+        .cancel_if
+        .iter()
+        .map(|path| guard_ref(&mut tables.guards, path))
+        .collect();
+    let policies: Vec<TokenStream> = def
+        .policies
+        .iter()
+        .map(|policy| policy_tokens(policy, &mut tables))
+        .collect();
+    let entries: Vec<TokenStream> = def
+        .entries
+        .iter()
+        .map(|entry| entry_tokens(entry, &mut tables))
+        .collect();
     let digest = &def.digest;
     let options_digest = &def.options_digest;
     let options_json = &def.options_json;
@@ -79,7 +90,11 @@ fn entry_tokens<'a>(entry: &'a EntryDef, tables: &mut Tables<'a>) -> TokenStream
     let o = &entry.options;
     let wait_ms = o.wait_ms;
     let timeout_ms = option(o.timeout_ms.map(|ms| quote!(#ms)));
-    let skip_if = option(o.skip_if.as_ref().map(|path| guard_ref(&mut tables.guards, path)));
+    let skip_if = option(
+        o.skip_if
+            .as_ref()
+            .map(|path| guard_ref(&mut tables.guards, path)),
+    );
     let queue = option(o.queue.as_ref().map(|q| quote!(#q)));
     let priority = option(o.priority.map(|n| quote!(#n)));
     let wait_for = option(o.wait_for.as_ref().map(|w| {
@@ -97,7 +112,11 @@ fn entry_tokens<'a>(entry: &'a EntryDef, tables: &mut Tables<'a>) -> TokenStream
         }
     }));
     let on_batch_failure = option(o.on_batch_failure.map(failure_action));
-    let policies: Vec<TokenStream> = o.policies.iter().map(|policy| policy_tokens(policy, tables)).collect();
+    let policies: Vec<TokenStream> = o
+        .policies
+        .iter()
+        .map(|policy| policy_tokens(policy, tables))
+        .collect();
     quote! {
         #p::Entry {
             name: #name,
@@ -130,7 +149,11 @@ fn policy_tokens<'a>(policy: &'a PolicyDef, tables: &mut Tables<'a>) -> TokenStr
         ActionDef::Pause => quote!(#p::PolicyAction::Pause),
         ActionDef::Cancel => quote!(#p::PolicyAction::Cancel),
         ActionDef::Skip => quote!(#p::PolicyAction::Skip),
-        ActionDef::Reattempt { wait_ms, max_reattempts, terminal_action } => {
+        ActionDef::Reattempt {
+            wait_ms,
+            max_reattempts,
+            terminal_action,
+        } => {
             let terminal_action = failure_action(*terminal_action);
             quote! {
                 #p::PolicyAction::Reattempt {

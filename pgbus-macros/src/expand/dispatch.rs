@@ -26,7 +26,8 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
         let bind_cx = quote_spanned! {cx_ty.span()=> let __pgbus_cx: #cx_ty = __pgbus_cx; };
         let call = match (&entry.kind, &method.fan_ty) {
             (EntryKind::FanOut, Some(fan_ty)) => {
-                let bind_fan = quote_spanned! {fan_ty.span()=> let __pgbus_fan: #fan_ty = __pgbus_fan; };
+                let bind_fan =
+                    quote_spanned! {fan_ty.span()=> let __pgbus_fan: #fan_ty = __pgbus_fan; };
                 quote_spanned! {ident.span()=>
                     #bind_cx
                     #bind_fan

@@ -53,7 +53,7 @@ pub(crate) fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// `#[step]`, `#[fan_out]` or `#[on_exception]` that no `#[workflow]` consumed.
-pub(crate) fn stray_attribute(name: &str, _args: TokenStream, item: TokenStream) -> TokenStream {
+pub(crate) fn stray_attribute(name: &str, _args: TokenStream, item: &TokenStream) -> TokenStream {
     let message = match name {
         "on_exception" => {
             "`#[on_exception]` only works on a `#[workflow]` impl, written below `#[workflow]`; \
@@ -64,7 +64,9 @@ pub(crate) fn stray_attribute(name: &str, _args: TokenStream, item: TokenStream)
             "`#[{name}]` only works on a method inside a `#[workflow]` impl; add `#[workflow]` to the impl block"
         ),
     };
-    let error = Error::custom(message).with_span(&Span::call_site()).write_errors();
+    let error = Error::custom(message)
+        .with_span(&Span::call_site())
+        .write_errors();
     quote! { #error #item }
 }
 
@@ -87,3 +89,6 @@ fn item_name_span(item: &syn::Item) -> Span {
         other => other.span(),
     }
 }
+
+#[cfg(test)]
+mod tests;

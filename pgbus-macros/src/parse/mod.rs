@@ -6,9 +6,9 @@
 mod options;
 pub(crate) mod values;
 
+use darling::Error;
 use darling::ast::NestedMeta;
 use darling::error::Accumulator;
-use darling::Error;
 use pgbus_core::{EntryKind, ExceptionAction, FailureAction, OnTimeout, Report};
 use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
@@ -85,15 +85,24 @@ pub(crate) struct RawPolicy {
     pub(crate) max_reattempts: Option<(Span, Int)>,
     pub(crate) terminal_action: Option<(Span, Word<FailureAction>)>,
     pub(crate) report: Option<Word<Report>>,
+    /// Some option of this policy was already reported (unknown, duplicate or a
+    /// bad value): rules about missing options would only repeat it.
+    pub(crate) reported: bool,
 }
 
 /// Parses `#[workflow(args)]` on `item`, strips every pgbus attribute and
 /// `removed_step!` from `item`, and reports what it can on the way.
-pub(crate) fn workflow(args: TokenStream, item: &mut ItemImpl, errors: &mut Accumulator) -> RawWorkflow {
+pub(crate) fn workflow(
+    args: TokenStream,
+    item: &mut ItemImpl,
+    errors: &mut Accumulator,
+) -> RawWorkflow {
     check_impl_shape(item, errors);
 
     let type_ident = match &*item.self_ty {
-        Type::Path(path) if path.qself.is_none() => path.path.segments.last().map(|s| s.ident.clone()),
+        Type::Path(path) if path.qself.is_none() => {
+            path.path.segments.last().map(|s| s.ident.clone())
+        }
         _ => None,
     };
 
@@ -109,14 +118,18 @@ pub(crate) fn workflow(args: TokenStream, item: &mut ItemImpl, errors: &mut Accu
         type_ident,
     };
 
-    let metas = errors.handle(NestedMeta::parse_meta_list(args).map_err(Error::from)).unwrap_or_default();
+    let metas = errors
+        .handle(NestedMeta::parse_meta_list(args).map_err(Error::from))
+        .unwrap_or_default();
     for option in options::read(&metas, Place::Workflow, errors) {
         match option.name.as_str() {
             "name" => raw.name = option.parse(errors),
             "input" => raw.input = option.parse(errors),
             "queue" => raw.queue = option.parse(errors),
             "priority" => raw.priority = option.parse(errors),
-            "cancel_if" => raw.cancel_if.extend(option.parse::<PathArg>(errors).map(|p| p.0)),
+            "cancel_if" => raw
+                .cancel_if
+                .extend(option.parse::<PathArg>(errors).map(|p| p.0)),
             "on_exception" => raw.policies.extend(policy(&option, errors)),
             _ => {}
         }
@@ -133,7 +146,9 @@ pub(crate) fn workflow(args: TokenStream, item: &mut ItemImpl, errors: &mut Accu
                     .with_span(&attr),
             );
         } else if is_ours(&attr, "workflow") {
-            errors.push(Error::custom("duplicate `#[workflow]` attribute; give it once").with_span(&attr));
+            errors.push(
+                Error::custom("duplicate `#[workflow]` attribute; give it once").with_span(&attr),
+            );
         } else {
             item.attrs.push(attr);
         }
@@ -159,7 +174,66 @@ pub(crate) fn workflow(args: TokenStream, item: &mut ItemImpl, errors: &mut Accu
             }
         }
     }
+    allow_contract_lints(item, &raw);
     raw
+}
+
+/// Step methods must be `async fn(&self, ...)` and guards and handlers take
+/// `&self`, whether or not a body awaits or reads `self`: silence the two pedantic
+/// clippy lints that would flag the contract itself.
+fn allow_contract_lints(item: &mut ItemImpl, raw: &RawWorkflow) {
+    let mut referenced: Vec<&syn::Path> = raw.cancel_if.iter().collect();
+    for entry in &raw.entries {
+        referenced.extend(entry.args.skip_if.as_ref().map(|p| &p.0));
+        referenced.extend(
+            entry
+                .args
+                .wait_for
+                .as_ref()
+                .and_then(|w| w.matches.as_ref())
+                .map(|p| &p.0),
+        );
+        referenced.extend(
+            entry
+                .args
+                .policies
+                .iter()
+                .filter_map(|p| p.handler.as_ref())
+                .map(|p| &p.0),
+        );
+    }
+    referenced.extend(
+        raw.policies
+            .iter()
+            .filter_map(|p| p.handler.as_ref())
+            .map(|p| &p.0),
+    );
+    let names_method = |ident: &syn::Ident| {
+        referenced.iter().any(|path| {
+            path.get_ident() == Some(ident)
+                || (path.segments.len() == 2
+                    && path.segments[0].ident == "Self"
+                    && path.segments[1].ident == *ident)
+        })
+    };
+    for impl_item in &mut item.items {
+        let ImplItem::Fn(method) = impl_item else {
+            continue;
+        };
+        let is_step = raw
+            .entries
+            .iter()
+            .any(|e| e.method.as_ref() == Some(&method.sig.ident));
+        if is_step {
+            method
+                .attrs
+                .push(syn::parse_quote!(#[allow(clippy::unused_async, clippy::unused_self)]));
+        } else if names_method(&method.sig.ident) {
+            method
+                .attrs
+                .push(syn::parse_quote!(#[allow(clippy::unused_self)]));
+        }
+    }
 }
 
 fn check_impl_shape(item: &ItemImpl, errors: &mut Accumulator) {
@@ -186,7 +260,8 @@ fn check_impl_shape(item: &ItemImpl, errors: &mut Accumulator) {
     }
     if !matches!(&*item.self_ty, Type::Path(path) if path.qself.is_none()) {
         errors.push(
-            Error::custom("`#[workflow]` needs a named type, e.g. `impl Fulfil { ... }`").with_span(&item.self_ty),
+            Error::custom("`#[workflow]` needs a named type, e.g. `impl Fulfil { ... }`")
+                .with_span(&item.self_ty),
         );
     }
 }
@@ -210,7 +285,10 @@ fn step_method(method: &mut ImplItemFn, errors: &mut Accumulator) -> Option<RawE
             );
             continue;
         } else if is_ours(&attr, "workflow") {
-            errors.push(Error::custom("`#[workflow]` goes on the impl block, not on a method").with_span(&attr));
+            errors.push(
+                Error::custom("`#[workflow]` goes on the impl block, not on a method")
+                    .with_span(&attr),
+            );
             continue;
         } else {
             method.attrs.push(attr);
@@ -218,7 +296,10 @@ fn step_method(method: &mut ImplItemFn, errors: &mut Accumulator) -> Option<RawE
         };
         if let Some((first, _)) = &marker {
             let message = if *first == kind {
-                format!("duplicate `#[{}]` on one method; give it once", attribute_name(kind))
+                format!(
+                    "duplicate `#[{}]` on one method; give it once",
+                    attribute_name(kind)
+                )
             } else {
                 "a method is either a `#[step]` or a `#[fan_out]`, not both".to_owned()
             };
@@ -229,7 +310,11 @@ fn step_method(method: &mut ImplItemFn, errors: &mut Accumulator) -> Option<RawE
     }
 
     let (kind, attr) = marker?;
-    let place = if kind == EntryKind::FanOut { Place::FanOut } else { Place::Step };
+    let place = if kind == EntryKind::FanOut {
+        Place::FanOut
+    } else {
+        Place::Step
+    };
     let args = step_args(&attr, place, errors);
     let signature = check_signature(method, kind, errors);
     Some(RawEntry {
@@ -252,12 +337,13 @@ fn step_args(attr: &Attribute, place: Place, errors: &mut Accumulator) -> RawSte
     let mut args = RawStepArgs::default();
     let metas = match &attr.meta {
         Meta::Path(_) => return args,
-        Meta::List(list) => {
-            errors.handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from)).unwrap_or_default()
-        }
+        Meta::List(list) => errors
+            .handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))
+            .unwrap_or_default(),
         Meta::NameValue(nv) => {
             errors.push(
-                Error::custom("write step options in parentheses, e.g. `#[step(wait = \"5s\")]`").with_span(&nv.eq_token),
+                Error::custom("write step options in parentheses, e.g. `#[step(wait = \"5s\")]`")
+                    .with_span(&nv.eq_token),
             );
             return args;
         }
@@ -284,19 +370,26 @@ fn step_args(attr: &Attribute, place: Place, errors: &mut Accumulator) -> RawSte
 fn wait_for(option: &OptionItem<'_>, errors: &mut Accumulator) -> Option<RawWaitFor> {
     let Some(list) = option.list() else {
         // `wait_for = "name"`
-        return option.parse::<Text>(errors).map(|name| RawWaitFor { name, matches: None });
+        return option.parse::<Text>(errors).map(|name| RawWaitFor {
+            name,
+            matches: None,
+        });
     };
-    let metas = errors.handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
-    let mut name = None;
-    let mut matches = None;
-    for inner in options::read(&metas, Place::WaitFor, errors) {
-        match inner.name.as_str() {
-            "name" => name = inner.parse::<Text>(errors),
-            "matches" => matches = inner.parse::<PathArg>(errors),
-            _ => {}
+    let metas =
+        errors.handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
+    let ((name, matches), reported) = nested(errors, |errors| {
+        let mut name = None;
+        let mut matches = None;
+        for inner in options::read(&metas, Place::WaitFor, errors) {
+            match inner.name.as_str() {
+                "name" => name = inner.parse::<Text>(errors),
+                "matches" => matches = inner.parse::<PathArg>(errors),
+                _ => {}
+            }
         }
-    }
-    if name.is_none() && !metas.iter().any(|m| m.path_is("name")) {
+        (name, matches)
+    });
+    if name.is_none() && !reported {
         errors.push(
             Error::custom("`wait_for(...)` needs the signal's name, e.g. `wait_for(name = \"payment.settled\")`")
                 .with_span(&list.path),
@@ -311,7 +404,8 @@ fn policy(option: &OptionItem<'_>, errors: &mut Accumulator) -> Option<RawPolicy
     let span = option.name_span();
     match option.list() {
         Some(list) => {
-            let metas = errors.handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
+            let metas = errors
+                .handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
             Some(policy_options(span, &metas, errors))
         }
         None => {
@@ -325,6 +419,7 @@ fn policy(option: &OptionItem<'_>, errors: &mut Accumulator) -> Option<RawPolicy
                 max_reattempts: None,
                 terminal_action: None,
                 report: None,
+                reported: false,
             })
         }
     }
@@ -335,7 +430,8 @@ fn policy_attribute(attr: &Attribute, errors: &mut Accumulator) -> Option<RawPol
     let span = attr.path().span();
     match &attr.meta {
         Meta::List(list) => {
-            let metas = errors.handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
+            let metas = errors
+                .handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
             Some(policy_options(span, &metas, errors))
         }
         Meta::Path(_) | Meta::NameValue(_) => {
@@ -360,26 +456,56 @@ fn policy_options(span: Span, metas: &[NestedMeta], errors: &mut Accumulator) ->
         max_reattempts: None,
         terminal_action: None,
         report: None,
+        reported: false,
     };
-    for option in options::read(metas, Place::OnException, errors) {
-        let name_span = option.name_span();
-        match option.name.as_str() {
-            "matching" => policy.matching = option.parse::<Matching>(errors).map(|m| m.0).unwrap_or_default(),
-            "action" => policy.action = option.parse(errors),
-            "handler" => policy.handler = option.parse(errors),
-            "wait" => policy.wait = option.parse(errors).map(|v| (name_span, v)),
-            "max_reattempts" => policy.max_reattempts = option.parse(errors).map(|v| (name_span, v)),
-            "terminal_action" => policy.terminal_action = option.parse(errors).map(|v| (name_span, v)),
-            "report" => policy.report = option.parse(errors),
-            _ => {}
+    let ((), reported) = nested(errors, |errors| {
+        for option in options::read(metas, Place::OnException, errors) {
+            let name_span = option.name_span();
+            match option.name.as_str() {
+                "matching" => {
+                    policy.matching = option
+                        .parse::<Matching>(errors)
+                        .map(|m| m.0)
+                        .unwrap_or_default();
+                }
+                "action" => policy.action = option.parse(errors),
+                "handler" => policy.handler = option.parse(errors),
+                "wait" => policy.wait = option.parse(errors).map(|v| (name_span, v)),
+                "max_reattempts" => {
+                    policy.max_reattempts = option.parse(errors).map(|v| (name_span, v));
+                }
+                "terminal_action" => {
+                    policy.terminal_action = option.parse(errors).map(|v| (name_span, v));
+                }
+                "report" => policy.report = option.parse(errors),
+                _ => {}
+            }
         }
-    }
+    });
+    policy.reported = reported;
     policy
+}
+
+/// Runs `parse` with its own accumulator, moves its errors into `errors`, and says
+/// whether there were any.
+fn nested<T>(errors: &mut Accumulator, parse: impl FnOnce(&mut Accumulator) -> T) -> (T, bool) {
+    let mut local = Error::accumulator();
+    let value = parse(&mut local);
+    let found = local.into_inner();
+    let reported = !found.is_empty();
+    for error in found {
+        errors.push(error);
+    }
+    (value, reported)
 }
 
 /// Checks `async fn name(&self, cx: &mut StepCx<I>)` (plus `fan: &mut FanOut` for a
 /// fan_out) and returns the argument types.
-fn check_signature(method: &ImplItemFn, kind: EntryKind, errors: &mut Accumulator) -> Option<StepSignature> {
+fn check_signature(
+    method: &ImplItemFn,
+    kind: EntryKind,
+    errors: &mut Accumulator,
+) -> Option<StepSignature> {
     let sig = &method.sig;
     let attr = attribute_name(kind);
     let shape = if kind == EntryKind::FanOut {
@@ -391,18 +517,26 @@ fn check_signature(method: &ImplItemFn, kind: EntryKind, errors: &mut Accumulato
 
     if sig.asyncness.is_none() {
         errors.push(
-            Error::custom(format!("a `#[{attr}]` method must be `async`; write {shape}")).with_span(&sig.fn_token),
+            Error::custom(format!(
+                "a `#[{attr}]` method must be `async`; write {shape}"
+            ))
+            .with_span(&sig.fn_token),
         );
         ok = false;
     }
     if sig.constness.is_some() {
-        errors.push(Error::custom(format!("a `#[{attr}]` method cannot be `const`")).with_span(&sig.constness));
+        errors.push(
+            Error::custom(format!("a `#[{attr}]` method cannot be `const`"))
+                .with_span(&sig.constness),
+        );
         ok = false;
     }
     if !matches!(sig.safety, syn::Safety::Default) || sig.abi.is_some() {
         errors.push(
-            Error::custom(format!("a `#[{attr}]` method cannot be `unsafe` or `extern`; write {shape}"))
-                .with_span(&sig.fn_token),
+            Error::custom(format!(
+                "a `#[{attr}]` method cannot be `unsafe` or `extern`; write {shape}"
+            ))
+            .with_span(&sig.fn_token),
         );
         ok = false;
     }
@@ -421,34 +555,9 @@ fn check_signature(method: &ImplItemFn, kind: EntryKind, errors: &mut Accumulato
     }
 
     let mut inputs = sig.inputs.iter();
-    match inputs.next() {
-        Some(FnArg::Receiver(receiver)) => {
-            let by_shared_ref =
-                matches!(&receiver.kind, ReceiverKind::Reference(_, _, None)) && receiver.mutability.is_none();
-            if !by_shared_ref {
-                errors.push(
-                    Error::custom(format!(
-                        "a `#[{attr}]` method takes `&self`: steps of one workflow value may run at once; \
-                         write {shape}"
-                    ))
-                    .with_span(receiver),
-                );
-                ok = false;
-            }
-        }
-        Some(FnArg::Typed(arg)) => {
-            errors.push(
-                Error::custom(format!("a `#[{attr}]` method takes `&self` first; write {shape}")).with_span(arg),
-            );
-            return None;
-        }
-        None => {
-            errors.push(
-                Error::custom(format!("a `#[{attr}]` method takes `&self` and the step context; write {shape}"))
-                    .with_span(&sig.ident),
-            );
-            return None;
-        }
+    match check_receiver(inputs.next(), sig, attr, shape, errors) {
+        None => return None,
+        Some(receiver_ok) => ok &= receiver_ok,
     }
 
     let typed: Vec<&syn::PatType> = inputs
@@ -459,7 +568,9 @@ fn check_signature(method: &ImplItemFn, kind: EntryKind, errors: &mut Accumulato
         .collect();
     let wanted = if kind == EntryKind::FanOut { 2 } else { 1 };
     if typed.len() != wanted {
-        let span = typed.get(wanted).map_or_else(|| sig.ident.span(), |extra| extra.span());
+        let span = typed
+            .get(wanted)
+            .map_or_else(|| sig.ident.span(), Spanned::span);
         let message = if typed.len() < wanted {
             format!("this `#[{attr}]` method is missing an argument; write {shape}")
         } else {
@@ -471,12 +582,19 @@ fn check_signature(method: &ImplItemFn, kind: EntryKind, errors: &mut Accumulato
 
     let mut types = Vec::new();
     for (index, arg) in typed.iter().enumerate() {
-        let what = if index == 0 { "the step context as `cx: &mut StepCx<I>`" } else { "the batch as `fan: &mut FanOut`" };
+        let what = if index == 0 {
+            "the step context as `cx: &mut StepCx<I>`"
+        } else {
+            "the batch as `fan: &mut FanOut`"
+        };
         match &*arg.ty {
-            Type::Reference(reference) if reference.mutability.is_some() => types.push((*arg.ty).clone()),
+            Type::Reference(reference) if reference.mutability.is_some() => {
+                types.push((*arg.ty).clone());
+            }
             other => {
                 errors.push(
-                    Error::custom(format!("a `#[{attr}]` method takes {what}, by `&mut`")).with_span(other),
+                    Error::custom(format!("a `#[{attr}]` method takes {what}, by `&mut`"))
+                        .with_span(other),
                 );
                 ok = false;
             }
@@ -488,7 +606,55 @@ fn check_signature(method: &ImplItemFn, kind: EntryKind, errors: &mut Accumulato
     }
     let mut types = types.into_iter();
     let cx_ty = types.next()?;
-    Some(StepSignature { cx_ty, fan_ty: types.next() })
+    Some(StepSignature {
+        cx_ty,
+        fan_ty: types.next(),
+    })
+}
+
+/// `Some(true)` for `&self`; `Some(false)` for a wrong receiver (reported); `None`
+/// when there is no receiver at all (reported; the rest cannot be checked).
+fn check_receiver(
+    first: Option<&FnArg>,
+    sig: &syn::Signature,
+    attr: &str,
+    shape: &str,
+    errors: &mut Accumulator,
+) -> Option<bool> {
+    match first {
+        Some(FnArg::Receiver(receiver)) => {
+            let by_shared_ref = matches!(&receiver.kind, ReceiverKind::Reference(_, _, None))
+                && receiver.mutability.is_none();
+            if !by_shared_ref {
+                errors.push(
+                    Error::custom(format!(
+                        "a `#[{attr}]` method takes `&self`: steps of one workflow value may run at once; \
+                         write {shape}"
+                    ))
+                    .with_span(receiver),
+                );
+            }
+            Some(by_shared_ref)
+        }
+        Some(FnArg::Typed(arg)) => {
+            errors.push(
+                Error::custom(format!(
+                    "a `#[{attr}]` method takes `&self` first; write {shape}"
+                ))
+                .with_span(arg),
+            );
+            None
+        }
+        None => {
+            errors.push(
+                Error::custom(format!(
+                    "a `#[{attr}]` method takes `&self` and the step context; write {shape}"
+                ))
+                .with_span(&sig.ident),
+            );
+            None
+        }
+    }
 }
 
 /// `removed_step!(name)` or `removed_step!("durable.name")`.
@@ -524,10 +690,16 @@ impl syn::parse::Parse for GravestoneName {
     fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<Self> {
         let text = if input.peek(syn::LitStr) {
             let lit: syn::LitStr = input.parse()?;
-            Text { value: lit.value(), span: lit.span() }
+            Text {
+                value: lit.value(),
+                span: lit.span(),
+            }
         } else {
             let ident: syn::Ident = input.call(syn::ext::IdentExt::parse_any)?;
-            Text { value: ident.to_string().trim_start_matches("r#").to_owned(), span: ident.span() }
+            Text {
+                value: ident.to_string().trim_start_matches("r#").to_owned(),
+                span: ident.span(),
+            }
         };
         if !input.is_empty() {
             return Err(input.error("expected one name"));
@@ -557,12 +729,18 @@ fn path_is(path: &syn::Path, name: &str) -> bool {
 /// Strips pgbus attributes from a non-method impl item, reporting each.
 fn strip_stray(attrs: &mut Vec<Attribute>, errors: &mut Accumulator, expected: &str) {
     attrs.retain(|attr| {
-        let ours = ["step", "fan_out", "on_exception", "workflow"].iter().any(|name| is_ours(attr, name));
+        let ours = ["step", "fan_out", "on_exception", "workflow"]
+            .iter()
+            .any(|name| is_ours(attr, name));
         if ours {
             errors.push(
                 Error::custom(format!(
                     "`#[{}]` only goes on {expected} of the `#[workflow]` impl",
-                    attr.path().segments.last().map(|s| s.ident.to_string()).unwrap_or_default()
+                    attr.path()
+                        .segments
+                        .last()
+                        .map(|s| s.ident.to_string())
+                        .unwrap_or_default()
                 ))
                 .with_span(attr),
             );
@@ -578,19 +756,5 @@ fn item_attrs_mut(item: &mut ImplItem) -> Option<&mut Vec<Attribute>> {
         ImplItem::Macro(m) => Some(&mut m.attrs),
         ImplItem::Fn(f) => Some(&mut f.attrs),
         _ => None,
-    }
-}
-
-trait PathIs {
-    fn path_is(&self, name: &str) -> bool;
-}
-
-impl PathIs for NestedMeta {
-    fn path_is(&self, name: &str) -> bool {
-        match self {
-            Self::Meta(meta) => meta.path().is_ident(name),
-            Self::NameValueInvalidExpr(invalid) => invalid.path.is_ident(name),
-            Self::Lit(_) => false,
-        }
     }
 }

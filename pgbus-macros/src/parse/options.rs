@@ -54,12 +54,13 @@ impl Place {
                 "is not allowed on a `#[fan_out]`: a fan_out waits for its child runs, not for a signal; \
                  move the signal wait to a `#[step]`",
             ),
-            (Self::Step, "on_batch_failure") => {
-                Some("only applies to a `#[fan_out]` method; write `#[fan_out(on_batch_failure = ...)]`")
-            }
-            (Self::Workflow, "wait" | "timeout" | "skip_if" | "wait_for" | "wait_timeout" | "on_timeout") => {
-                Some("is a step option; write it on the `#[step]` that needs it")
-            }
+            (Self::Step, "on_batch_failure") => Some(
+                "only applies to a `#[fan_out]` method; write `#[fan_out(on_batch_failure = ...)]`",
+            ),
+            (
+                Self::Workflow,
+                "wait" | "timeout" | "skip_if" | "wait_for" | "wait_timeout" | "on_timeout",
+            ) => Some("is a step option; write it on the `#[step]` that needs it"),
             (Self::Step | Self::FanOut, "input" | "cancel_if") => {
                 Some("is a workflow option; write it in `#[workflow(...)]`")
             }
@@ -123,13 +124,12 @@ pub(crate) fn read<'a>(
                 continue;
             }
         };
-        let name = path.get_ident().map(ToString::to_string).unwrap_or_else(|| {
-            path.segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect::<Vec<_>>()
-                .join("::")
-        });
+        let name = path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect::<Vec<_>>()
+            .join("::");
         let allowed = place.allowed();
         if !allowed.contains(&name.as_str()) || path.get_ident().is_none() {
             errors.push(unknown(place, &name).with_span(path));

@@ -21,10 +21,17 @@ impl FromMeta for Text {
     fn from_expr(expr: &Expr) -> Result<Self> {
         match strip_group(expr) {
             Expr::Lit(lit) => match &lit.lit {
-                Lit::Str(s) => Ok(Self { value: s.value(), span: s.span() }),
-                other => Err(Error::custom("expected a string literal, e.g. `\"orders\"`").with_span(other)),
+                Lit::Str(s) => Ok(Self {
+                    value: s.value(),
+                    span: s.span(),
+                }),
+                other => Err(
+                    Error::custom("expected a string literal, e.g. `\"orders\"`").with_span(other),
+                ),
             },
-            other => Err(Error::custom("expected a string literal, e.g. `\"orders\"`").with_span(other)),
+            other => {
+                Err(Error::custom("expected a string literal, e.g. `\"orders\"`").with_span(other))
+            }
         }
     }
 }
@@ -43,7 +50,10 @@ impl FromMeta for DurationMs {
 
     fn from_expr(expr: &Expr) -> Result<Self> {
         let expr = strip_group(expr);
-        let Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) = expr else {
+        let Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(s), ..
+        }) = expr
+        else {
             return Err(Error::custom(
                 "expected a duration string with a unit, e.g. `\"5s\"`, `\"250ms\"` or `\"1h30m\"`",
             )
@@ -71,16 +81,24 @@ impl FromMeta for Int {
     fn from_expr(expr: &Expr) -> Result<Self> {
         let expr = strip_group(expr);
         let (negative, inner) = match expr {
-            Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => (true, strip_group(&unary.expr)),
+            Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => {
+                (true, strip_group(&unary.expr))
+            }
             other => (false, other),
         };
-        let Expr::Lit(syn::ExprLit { lit: Lit::Int(int), .. }) = inner else {
+        let Expr::Lit(syn::ExprLit {
+            lit: Lit::Int(int), ..
+        }) = inner
+        else {
             return Err(Error::custom("expected an integer literal, e.g. `5`").with_span(expr));
         };
         let magnitude = int
             .base10_parse::<i128>()
             .map_err(|_| Error::custom("integer is too large").with_span(expr))?;
-        Ok(Self { value: if negative { -magnitude } else { magnitude }, span: expr.span() })
+        Ok(Self {
+            value: if negative { -magnitude } else { magnitude },
+            span: expr.span(),
+        })
     }
 }
 
@@ -119,12 +137,18 @@ vocabulary! {
 
 impl<T: Vocabulary> FromMeta for Word<T> {
     fn from_word() -> Result<Self> {
-        Err(Error::custom(format!("expected a value, e.g. `= {}`", T::example())))
+        Err(Error::custom(format!(
+            "expected a value, e.g. `= {}`",
+            T::example()
+        )))
     }
 
     fn from_expr(expr: &Expr) -> Result<Self> {
         let expr = strip_group(expr);
-        let Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) = expr else {
+        let Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(s), ..
+        }) = expr
+        else {
             return Err(Error::custom(format!(
                 "expected a string literal, e.g. `{}`",
                 T::example()
@@ -132,7 +156,10 @@ impl<T: Vocabulary> FromMeta for Word<T> {
             .with_span(expr));
         };
         T::parse_word(&s.value())
-            .map(|value| Self { value, span: s.span() })
+            .map(|value| Self {
+                value,
+                span: s.span(),
+            })
             .map_err(|e| Error::custom(e.to_string()).with_span(s))
     }
 }
@@ -144,17 +171,23 @@ pub(crate) struct PathArg(pub(crate) syn::Path);
 
 impl FromMeta for PathArg {
     fn from_word() -> Result<Self> {
-        Err(Error::custom("expected a method, e.g. `= Self::is_cancelled`"))
+        Err(Error::custom(
+            "expected a method, e.g. `= Self::is_cancelled`",
+        ))
     }
 
     fn from_expr(expr: &Expr) -> Result<Self> {
         match strip_group(expr) {
             Expr::Path(path) if path.qself.is_none() => Ok(Self(path.path.clone())),
-            Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => s
-                .parse::<syn::Path>()
-                .map(Self)
-                .map_err(|_| Error::custom("expected a path to a method, e.g. `Self::is_cancelled`").with_span(s)),
-            other => Err(Error::custom("expected a path to a method, e.g. `Self::is_cancelled`").with_span(other)),
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Str(s), ..
+            }) => s.parse::<syn::Path>().map(Self).map_err(|_| {
+                Error::custom("expected a path to a method, e.g. `Self::is_cancelled`").with_span(s)
+            }),
+            other => Err(
+                Error::custom("expected a path to a method, e.g. `Self::is_cancelled`")
+                    .with_span(other),
+            ),
         }
     }
 }
@@ -165,12 +198,16 @@ pub(crate) struct Matching(pub(crate) Vec<syn::Path>);
 
 impl FromMeta for Matching {
     fn from_word() -> Result<Self> {
-        Err(Error::custom("expected error types, e.g. `matching(CardDeclined)`"))
+        Err(Error::custom(
+            "expected error types, e.g. `matching(CardDeclined)`",
+        ))
     }
 
     fn from_expr(expr: &Expr) -> Result<Self> {
-        Err(Error::custom("write error types in parentheses, e.g. `matching(CardDeclined, Timeout)`")
-            .with_span(expr))
+        Err(Error::custom(
+            "write error types in parentheses, e.g. `matching(CardDeclined, Timeout)`",
+        )
+        .with_span(expr))
     }
 
     fn from_list(items: &[darling::ast::NestedMeta]) -> Result<Self> {
@@ -180,7 +217,8 @@ impl FromMeta for Matching {
             match item {
                 darling::ast::NestedMeta::Meta(syn::Meta::Path(path)) => paths.push(path.clone()),
                 other => errors.push(
-                    Error::custom("expected an error type, e.g. `matching(CardDeclined)`").with_span(other),
+                    Error::custom("expected an error type, e.g. `matching(CardDeclined)`")
+                        .with_span(other),
                 ),
             }
         }

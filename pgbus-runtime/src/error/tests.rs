@@ -11,6 +11,14 @@ struct Gateway {
     source: std::io::Error,
 }
 
+#[derive(Debug, thiserror::Error)]
+#[error("layer {depth}")]
+struct Layer {
+    depth: usize,
+    #[source]
+    source: Option<Box<Layer>>,
+}
+
 #[test]
 fn keeps_the_type_for_matching_and_reporting() {
     let error = StepError::from(CardDeclined);
@@ -23,19 +31,20 @@ fn keeps_the_type_for_matching_and_reporting() {
 
 #[test]
 fn collects_causes_nearest_first_and_caps_them() {
-    let error = StepError::from(Gateway { source: std::io::Error::other("connection reset") });
+    let error = StepError::from(Gateway {
+        source: std::io::Error::other("connection reset"),
+    });
     assert_eq!(error.causes(), vec!["connection reset".to_owned()]);
 
-    #[derive(Debug, thiserror::Error)]
-    #[error("layer {depth}")]
-    struct Layer {
-        depth: usize,
-        #[source]
-        source: Option<Box<Layer>>,
-    }
-    let mut chain = Layer { depth: 0, source: None };
+    let mut chain = Layer {
+        depth: 0,
+        source: None,
+    };
     for depth in 1..=8 {
-        chain = Layer { depth, source: Some(Box::new(chain)) };
+        chain = Layer {
+            depth,
+            source: Some(Box::new(chain)),
+        };
     }
     let causes = StepError::from(chain).causes();
     assert_eq!(causes.len(), MAX_ERROR_CAUSES);

@@ -1,0 +1,62 @@
+//! Snapshots of a few expansions, pretty-printed: what the macro generates is
+//! reviewed like any other code. `cargo insta review` after an intended change.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+fn pretty(tokens: TokenStream) -> String {
+    let file: syn::File = syn::parse2(tokens).expect("expansion parses as a file");
+    prettyplease::unparse(&file)
+}
+
+#[test]
+fn minimal_workflow() {
+    let out = super::workflow(
+        quote!(input = Order),
+        quote! {
+            impl Fulfil {
+                #[step]
+                async fn charge(&self, cx: &mut StepCx<Order>) -> StepResult { Ok(Flow::Complete) }
+            }
+        },
+    );
+    insta::assert_snapshot!(pretty(out));
+}
+
+#[test]
+fn guards_handlers_signals_and_fan_out() {
+    let out = super::workflow(
+        quote!(
+            name = "orders.fulfil",
+            input = Order,
+            cancel_if = Self::void
+        ),
+        quote! {
+            #[on_exception(matching(CardDeclined), handler = triage, report = "never")]
+            impl Fulfil {
+                #[step(skip_if = small, wait = "5s", on_exception(action = "reattempt", max_reattempts = 2))]
+                async fn charge(&self, cx: &mut StepCx<Order>) -> Result<(), CardDeclined> { Ok(()) }
+                removed_step!(old);
+                #[step(wait_for(name = "paid", matches = mine), wait_timeout = "1h", on_timeout = "run")]
+                async fn ship(&self, cx: &mut StepCx<Order>) {}
+                #[fan_out(on_batch_failure = "skip")]
+                async fn notify(&self, cx: &mut StepCx<Order>, fan: &mut FanOut) -> StepResult { Ok(Flow::Complete) }
+            }
+        },
+    );
+    insta::assert_snapshot!(pretty(out));
+}
+
+#[test]
+fn errors_come_with_the_cleaned_impl() {
+    let out = super::workflow(
+        quote!(),
+        quote! {
+            impl Fulfil {
+                #[step(wiat = "5s")]
+                async fn charge(&self, cx: &mut StepCx<Order>) -> StepResult { Ok(Flow::Complete) }
+            }
+        },
+    );
+    insta::assert_snapshot!(pretty(out));
+}

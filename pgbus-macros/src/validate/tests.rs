@@ -1,0 +1,327 @@
+//! Parse and validate on `parse_quote!` input: the error count and text of each
+//! rule, and the normalized model of valid input.
+
+use darling::Error;
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::model::{ActionDef, WorkflowDef};
+use crate::{parse, validate};
+
+fn run(args: TokenStream, item: TokenStream) -> (Option<WorkflowDef>, Vec<String>) {
+    let mut imp: syn::ItemImpl = syn::parse2(item).expect("test input is an impl");
+    let mut errors = Error::accumulator();
+    let raw = parse::workflow(args, &mut imp, &mut errors);
+    let model = validate::workflow(raw, &mut errors);
+    let messages = match errors.finish() {
+        Ok(()) => Vec::new(),
+        Err(error) => error.into_iter().map(|e| e.to_string()).collect(),
+    };
+    (model, messages)
+}
+
+fn errors(args: TokenStream, item: TokenStream) -> Vec<String> {
+    run(args, item).1
+}
+
+fn step(attr: TokenStream) -> TokenStream {
+    quote! {
+        impl W {
+            #attr
+            async fn charge(&self, cx: &mut StepCx<I>) -> StepResult { Ok(Flow::Complete) }
+        }
+    }
+}
+
+#[test]
+fn valid_input_gives_no_error_and_a_normalized_model() {
+    let (model, errors) = run(
+        quote!(name = "w", queue = "q", priority = -2),
+        step(quote!(#[step(wait = "1m30s", on_exception = "reattempt")])),
+    );
+    assert_eq!(errors, Vec::<String>::new());
+    let model = model.expect("model");
+    assert_eq!(
+        (model.name.as_str(), model.queue.as_str(), model.priority),
+        ("w", "q", -2)
+    );
+    assert_eq!(model.entries[0].options.wait_ms, 90_000);
+    assert!(matches!(
+        model.entries[0].options.policies[0].action,
+        ActionDef::Reattempt {
+            wait_ms: 1_000,
+            max_reattempts: 3,
+            ..
+        }
+    ));
+    assert_eq!(
+        model.digest,
+        pgbus_core::definition_digest([("charge", pgbus_core::EntryKind::Step)])
+    );
+}
+
+#[test]
+fn defaults_fill_what_is_left_out() {
+    let (model, errors) = run(quote!(), step(quote!(#[step])));
+    assert!(errors.is_empty(), "{errors:?}");
+    let model = model.expect("model");
+    assert_eq!(model.name, "W");
+    assert_eq!(model.queue, "default");
+    assert_eq!(model.priority, 0);
+    assert_eq!(
+        quote::ToTokens::to_token_stream(&model.input).to_string(),
+        "()"
+    );
+}
+
+#[test]
+fn unknown_options_get_a_did_you_mean_at_every_level() {
+    assert_eq!(
+        errors(quote!(nmae = "w"), step(quote!(#[step]))),
+        ["unknown `#[workflow]` option `nmae`; did you mean `name`?"]
+    );
+    assert_eq!(
+        errors(quote!(), step(quote!(#[step(wiat = "5s")]))),
+        ["unknown `#[step]` option `wiat`; did you mean `wait`?"]
+    );
+    assert_eq!(
+        errors(
+            quote!(),
+            step(quote!(#[step(on_exception(actoin = "pause"))]))
+        ),
+        ["unknown `on_exception(...)` option `actoin`; did you mean `action`?"]
+    );
+    assert_eq!(
+        errors(quote!(), step(quote!(#[step(wait_for(nam = "x"))]))),
+        ["unknown `wait_for(...)` option `nam`; did you mean `name`?"]
+    );
+    let far = errors(quote!(), step(quote!(#[step(zzz = 1)])));
+    assert_eq!(far.len(), 1);
+    assert!(
+        far[0].starts_with("unknown `#[step]` option `zzz`; expected `name`, `wait`"),
+        "{far:?}"
+    );
+}
+
+#[test]
+fn misplaced_options_say_where_they_belong() {
+    let on_step = errors(quote!(), step(quote!(#[step(on_batch_failure = "skip")])));
+    assert_eq!(
+        on_step,
+        [
+            "`on_batch_failure` only applies to a `#[fan_out]` method; write `#[fan_out(on_batch_failure = ...)]`"
+        ]
+    );
+    let on_workflow = errors(quote!(wait = "5s"), step(quote!(#[step])));
+    assert_eq!(
+        on_workflow,
+        ["`wait` is a step option; write it on the `#[step]` that needs it"]
+    );
+}
+
+#[test]
+fn all_errors_of_one_impl_are_reported_together() {
+    let item = quote! {
+        impl W {
+            #[step(wait = "5", timeout = "0s")]
+            async fn a(&self, cx: &mut StepCx<I>) -> StepResult { Ok(Flow::Complete) }
+            #[step(name = "a", wait_timeout = "1h")]
+            fn b(&self, cx: &mut StepCx<I>) -> StepResult { Ok(Flow::Complete) }
+            removed_step!(a);
+        }
+    };
+    let errors = errors(quote!(queue = "two words", priority = 70000), item);
+    assert_eq!(errors.len(), 8, "{errors:#?}");
+    for expected in [
+        "invalid duration: `5` has no unit",
+        "`timeout` must be greater than zero",
+        "`wait_timeout` needs `wait_for`",
+        "must be `async`",
+        "duplicate durable step name `a`",
+        "step `a` is marked removed but is also a live step",
+        "`queue` cannot contain whitespace",
+        "`priority` must fit in `i16`",
+    ] {
+        assert!(
+            errors.iter().any(|e| e.contains(expected)),
+            "missing {expected:?} in {errors:#?}"
+        );
+    }
+}
+
+#[test]
+fn wait_options_need_their_prerequisites() {
+    assert_eq!(
+        errors(quote!(), step(quote!(#[step(on_timeout = "skip")]))),
+        [
+            "`on_timeout` needs `wait_for` and `wait_timeout`: it says what happens when the signal does not come in time"
+        ]
+    );
+    assert_eq!(
+        errors(
+            quote!(),
+            step(quote!(#[step(wait_for = "x", on_timeout = "skip")]))
+        ),
+        [
+            "`on_timeout` needs `wait_timeout`, e.g. `wait_timeout = \"1h\"`; without it the step waits forever"
+        ]
+    );
+    assert_eq!(
+        errors(
+            quote!(),
+            step(quote!(#[step(wait_for = "x", wait_timeout = "0s")]))
+        ),
+        ["`wait_timeout` must be greater than zero; leave it out to wait without a limit"]
+    );
+    assert_eq!(
+        errors(quote!(), step(quote!(#[step(wait_for = " ")]))),
+        ["signal name cannot be empty; write e.g. `\"payment.settled\"`"]
+    );
+    let run_bang = errors(
+        quote!(),
+        step(quote!(#[step(wait_for = "x", wait_timeout = "1s", on_timeout = "run!")])),
+    );
+    assert_eq!(
+        run_bang,
+        ["unknown value `run!`, expected `pause`, `cancel`, `skip` or `run`; did you mean `run`?"]
+    );
+}
+
+#[test]
+fn wait_for_needs_a_name() {
+    assert_eq!(
+        errors(quote!(), step(quote!(#[step(wait_for(matches = m))]))),
+        ["`wait_for(...)` needs the signal's name, e.g. `wait_for(name = \"payment.settled\")`"]
+    );
+}
+
+#[test]
+fn policy_rules() {
+    let policy = |inner: TokenStream| errors(quote!(), step(quote!(#[step(on_exception(#inner))])));
+    assert_eq!(
+        policy(quote!(report = "never")),
+        [
+            "`on_exception` needs `action = \"pause\" | \"reattempt\" | \"cancel\" | \"skip\"` or `handler = method`"
+        ]
+    );
+    assert_eq!(
+        policy(quote!(action = "pause", handler = h)),
+        ["give either `action` or `handler`, not both: a handler decides the action itself"]
+    );
+    assert_eq!(
+        policy(quote!(
+            action = "pause",
+            wait = "1s",
+            max_reattempts = 2,
+            terminal_action = "skip"
+        )),
+        [
+            "`wait` only applies to `action = \"reattempt\"`; remove it or make this action a reattempt",
+            "`max_reattempts` only applies to `action = \"reattempt\"`; remove it or make this action a reattempt",
+            "`terminal_action` only applies to `action = \"reattempt\"`; remove it or make this action a reattempt",
+        ]
+    );
+    assert_eq!(
+        policy(quote!(action = "reattempt", max_reattempts = 0)),
+        [
+            "`max_reattempts` must be between 1 and 4294967295; to never reattempt, use another `action`"
+        ]
+    );
+    assert_eq!(
+        policy(quote!(action = "reattempt", terminal_action = "reattempt")),
+        ["unknown value `reattempt`, expected `pause`, `cancel` or `skip`"]
+    );
+    assert_eq!(
+        policy(quote!(action = "retry")),
+        ["unknown value `retry`, expected `pause`, `reattempt`, `cancel` or `skip`"]
+    );
+    assert_eq!(
+        policy(quote!(matching("CardDeclined"), action = "skip")),
+        ["expected an error type, e.g. `matching(CardDeclined)`"]
+    );
+}
+
+#[test]
+fn signatures_are_checked() {
+    let method = |sig: TokenStream| {
+        errors(
+            quote!(),
+            quote! { impl W { #[step] #sig { Ok(Flow::Complete) } } },
+        )
+    };
+    assert_eq!(
+        method(quote!(async fn a(&mut self, cx: &mut StepCx<I>) -> StepResult)).len(),
+        1
+    );
+    assert_eq!(
+        method(quote!(async fn a(self, cx: &mut StepCx<I>) -> StepResult)).len(),
+        1
+    );
+    assert_eq!(
+        method(quote!(async fn a(cx: &mut StepCx<I>) -> StepResult)).len(),
+        1
+    );
+    assert_eq!(method(quote!(async fn a(&self) -> StepResult)).len(), 1);
+    assert_eq!(
+        method(quote!(async fn a(&self, cx: &mut StepCx<I>, x: u8) -> StepResult)).len(),
+        1
+    );
+    assert_eq!(
+        method(quote!(async fn a(&self, cx: StepCx<I>) -> StepResult)).len(),
+        1
+    );
+    assert_eq!(
+        method(quote!(async fn a<T>(&self, cx: &mut StepCx<I>) -> StepResult)).len(),
+        1
+    );
+    assert!(method(quote!(async fn a(&self, cx: &mut StepCx<I>) -> StepResult)).is_empty());
+}
+
+#[test]
+fn impl_shape_is_checked() {
+    let generic = errors(
+        quote!(),
+        quote! { impl<T> W<T> { #[step] async fn a(&self, cx: &mut StepCx<I>) {} } },
+    );
+    assert_eq!(generic.len(), 1);
+    assert!(generic[0].starts_with("a workflow cannot be generic"));
+    let trait_impl = errors(
+        quote!(),
+        quote! { impl Tr for W { #[step] async fn a(&self, cx: &mut StepCx<I>) {} } },
+    );
+    assert_eq!(trait_impl.len(), 1);
+    assert!(trait_impl[0].starts_with("`#[workflow]` goes on an inherent impl"));
+    let empty = errors(
+        quote!(),
+        quote! { impl W { removed_step!(x); fn helper(&self) {} } },
+    );
+    assert_eq!(empty.len(), 1);
+    assert!(empty[0].starts_with("this workflow has no step"));
+}
+
+#[test]
+fn pgbus_attributes_are_stripped_even_on_error() {
+    let mut imp: syn::ItemImpl = syn::parse2(quote! {
+        #[on_exception(action = "bogus")]
+        #[derive_something_else]
+        impl W {
+            #[step(wiat = "1s")]
+            #[inline]
+            async fn a(&self, cx: &mut StepCx<I>) {}
+            removed_step!(b);
+        }
+    })
+    .expect("impl");
+    let mut errors = Error::accumulator();
+    let _ = parse::workflow(quote!(), &mut imp, &mut errors);
+    assert_eq!(errors.into_inner().len(), 2);
+    let text = quote::ToTokens::to_token_stream(&imp).to_string();
+    assert!(
+        !text.contains("on_exception") && !text.contains("step") && !text.contains("removed_step"),
+        "{text}"
+    );
+    assert!(
+        text.contains("derive_something_else") && text.contains("inline"),
+        "{text}"
+    );
+}

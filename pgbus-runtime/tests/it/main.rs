@@ -1,0 +1,19 @@
+//! Integration tests of pgbus-runtime: one binary, one module per area.
+
+mod definition;
+mod dispatch;
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+/// Polls a future that never waits on I/O to completion.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+    }
+}

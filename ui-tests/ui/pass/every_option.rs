@@ -1,0 +1,81 @@
+// Every option of every macro in one workflow, under `#![deny(warnings)]` and
+// clippy-clean shapes: the expansion adds no warning of its own.
+#![deny(warnings)]
+
+use pgbus_runtime::prelude::*;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("card declined")]
+struct CardDeclined;
+
+struct Everything;
+
+#[workflow(
+    name = "orders.everything",
+    input = Order,
+    queue = "orders",
+    priority = 10,
+    cancel_if = Self::cancelled,
+    cancel_if = cancelled,
+    on_exception(matching(CardDeclined), action = "cancel"),
+)]
+#[on_exception(handler = triage, report = "never")]
+impl Everything {
+    fn cancelled(&self, _cx: &StepCx<Order>) -> Result<bool, CardDeclined> {
+        Ok(false)
+    }
+
+    fn small(&self, cx: &StepCx<Order>) -> bool {
+        cx.input().id < 10
+    }
+
+    fn mine(&self, cx: &StepCx<Order>, signal: &Signal) -> bool {
+        signal.payload == serde_json::json!(cx.input().id)
+    }
+
+    fn triage(&self, _cx: &StepCx<Order>, _error: &StepError) -> Flow {
+        Flow::pause("triaged")
+    }
+
+    #[step(name = "first", wait = "0s", timeout = "5s", skip_if = small, queue = "fast", priority = -1)]
+    async fn first_step(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+
+    removed_step!(old);
+
+    #[step(
+        wait_for(name = "go", matches = Self::mine),
+        wait_timeout = "1h30m",
+        on_timeout = "skip!",
+        on_exception(matching(Timeout, CardDeclined), action = "reattempt", wait = "250ms",
+                     max_reattempts = 2, terminal_action = "skip", report = "terminal_only"),
+        on_exception = "pause",
+        on_exception(handler = triage),
+    )]
+    async fn second(&self, _cx: &mut StepCx<Order>) -> Result<(), CardDeclined> {
+        Ok(())
+    }
+
+    #[step(wait_for = "later")]
+    async fn third(&self, _cx: &mut StepCx<Order>) {}
+
+    #[fan_out(name = "fan", wait = "1d", timeout = "2h", skip_if = Self::small, queue = "fan",
+              priority = 3, on_batch_failure = "cancel", on_exception(action = "skip"))]
+    async fn spread(&self, _cx: &mut StepCx<Order>, _fan: &mut FanOut) -> StepResult {
+        Ok(Flow::Complete)
+    }
+
+    removed_step!("older.one");
+}
+
+fn main() {
+    let definition = <Everything as Workflow>::DEFINITION;
+    assert_eq!(definition.entries.len(), 6);
+    assert_eq!(definition.priority, 10);
+}
