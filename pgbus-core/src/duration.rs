@@ -165,7 +165,12 @@ pub fn parse_duration_ms(input: &str) -> Result<u64, DurationError> {
                 let found = after.chars().next().unwrap_or(' ');
                 return Err(DurationError::UnexpectedChar { found });
             }
-            return Err(DurationError::MissingNumber {
+            if UNITS.iter().any(|(name, _)| *name == unit) {
+                return Err(DurationError::MissingNumber {
+                    unit: unit.to_owned(),
+                });
+            }
+            return Err(DurationError::UnknownUnit {
                 unit: unit.to_owned(),
             });
         }

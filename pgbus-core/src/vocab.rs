@@ -13,8 +13,12 @@ pub struct UnknownWord {
     pub found: String,
     /// What the option accepts, in documentation order.
     pub allowed: &'static [&'static str],
-    /// The closest allowed word, when one is close enough to be a likely typo.
+    /// The closest allowed word, when one is close enough to be a likely typo or a
+    /// known synonym (`retry` for `reattempt`).
     pub suggestion: Option<&'static str>,
+    /// A rule that explains the refusal, when the word is close to an allowed one
+    /// but breaks a rule (`run!`).
+    pub note: Option<&'static str>,
 }
 
 impl fmt::Display for UnknownWord {
@@ -25,6 +29,9 @@ impl fmt::Display for UnknownWord {
             self.found,
             backticked(self.allowed)
         )?;
+        if let Some(note) = self.note {
+            write!(f, "; {note}")?;
+        }
         if let Some(suggestion) = self.suggestion {
             write!(f, "; did you mean `{suggestion}`?")?;
         }
@@ -45,10 +52,33 @@ pub fn backticked(words: &[&str]) -> String {
     }
 }
 
-/// The allowed word closest to `found`, if it is close enough to be a typo
-/// (Jaro-Winkler similarity of at least 0.8, the threshold darling uses).
+/// Words users reach for that the DSL spells otherwise, from other engines'
+/// vocabularies: (what they write, what we call it).
+const SYNONYMS: &[(&str, &str)] = &[
+    ("retry", "reattempt"),
+    ("abort", "cancel"),
+    ("ignore", "skip"),
+    ("suspend", "pause"),
+    ("delay", "wait"),
+    ("sleep", "wait"),
+    ("retries", "max_reattempts"),
+    ("max_retries", "max_reattempts"),
+    ("max_attempts", "max_reattempts"),
+    ("signal", "wait_for"),
+];
+
+/// The allowed word closest to `found`: a known synonym (`retry` for
+/// `reattempt`), else one close enough to be a typo (Jaro-Winkler similarity of
+/// at least 0.8, the threshold darling uses).
 #[must_use]
 pub fn did_you_mean(found: &str, allowed: &[&'static str]) -> Option<&'static str> {
+    let synonym = SYNONYMS
+        .iter()
+        .find(|(synonym, _)| *synonym == found)
+        .and_then(|(_, word)| allowed.iter().copied().find(|allowed| allowed == word));
+    if synonym.is_some() {
+        return synonym;
+    }
     allowed
         .iter()
         .map(|candidate| (strsim::jaro_winkler(found, candidate), *candidate))
@@ -87,6 +117,7 @@ macro_rules! vocabulary {
                         found: word.to_owned(),
                         allowed: Self::ALL,
                         suggestion: did_you_mean(word, Self::ALL),
+                        note: None,
                     }),
                 }
             }
@@ -202,6 +233,8 @@ impl OnTimeout {
             found: word.to_owned(),
             allowed: Self::ALL,
             suggestion: did_you_mean(bare, Self::ALL),
+            note: (word == "run!")
+                .then_some("the `!` spelling is accepted on `pause!`, `cancel!` and `skip!` only"),
         })
     }
 }

@@ -176,24 +176,22 @@ fn policies(raw: &[RawPolicy], errors: &mut Accumulator) -> Vec<PolicyDef> {
 fn policy_def(raw: &RawPolicy, errors: &mut Accumulator) -> Option<PolicyDef> {
     let is_reattempt = matches!(raw.action, Some(a) if a.value == ExceptionAction::Reattempt);
     if !is_reattempt {
-        let subject = if raw.handler.is_some() {
-            "a `handler`"
-        } else {
-            "this action"
-        };
         for (option, span) in [
             ("wait", raw.wait.map(|w| w.0)),
             ("max_reattempts", raw.max_reattempts.map(|m| m.0)),
             ("terminal_action", raw.terminal_action.map(|t| t.0)),
         ] {
-            if let Some(span) = span {
-                errors.push(
-                    Error::custom(format!(
-                        "`{option}` only applies to `action = \"reattempt\"`; remove it or make {subject} a reattempt"
-                    ))
-                    .with_span(&span),
-                );
-            }
+            let Some(span) = span else { continue };
+            let message = if raw.handler.is_some() {
+                format!(
+                    "`{option}` does not apply to a `handler`: the handler picks its own verb; remove `{option}`"
+                )
+            } else {
+                format!(
+                    "`{option}` only applies to `action = \"reattempt\"`; remove it or use `action = \"reattempt\"`"
+                )
+            };
+            errors.push(Error::custom(message).with_span(&span));
         }
     }
 

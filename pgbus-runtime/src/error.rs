@@ -2,7 +2,6 @@
 //! engine itself raises into a step.
 
 use std::any::type_name;
-use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ pub const MAX_ERROR_CAUSES: usize = 5;
 /// Like `anyhow::Error`, it does not itself implement `std::error::Error`: that is
 /// what lets the blanket `From` exist.
 pub struct StepError {
-    inner: Box<dyn StdError + Send + Sync + 'static>,
+    inner: Box<dyn std::error::Error + Send + Sync + 'static>,
     type_name: &'static str,
 }
 
@@ -34,22 +33,22 @@ impl StepError {
     /// Wraps an already boxed error. Its type name is the box's, since the concrete
     /// type is no longer known; [`StepError::is`] still sees through the box.
     #[must_use]
-    pub fn from_boxed(error: Box<dyn StdError + Send + Sync + 'static>) -> Self {
+    pub fn from_boxed(error: Box<dyn std::error::Error + Send + Sync + 'static>) -> Self {
         Self {
             inner: error,
-            type_name: type_name::<Box<dyn StdError + Send + Sync>>(),
+            type_name: type_name::<Box<dyn std::error::Error + Send + Sync>>(),
         }
     }
 
     /// Whether the error is a `T` (a downcast, as policies match).
     #[must_use]
-    pub fn is<T: StdError + 'static>(&self) -> bool {
+    pub fn is<T: std::error::Error + 'static>(&self) -> bool {
         self.inner.is::<T>()
     }
 
     /// The error as a `T`, if it is one.
     #[must_use]
-    pub fn downcast_ref<T: StdError + 'static>(&self) -> Option<&T> {
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
         self.inner.downcast_ref::<T>()
     }
 
@@ -84,12 +83,12 @@ impl StepError {
 
     /// The boxed error.
     #[must_use]
-    pub fn into_inner(self) -> Box<dyn StdError + Send + Sync + 'static> {
+    pub fn into_inner(self) -> Box<dyn std::error::Error + Send + Sync + 'static> {
         self.inner
     }
 }
 
-impl<E: StdError + Send + Sync + 'static> From<E> for StepError {
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for StepError {
     fn from(error: E) -> Self {
         Self {
             inner: Box::new(error),

@@ -69,6 +69,11 @@ pub type StepResult = Result<Flow, StepError>;
 /// What a step method may return: `StepResult`, `Result<(), E>`, `Result<Flow, E>`
 /// for any `E: Into<StepError>`, a bare `Flow`, or `()`. `Ok(())` and `()` mean
 /// [`Flow::Complete`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a step result",
+    label = "a step returns `StepResult`, `Result<(), E>`, `Result<Flow, E>`, `Flow` or `()`",
+    note = "in `Result<_, E>`, `E` must be a `std::error::Error + Send + Sync + 'static` (or `StepError`)"
+)]
 pub trait IntoStepResult {
     /// Converts into the engine's shape.
     ///
@@ -104,6 +109,11 @@ impl<E: Into<StepError>> IntoStepResult for Result<(), E> {
 /// What a `cancel_if`, `skip_if` or `wait_for(matches = ...)` method may return:
 /// `bool` or `Result<bool, E>` for any `E: Into<StepError>`. An error goes to the
 /// step's exception policies.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a guard result",
+    label = "`cancel_if`, `skip_if` and `wait_for(matches = ...)` methods return `bool` or `Result<bool, E>`",
+    note = "in `Result<bool, E>`, `E` must be a `std::error::Error + Send + Sync + 'static` (or `StepError`)"
+)]
 pub trait IntoGuardResult {
     /// Converts into the engine's shape.
     ///
@@ -127,6 +137,11 @@ impl<E: Into<StepError>> IntoGuardResult for Result<bool, E> {
 /// What an `on_exception(handler = ...)` method may return: a [`Flow`],
 /// `Option<Flow>`, or either inside `Result<_, E>`. `None` (no verb) and an error
 /// both pause the run; the handler's error is reported.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an exception handler outcome",
+    label = "a handler returns `Flow`, `Option<Flow>`, `Result<Flow, E>` or `Result<Option<Flow>, E>`",
+    note = "in `Result<_, E>`, `E` must be a `std::error::Error + Send + Sync + 'static` (or `StepError`)"
+)]
 pub trait IntoHandlerOutcome {
     /// Converts into the engine's shape.
     ///

@@ -50,12 +50,6 @@ pub mod __private {
 
     use crate::flow::{IntoGuardResult, IntoHandlerOutcome, IntoStepResult};
 
-    /// Compile-time check, at the user's `input = T` span, that `T` can be stored.
-    pub const fn assert_input<
-        T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
-    >() {
-    }
-
     /// `matching(T)` compiles to this downcast check, at the user's `T` span.
     #[must_use]
     pub fn matches_type<T: std::error::Error + 'static>(error: &StepError) -> bool {

@@ -33,6 +33,12 @@ fn rejects_each_bad_form_with_its_own_reason() {
         ("1.5s", DurationError::Fraction),
         ("1.5.2s", DurationError::Fraction),
         ("s", DurationError::MissingNumber { unit: "s".into() }),
+        (
+            "soon",
+            DurationError::UnknownUnit {
+                unit: "soon".into(),
+            },
+        ),
         ("5s1m", DurationError::UnitOrder { unit: "m".into() }),
         ("1s2s", DurationError::UnitOrder { unit: "s".into() }),
         ("5 s", DurationError::UnexpectedChar { found: ' ' }),

@@ -45,6 +45,27 @@ fn unknown_words_list_the_allowed_values_and_suggest_the_closest() {
 }
 
 #[test]
+fn synonyms_from_other_engines_are_suggested() {
+    assert_eq!(
+        ExceptionAction::parse("retry").unwrap_err().suggestion,
+        Some("reattempt")
+    );
+    assert_eq!(
+        did_you_mean("max_retries", options::ON_EXCEPTION),
+        Some("max_reattempts")
+    );
+    assert_eq!(did_you_mean("delay", options::STEP), Some("wait"));
+    // A synonym is only offered where its word is allowed.
+    assert_eq!(did_you_mean("retry", options::STEP), None);
+    let run_bang = OnTimeout::parse("run!").unwrap_err().to_string();
+    assert_eq!(
+        run_bang,
+        "unknown value `run!`, expected `pause`, `cancel`, `skip` or `run`; \
+         the `!` spelling is accepted on `pause!`, `cancel!` and `skip!` only; did you mean `run`?"
+    );
+}
+
+#[test]
 fn did_you_mean_finds_typos_and_ignores_strangers() {
     assert_eq!(did_you_mean("wiat", options::STEP), Some("wait"));
     assert_eq!(did_you_mean("timout", options::STEP), Some("timeout"));

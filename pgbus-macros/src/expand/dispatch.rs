@@ -22,6 +22,9 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
     let step_arms = def.entries.iter().enumerate().filter_map(|(index, entry)| {
         let method = entry.method.as_ref()?;
         let ident = &method.ident;
+        // The helper paths carry the method's span too, so a bound they add is
+        // reported on the method, not on `#[workflow]`.
+        let p = quote_spanned!(ident.span()=> ::pgbus_runtime::__private);
         let cx_ty = &method.cx_ty;
         let bind_cx = quote_spanned! {cx_ty.span()=> let __pgbus_cx: #cx_ty = __pgbus_cx; };
         let call = match (&entry.kind, &method.fan_ty) {
@@ -47,16 +50,19 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
     let guard_arms = tables.guards.iter().enumerate().map(|(id, path)| {
         let id = id_literal(id);
         let call = method_call(path, &quote!(self, __pgbus_cx));
+        let p = quote_spanned!(path.span()=> ::pgbus_runtime::__private);
         quote_spanned! {path.span()=> #id => #p::guard_result(#call), }
     });
     let matcher_arms = tables.matchers.iter().enumerate().map(|(id, path)| {
         let id = id_literal(id);
         let call = method_call(path, &quote!(self, __pgbus_cx, __pgbus_signal));
+        let p = quote_spanned!(path.span()=> ::pgbus_runtime::__private);
         quote_spanned! {path.span()=> #id => #p::guard_result(#call), }
     });
     let handler_arms = tables.handlers.iter().enumerate().map(|(id, path)| {
         let id = id_literal(id);
         let call = method_call(path, &quote!(self, __pgbus_cx, __pgbus_error));
+        let p = quote_spanned!(path.span()=> ::pgbus_runtime::__private);
         quote_spanned! {path.span()=> #id => #p::handler_outcome(#call), }
     });
 

@@ -15,7 +15,7 @@ use syn::spanned::Spanned;
 use syn::{Attribute, FnArg, ImplItem, ImplItemFn, ItemImpl, Meta, ReceiverKind, Type};
 
 use options::{OptionItem, Place};
-use values::{DurationMs, Int, Matching, PathArg, Text, Word};
+use values::{DurationMs, InputType, Int, Matching, PathArg, Text, Word};
 
 /// `#[workflow(...)]` and the impl it sits on, before validation.
 pub(crate) struct RawWorkflow {
@@ -124,12 +124,19 @@ pub(crate) fn workflow(
     for option in options::read(&metas, Place::Workflow, errors) {
         match option.name.as_str() {
             "name" => raw.name = option.parse(errors),
-            "input" => raw.input = option.parse(errors),
+            "input" => raw.input = option.parse::<InputType>(errors).map(|t| t.0),
             "queue" => raw.queue = option.parse(errors),
             "priority" => raw.priority = option.parse(errors),
             "cancel_if" => raw
                 .cancel_if
                 .extend(option.parse::<PathArg>(errors).map(|p| p.0)),
+            "on_exception" if option.list().is_none() => errors.push(
+                Error::custom(
+                    "the `on_exception = \"...\"` shorthand is for steps; on `#[workflow]` write \
+                     `on_exception(action = \"...\")`",
+                )
+                .with_span(&option.name_span()),
+            ),
             "on_exception" => raw.policies.extend(policy(&option, errors)),
             _ => {}
         }
@@ -143,11 +150,12 @@ pub(crate) fn workflow(
         } else if is_ours(&attr, "step") || is_ours(&attr, "fan_out") {
             errors.push(
                 Error::custom("`#[step]` and `#[fan_out]` go on methods inside the `#[workflow]` impl, not on the impl")
-                    .with_span(&attr),
+                    .with_span(attr.path()),
             );
         } else if is_ours(&attr, "workflow") {
             errors.push(
-                Error::custom("duplicate `#[workflow]` attribute; give it once").with_span(&attr),
+                Error::custom("duplicate `#[workflow]` attribute; give it once")
+                    .with_span(attr.path()),
             );
         } else {
             item.attrs.push(attr);
@@ -227,11 +235,11 @@ fn allow_contract_lints(item: &mut ItemImpl, raw: &RawWorkflow) {
         if is_step {
             method
                 .attrs
-                .push(syn::parse_quote!(#[allow(clippy::unused_async, clippy::unused_self)]));
+                .push(syn::parse_quote!(#[allow(clippy::unused_async, clippy::unused_self, clippy::unnecessary_wraps)]));
         } else if names_method(&method.sig.ident) {
             method
                 .attrs
-                .push(syn::parse_quote!(#[allow(clippy::unused_self)]));
+                .push(syn::parse_quote!(#[allow(clippy::unused_self, clippy::unnecessary_wraps)]));
         }
     }
 }
@@ -252,11 +260,8 @@ fn check_impl_shape(item: &ItemImpl, errors: &mut Accumulator) {
                 "a workflow cannot be generic: its definition is static and its name is durable; \
                  implement it on a concrete type",
             )
-            .with_span(&item.generics),
+            .with_span(&generics_span(&item.generics)),
         );
-    }
-    if item.unsafety.is_some() {
-        errors.push(Error::custom("a workflow impl cannot be `unsafe`").with_span(&item.unsafety));
     }
     if !matches!(&*item.self_ty, Type::Path(path) if path.qself.is_none()) {
         errors.push(
@@ -281,13 +286,13 @@ fn step_method(method: &mut ImplItemFn, errors: &mut Accumulator) -> Option<RawE
                     "write a step's policies inside its attribute, e.g. `#[step(on_exception(...))]`; \
                      a separate `#[on_exception]` belongs on the impl, below `#[workflow]`",
                 )
-                .with_span(&attr),
+                .with_span(attr.path()),
             );
             continue;
         } else if is_ours(&attr, "workflow") {
             errors.push(
                 Error::custom("`#[workflow]` goes on the impl block, not on a method")
-                    .with_span(&attr),
+                    .with_span(attr.path()),
             );
             continue;
         } else {
@@ -303,7 +308,7 @@ fn step_method(method: &mut ImplItemFn, errors: &mut Accumulator) -> Option<RawE
             } else {
                 "a method is either a `#[step]` or a `#[fan_out]`, not both".to_owned()
             };
-            errors.push(Error::custom(message).with_span(&attr));
+            errors.push(Error::custom(message).with_span(attr.path()));
             continue;
         }
         marker = Some((kind, attr));
@@ -486,6 +491,19 @@ fn policy_options(span: Span, metas: &[NestedMeta], errors: &mut Accumulator) ->
     policy
 }
 
+/// Where to point at generics: the first parameter, else the `where`.
+fn generics_span(generics: &syn::Generics) -> Span {
+    generics.params.first().map_or_else(
+        || {
+            generics
+                .where_clause
+                .as_ref()
+                .map_or_else(Span::call_site, |w| w.where_token.span)
+        },
+        Spanned::span,
+    )
+}
+
 /// Runs `parse` with its own accumulator, moves its errors into `errors`, and says
 /// whether there were any.
 fn nested<T>(errors: &mut Accumulator, parse: impl FnOnce(&mut Accumulator) -> T) -> (T, bool) {
@@ -524,19 +542,18 @@ fn check_signature(
         );
         ok = false;
     }
-    if sig.constness.is_some() {
-        errors.push(
-            Error::custom(format!("a `#[{attr}]` method cannot be `const`"))
-                .with_span(&sig.constness),
-        );
-        ok = false;
-    }
-    if !matches!(sig.safety, syn::Safety::Default) || sig.abi.is_some() {
+    // `const` is left to the compiler, which refuses `const async fn` itself.
+    let unsafe_or_extern = match (&sig.safety, &sig.abi) {
+        (syn::Safety::Unsafe(token), _) => Some(token.span),
+        (_, Some(abi)) => Some(abi.extern_token.span),
+        _ => None,
+    };
+    if let Some(span) = unsafe_or_extern {
         errors.push(
             Error::custom(format!(
                 "a `#[{attr}]` method cannot be `unsafe` or `extern`; write {shape}"
             ))
-            .with_span(&sig.fn_token),
+            .with_span(&span),
         );
         ok = false;
     }
@@ -545,7 +562,7 @@ fn check_signature(
             Error::custom(format!(
                 "a `#[{attr}]` method cannot be generic; the engine calls it with the workflow's input type"
             ))
-            .with_span(&sig.generics),
+            .with_span(&generics_span(&sig.generics)),
         );
         ok = false;
     }
@@ -631,7 +648,7 @@ fn check_receiver(
                         "a `#[{attr}]` method takes `&self`: steps of one workflow value may run at once; \
                          write {shape}"
                     ))
-                    .with_span(receiver),
+                    .with_span(&receiver.self_token),
                 );
             }
             Some(by_shared_ref)
@@ -661,19 +678,26 @@ fn check_receiver(
 fn gravestone(mac: &syn::ImplItemMacro, errors: &mut Accumulator) -> Option<RawEntry> {
     let name = match syn::parse2::<GravestoneName>(mac.mac.tokens.clone()) {
         Ok(name) => name.0,
-        Err(_) => {
+        Err(error) => {
+            // syn's error knows the token where the name stopped making sense; an
+            // empty invocation has none, so blame the macro's name.
+            let span = if mac.mac.tokens.is_empty() {
+                mac.mac.path.span()
+            } else {
+                error.span()
+            };
             errors.push(
                 Error::custom(
                     "`removed_step!` takes the removed step's durable name, e.g. `removed_step!(legacy_check)` \
                      or `removed_step!(\"legacy.check\")`",
                 )
-                .with_span(&mac.mac),
+                .with_span(&span),
             );
             return None;
         }
     };
     for attr in &mac.attrs {
-        errors.push(Error::custom("`removed_step!` takes no attributes").with_span(attr));
+        errors.push(Error::custom("`removed_step!` takes no attributes").with_span(attr.path()));
     }
     Some(RawEntry {
         kind: EntryKind::Removed,
@@ -733,17 +757,22 @@ fn strip_stray(attrs: &mut Vec<Attribute>, errors: &mut Accumulator, expected: &
             .iter()
             .any(|name| is_ours(attr, name));
         if ours {
-            errors.push(
-                Error::custom(format!(
-                    "`#[{}]` only goes on {expected} of the `#[workflow]` impl",
-                    attr.path()
-                        .segments
-                        .last()
-                        .map(|s| s.ident.to_string())
-                        .unwrap_or_default()
-                ))
-                .with_span(attr),
-            );
+            let name = attr
+                .path()
+                .segments
+                .last()
+                .map(|s| s.ident.to_string())
+                .unwrap_or_default();
+            let message = match name.as_str() {
+                "on_exception" => {
+                    "`#[on_exception]` goes on the `#[workflow]` impl, below `#[workflow]`, \
+                                   or inside a step as `#[step(on_exception(...))]`"
+                        .to_owned()
+                }
+                "workflow" => "`#[workflow]` goes on the impl block".to_owned(),
+                _ => format!("`#[{name}]` only goes on {expected} of the `#[workflow]` impl"),
+            };
+            errors.push(Error::custom(message).with_span(attr.path()));
         }
         !ours
     });

@@ -15,25 +15,92 @@ pub(crate) struct Text {
 
 impl FromMeta for Text {
     fn from_word() -> Result<Self> {
-        Err(Error::custom("expected a value, e.g. `name = \"...\"`"))
+        Err(Error::custom(
+            "this option needs a value in quotes: `= \"...\"`",
+        ))
     }
 
     fn from_expr(expr: &Expr) -> Result<Self> {
         match strip_group(expr) {
-            Expr::Lit(lit) => match &lit.lit {
-                Lit::Str(s) => Ok(Self {
-                    value: s.value(),
-                    span: s.span(),
-                }),
-                other => Err(
-                    Error::custom("expected a string literal, e.g. `\"orders\"`").with_span(other),
-                ),
-            },
-            other => {
-                Err(Error::custom("expected a string literal, e.g. `\"orders\"`").with_span(other))
-            }
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Str(s), ..
+            }) => Ok(Self {
+                value: s.value(),
+                span: s.span(),
+            }),
+            other => Err(
+                Error::custom("expected a string literal in quotes: `\"...\"`").with_span(other),
+            ),
         }
     }
+}
+
+/// The workflow's `input` type: written as a type (`input = Order`,
+/// `input = Vec<Order>`) or as a string holding one (`input = "Vec<Order>"`).
+#[derive(Debug, Clone)]
+pub(crate) struct InputType(pub(crate) syn::Type);
+
+impl InputType {
+    fn parse(tokens: proc_macro2::TokenStream, span: Span) -> Result<Self> {
+        syn::parse2(tokens).map(Self).map_err(|_| {
+            Error::custom(
+                "`input` is not a valid type; write e.g. `input = Order` or `input = \"Vec<Order>\"`",
+            )
+            .with_span(&span)
+        })
+    }
+}
+
+impl FromMeta for InputType {
+    fn from_word() -> Result<Self> {
+        Err(Error::custom("`input` needs a type, e.g. `input = Order`"))
+    }
+
+    fn from_expr(expr: &Expr) -> Result<Self> {
+        match strip_group(expr) {
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Str(s), ..
+            }) => {
+                let tokens = s.parse::<proc_macro2::TokenStream>().map_err(|_| {
+                    Error::custom(
+                        "`input` is not a valid type; write e.g. `input = \"Vec<Order>\"`",
+                    )
+                    .with_span(s)
+                })?;
+                Self::parse(respan(tokens, s.span()), s.span())
+            }
+            other => Self::parse(quote::ToTokens::to_token_stream(other), other.span()),
+        }
+    }
+
+    fn from_invalid_expr(value: &darling::ast::MetaNameValueInvalidExpr) -> Result<Self> {
+        let span = value
+            .value
+            .clone()
+            .into_iter()
+            .next()
+            .map_or_else(|| value.path.span(), |t| t.span());
+        Self::parse(value.value.clone(), span)
+    }
+}
+
+/// Gives every token of a type parsed from a string the string's span, so type
+/// errors about it point at the string.
+fn respan(tokens: proc_macro2::TokenStream, span: Span) -> proc_macro2::TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            if let proc_macro2::TokenTree::Group(group) = &tree {
+                let mut inner =
+                    proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                tree = proc_macro2::TokenTree::Group(inner);
+            } else {
+                tree.set_span(span);
+            }
+            tree
+        })
+        .collect()
 }
 
 /// A duration string in the shared grammar, normalized to milliseconds.
@@ -94,10 +161,13 @@ impl FromMeta for Int {
         };
         let magnitude = int
             .base10_parse::<i128>()
-            .map_err(|_| Error::custom("integer is too large").with_span(expr))?;
+            .map_err(|_| {
+                Error::custom("integer literal is out of range: `priority` fits `i16`, `max_reattempts` fits `u32`")
+                    .with_span(int)
+            })?;
         Ok(Self {
             value: if negative { -magnitude } else { magnitude },
-            span: expr.span(),
+            span: int.span(),
         })
     }
 }
@@ -113,6 +183,10 @@ pub(crate) struct Word<T> {
 pub(crate) trait Vocabulary: Sized {
     fn parse_word(word: &str) -> std::result::Result<Self, pgbus_core::UnknownWord>;
     fn example() -> &'static str;
+    /// A message for a word that is valid elsewhere but not here.
+    fn explain(_error: &pgbus_core::UnknownWord) -> Option<String> {
+        None
+    }
 }
 
 macro_rules! vocabulary {
@@ -130,9 +204,26 @@ macro_rules! vocabulary {
 
 vocabulary! {
     ExceptionAction => "\"pause\"",
-    FailureAction => "\"pause\"",
     Report => "\"always\"",
     OnTimeout => "\"pause\"",
+}
+
+impl Vocabulary for pgbus_core::FailureAction {
+    fn parse_word(word: &str) -> std::result::Result<Self, pgbus_core::UnknownWord> {
+        Self::parse(word)
+    }
+
+    fn example() -> &'static str {
+        "\"pause\""
+    }
+
+    fn explain(error: &pgbus_core::UnknownWord) -> Option<String> {
+        (error.found == "reattempt").then(|| {
+            "`reattempt` is not allowed here: this is what happens when reattempts run out \
+             (or when a batch fails); use `pause`, `cancel` or `skip`"
+                .to_owned()
+        })
+    }
 }
 
 impl<T: Vocabulary> FromMeta for Word<T> {
@@ -160,7 +251,9 @@ impl<T: Vocabulary> FromMeta for Word<T> {
                 value,
                 span: s.span(),
             })
-            .map_err(|e| Error::custom(e.to_string()).with_span(s))
+            .map_err(|e| {
+                Error::custom(T::explain(&e).unwrap_or_else(|| e.to_string())).with_span(s)
+            })
     }
 }
 

@@ -24,7 +24,7 @@ fn errors(args: TokenStream, item: TokenStream) -> Vec<String> {
     run(args, item).1
 }
 
-fn step(attr: TokenStream) -> TokenStream {
+fn step(attr: &TokenStream) -> TokenStream {
     quote! {
         impl W {
             #attr
@@ -37,7 +37,7 @@ fn step(attr: TokenStream) -> TokenStream {
 fn valid_input_gives_no_error_and_a_normalized_model() {
     let (model, errors) = run(
         quote!(name = "w", queue = "q", priority = -2),
-        step(quote!(#[step(wait = "1m30s", on_exception = "reattempt")])),
+        step(&quote!(#[step(wait = "1m30s", on_exception = "reattempt")])),
     );
     assert_eq!(errors, Vec::<String>::new());
     let model = model.expect("model");
@@ -62,7 +62,7 @@ fn valid_input_gives_no_error_and_a_normalized_model() {
 
 #[test]
 fn defaults_fill_what_is_left_out() {
-    let (model, errors) = run(quote!(), step(quote!(#[step])));
+    let (model, errors) = run(quote!(), step(&quote!(#[step])));
     assert!(errors.is_empty(), "{errors:?}");
     let model = model.expect("model");
     assert_eq!(model.name, "W");
@@ -77,25 +77,25 @@ fn defaults_fill_what_is_left_out() {
 #[test]
 fn unknown_options_get_a_did_you_mean_at_every_level() {
     assert_eq!(
-        errors(quote!(nmae = "w"), step(quote!(#[step]))),
+        errors(quote!(nmae = "w"), step(&quote!(#[step]))),
         ["unknown `#[workflow]` option `nmae`; did you mean `name`?"]
     );
     assert_eq!(
-        errors(quote!(), step(quote!(#[step(wiat = "5s")]))),
+        errors(quote!(), step(&quote!(#[step(wiat = "5s")]))),
         ["unknown `#[step]` option `wiat`; did you mean `wait`?"]
     );
     assert_eq!(
         errors(
             quote!(),
-            step(quote!(#[step(on_exception(actoin = "pause"))]))
+            step(&quote!(#[step(on_exception(actoin = "pause"))]))
         ),
         ["unknown `on_exception(...)` option `actoin`; did you mean `action`?"]
     );
     assert_eq!(
-        errors(quote!(), step(quote!(#[step(wait_for(nam = "x"))]))),
+        errors(quote!(), step(&quote!(#[step(wait_for(nam = "x"))]))),
         ["unknown `wait_for(...)` option `nam`; did you mean `name`?"]
     );
-    let far = errors(quote!(), step(quote!(#[step(zzz = 1)])));
+    let far = errors(quote!(), step(&quote!(#[step(zzz = 1)])));
     assert_eq!(far.len(), 1);
     assert!(
         far[0].starts_with("unknown `#[step]` option `zzz`; expected `name`, `wait`"),
@@ -105,14 +105,14 @@ fn unknown_options_get_a_did_you_mean_at_every_level() {
 
 #[test]
 fn misplaced_options_say_where_they_belong() {
-    let on_step = errors(quote!(), step(quote!(#[step(on_batch_failure = "skip")])));
+    let on_step = errors(quote!(), step(&quote!(#[step(on_batch_failure = "skip")])));
     assert_eq!(
         on_step,
         [
             "`on_batch_failure` only applies to a `#[fan_out]` method; write `#[fan_out(on_batch_failure = ...)]`"
         ]
     );
-    let on_workflow = errors(quote!(wait = "5s"), step(quote!(#[step])));
+    let on_workflow = errors(quote!(wait = "5s"), step(&quote!(#[step])));
     assert_eq!(
         on_workflow,
         ["`wait` is a step option; write it on the `#[step]` that needs it"]
@@ -152,7 +152,7 @@ fn all_errors_of_one_impl_are_reported_together() {
 #[test]
 fn wait_options_need_their_prerequisites() {
     assert_eq!(
-        errors(quote!(), step(quote!(#[step(on_timeout = "skip")]))),
+        errors(quote!(), step(&quote!(#[step(on_timeout = "skip")]))),
         [
             "`on_timeout` needs `wait_for` and `wait_timeout`: it says what happens when the signal does not come in time"
         ]
@@ -160,7 +160,7 @@ fn wait_options_need_their_prerequisites() {
     assert_eq!(
         errors(
             quote!(),
-            step(quote!(#[step(wait_for = "x", on_timeout = "skip")]))
+            step(&quote!(#[step(wait_for = "x", on_timeout = "skip")]))
         ),
         [
             "`on_timeout` needs `wait_timeout`, e.g. `wait_timeout = \"1h\"`; without it the step waits forever"
@@ -169,35 +169,39 @@ fn wait_options_need_their_prerequisites() {
     assert_eq!(
         errors(
             quote!(),
-            step(quote!(#[step(wait_for = "x", wait_timeout = "0s")]))
+            step(&quote!(#[step(wait_for = "x", wait_timeout = "0s")]))
         ),
         ["`wait_timeout` must be greater than zero; leave it out to wait without a limit"]
     );
     assert_eq!(
-        errors(quote!(), step(quote!(#[step(wait_for = " ")]))),
+        errors(quote!(), step(&quote!(#[step(wait_for = " ")]))),
         ["signal name cannot be empty; write e.g. `\"payment.settled\"`"]
     );
     let run_bang = errors(
         quote!(),
-        step(quote!(#[step(wait_for = "x", wait_timeout = "1s", on_timeout = "run!")])),
+        step(&quote!(#[step(wait_for = "x", wait_timeout = "1s", on_timeout = "run!")])),
     );
     assert_eq!(
         run_bang,
-        ["unknown value `run!`, expected `pause`, `cancel`, `skip` or `run`; did you mean `run`?"]
+        [
+            "unknown value `run!`, expected `pause`, `cancel`, `skip` or `run`; \
+          the `!` spelling is accepted on `pause!`, `cancel!` and `skip!` only; did you mean `run`?"
+        ]
     );
 }
 
 #[test]
 fn wait_for_needs_a_name() {
     assert_eq!(
-        errors(quote!(), step(quote!(#[step(wait_for(matches = m))]))),
+        errors(quote!(), step(&quote!(#[step(wait_for(matches = m))]))),
         ["`wait_for(...)` needs the signal's name, e.g. `wait_for(name = \"payment.settled\")`"]
     );
 }
 
 #[test]
 fn policy_rules() {
-    let policy = |inner: TokenStream| errors(quote!(), step(quote!(#[step(on_exception(#inner))])));
+    let policy =
+        |inner: TokenStream| errors(quote!(), step(&quote!(#[step(on_exception(#inner))])));
     assert_eq!(
         policy(quote!(report = "never")),
         [
@@ -216,9 +220,9 @@ fn policy_rules() {
             terminal_action = "skip"
         )),
         [
-            "`wait` only applies to `action = \"reattempt\"`; remove it or make this action a reattempt",
-            "`max_reattempts` only applies to `action = \"reattempt\"`; remove it or make this action a reattempt",
-            "`terminal_action` only applies to `action = \"reattempt\"`; remove it or make this action a reattempt",
+            "`wait` only applies to `action = \"reattempt\"`; remove it or use `action = \"reattempt\"`",
+            "`max_reattempts` only applies to `action = \"reattempt\"`; remove it or use `action = \"reattempt\"`",
+            "`terminal_action` only applies to `action = \"reattempt\"`; remove it or use `action = \"reattempt\"`",
         ]
     );
     assert_eq!(
@@ -229,11 +233,16 @@ fn policy_rules() {
     );
     assert_eq!(
         policy(quote!(action = "reattempt", terminal_action = "reattempt")),
-        ["unknown value `reattempt`, expected `pause`, `cancel` or `skip`"]
+        [
+            "`reattempt` is not allowed here: this is what happens when reattempts run out (or when a batch fails); \
+          use `pause`, `cancel` or `skip`"
+        ]
     );
     assert_eq!(
         policy(quote!(action = "retry")),
-        ["unknown value `retry`, expected `pause`, `reattempt`, `cancel` or `skip`"]
+        [
+            "unknown value `retry`, expected `pause`, `reattempt`, `cancel` or `skip`; did you mean `reattempt`?"
+        ]
     );
     assert_eq!(
         policy(quote!(matching("CardDeclined"), action = "skip")),

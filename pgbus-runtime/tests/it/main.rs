@@ -1,5 +1,8 @@
 //! Integration tests of pgbus-runtime: one binary, one module per area.
 
+// Test support code outside #[test] functions may fail loudly too.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
 mod definition;
 mod dispatch;
 

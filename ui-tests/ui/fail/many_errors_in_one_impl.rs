@@ -1,0 +1,29 @@
+// Every error of one impl is reported in one compile: a typo, a bad duration, a bad queue, a signature and a duplicate name.
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+struct Fulfil;
+
+#[workflow(input = Order, queue = "orders eu")]
+impl Fulfil {
+    #[step(wiat = "5s")]
+    async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+
+    #[step(timeout = "5", name = "charge")]
+    async fn charge_again(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+
+    #[step(on_exception(action = "cancel", max_reattempts = 2))]
+    fn ship(&mut self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}

@@ -1,0 +1,19 @@
+// `wait_for(...)` takes `name` and `matches`; `matcher` is a typo.
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+struct Fulfil;
+
+#[workflow(input = Order)]
+impl Fulfil {
+    #[step(wait_for(name = "payment.settled", matcher = Self::is_mine))]
+    async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}

@@ -1,0 +1,14 @@
+// A workflow needs at least one `#[step]` or `#[fan_out]` method.
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+struct Fulfil;
+
+#[workflow(input = Order)]
+impl Fulfil {}
+
+fn main() {}

@@ -1,0 +1,14 @@
+// `#[workflow]` goes on an inherent impl block, not on a free function.
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+struct Fulfil;
+
+#[workflow(input = Order)]
+fn fulfil() {}
+
+fn main() {}

@@ -1,0 +1,12 @@
+// `#[workflow]` goes on an inherent impl block, not on a struct.
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+#[workflow(input = Order)]
+struct Fulfil;
+
+fn main() {}

@@ -1,0 +1,23 @@
+// `#[workflow]` goes on an inherent impl, not on a trait impl: the macro implements `Workflow` itself.
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+struct Fulfil;
+
+trait Charge {
+    async fn charge(&self, cx: &mut StepCx<Order>) -> StepResult;
+}
+
+#[workflow(input = Order)]
+impl Charge for Fulfil {
+    #[step]
+    async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}
