@@ -53,6 +53,9 @@ pub enum DurationError {
     MissingUnit {
         /// The digits that had no unit.
         number: String,
+        /// The unit most likely meant: the one after the previous part's unit
+        /// (`1h30` -> `m`), or `s` for a lone number.
+        likely: &'static str,
     },
     /// A unit with no number before it, e.g. `s`.
     MissingNumber {
@@ -88,9 +91,9 @@ impl fmt::Display for DurationError {
             Self::Empty => f.write_str(
                 "a duration cannot be empty; write digits and a unit (`ms`, `s`, `m`, `h`, `d`), e.g. `5s`",
             ),
-            Self::MissingUnit { number } => write!(
+            Self::MissingUnit { number, likely } => write!(
                 f,
-                "`{number}` has no unit; add one of `ms`, `s`, `m`, `h`, `d`, e.g. `{number}s`"
+                "`{number}` has no unit; add one of `ms`, `s`, `m`, `h`, `d`, e.g. `{number}{likely}`"
             ),
             Self::MissingNumber { unit } => write!(
                 f,
@@ -176,8 +179,13 @@ pub fn parse_duration_ms(input: &str) -> Result<u64, DurationError> {
         }
         if unit.is_empty() {
             if after.is_empty() {
+                let likely = match next_allowed {
+                    0 => "s",
+                    n => UNITS.get(n).map_or("ms", |(name, _)| *name),
+                };
                 return Err(DurationError::MissingUnit {
                     number: digits.to_owned(),
+                    likely,
                 });
             }
             let found = after.chars().next().unwrap_or(' ');

@@ -67,17 +67,24 @@ const SYNONYMS: &[(&str, &str)] = &[
     ("signal", "wait_for"),
 ];
 
+/// The pgbus word for a word from another engine's vocabulary (`retry` ->
+/// `reattempt`), if it is one.
+#[must_use]
+pub fn synonym(found: &str) -> Option<&'static str> {
+    SYNONYMS
+        .iter()
+        .find(|(synonym, _)| *synonym == found)
+        .map(|(_, word)| *word)
+}
+
 /// The allowed word closest to `found`: a known synonym (`retry` for
 /// `reattempt`), else one close enough to be a typo (Jaro-Winkler similarity of
 /// at least 0.8, the threshold darling uses).
 #[must_use]
 pub fn did_you_mean(found: &str, allowed: &[&'static str]) -> Option<&'static str> {
-    let synonym = SYNONYMS
-        .iter()
-        .find(|(synonym, _)| *synonym == found)
-        .and_then(|(_, word)| allowed.iter().copied().find(|allowed| allowed == word));
-    if synonym.is_some() {
-        return synonym;
+    let known = synonym(found).and_then(|word| allowed.iter().copied().find(|a| *a == word));
+    if known.is_some() {
+        return known;
     }
     allowed
         .iter()
@@ -250,6 +257,7 @@ impl fmt::Display for OnTimeout {
 pub mod options {
     /// `#[workflow(...)]`.
     pub const WORKFLOW: &[&str] = &[
+        "crate",
         "name",
         "input",
         "queue",

@@ -7,6 +7,7 @@
 mod expand;
 mod model;
 mod parse;
+mod span;
 mod validate;
 
 use proc_macro::TokenStream;

@@ -8,6 +8,8 @@ use syn::{Ident, Path, Type};
 
 /// A workflow that passed every rule.
 pub(crate) struct WorkflowDef {
+    /// The path of the runtime crate: `::pgbus_runtime` unless `crate = "..."`.
+    pub(crate) krate: proc_macro2::TokenStream,
     pub(crate) name: String,
     /// The implementing type, e.g. `Fulfil`.
     pub(crate) self_ty: Type,
@@ -61,7 +63,7 @@ pub(crate) struct WaitForDef {
 }
 
 pub(crate) struct PolicyDef {
-    pub(crate) matching: Vec<Path>,
+    pub(crate) matching: Vec<Type>,
     pub(crate) action: ActionDef,
     pub(crate) report: Report,
 }

@@ -23,7 +23,10 @@ use crate::parse::{RawEntry, RawPolicy, RawStepArgs, RawWorkflow};
 pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<WorkflowDef> {
     let name = match &raw.name {
         Some(text) => non_empty(text, "workflow `name`", "\"orders.fulfil\"", errors),
-        None => raw.type_ident.as_ref().map(ToString::to_string),
+        None => raw
+            .type_ident
+            .as_ref()
+            .map(|ident| syn::ext::IdentExt::unraw(ident).to_string()),
     };
     let queue = raw
         .queue
@@ -34,6 +37,11 @@ pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<Wor
         .map_or(Some(DEFAULT_PRIORITY), |p| priority(p, errors));
     let input = raw.input.clone().unwrap_or_else(|| syn::parse_quote!(()));
     let policies = policies(&raw.policies, errors);
+    check_reachable(&raw.policies, Level::Workflow, errors);
+    check_cancel_if(&raw.cancel_if, errors);
+    if !raw.input_written {
+        check_missing_input(&raw.entries, errors);
+    }
 
     let mut entries = Vec::new();
     for entry in &raw.entries {
@@ -50,7 +58,13 @@ pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<Wor
     }
 
     let digest = pgbus_core::definition_digest(entries.iter().map(|e| (e.name.as_str(), e.kind)));
+    let krate = raw
+        .krate
+        .as_ref()
+        .map_or_else(|| quote::quote!(::pgbus_runtime), ToTokens::to_token_stream);
+    let type_ident = raw.type_ident.clone();
     let mut def = WorkflowDef {
+        krate,
         name: name?,
         self_ty: raw.self_ty,
         input,
@@ -63,7 +77,7 @@ pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<Wor
         options_json: String::new(),
         options_digest: String::new(),
     };
-    def.options_json = options_json(&def).to_string();
+    def.options_json = options_json(&def, type_ident.as_ref()).to_string();
     def.options_digest = pgbus_core::sha256_hex(def.options_json.as_bytes());
     Some(def)
 }
@@ -82,7 +96,7 @@ fn entry_def(entry: &RawEntry, errors: &mut Accumulator) -> Option<EntryDef> {
     let method = entry.method.as_ref()?;
     let name = match &entry.args.name {
         Some(text) => non_empty(text, "step `name`", "\"charge\"", errors),
-        None => Some(method.to_string().trim_start_matches("r#").to_owned()),
+        None => Some(syn::ext::IdentExt::unraw(method).to_string()),
     };
     let options = step_options(&entry.args, entry.kind, errors);
     let signature = entry.signature.as_ref();
@@ -115,7 +129,7 @@ fn step_options(args: &RawStepArgs, kind: EntryKind, errors: &mut Accumulator) -
                     .with_span(&wait_timeout.span),
             );
         }
-        if args.wait_for.is_none() {
+        if !args.wrote("wait_for") {
             errors.push(
                 Error::custom("`wait_timeout` needs `wait_for`: it limits how long the step waits for a signal")
                     .with_span(&wait_timeout.span),
@@ -124,14 +138,14 @@ fn step_options(args: &RawStepArgs, kind: EntryKind, errors: &mut Accumulator) -
         wait_timeout.ms
     });
     if let Some(on_timeout) = args.on_timeout {
-        if args.wait_for.is_none() {
+        if !args.wrote("wait_for") {
             errors.push(
                 Error::custom(
                     "`on_timeout` needs `wait_for` and `wait_timeout`: it says what happens when the signal does not come in time",
                 )
                 .with_span(&on_timeout.span),
             );
-        } else if args.wait_timeout.is_none() {
+        } else if !args.wrote("wait_timeout") {
             errors.push(
                 Error::custom("`on_timeout` needs `wait_timeout`, e.g. `wait_timeout = \"1h\"`; without it the step waits forever")
                     .with_span(&on_timeout.span),
@@ -163,7 +177,106 @@ fn step_options(args: &RawStepArgs, kind: EntryKind, errors: &mut Accumulator) -
             ),
             EntryKind::Step | EntryKind::Removed => None,
         },
-        policies: policies(&args.policies, errors),
+        policies: {
+            check_reachable(&args.policies, Level::Step, errors);
+            policies(&args.policies, errors)
+        },
+    }
+}
+
+/// Where a policy list sits: it decides which later policies can never apply.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// Step policies apply in order; the first that matches wins.
+    Step,
+    /// Workflow policies that name types are tried before blanket ones, whatever
+    /// their order; within each group the first that matches wins.
+    Workflow,
+}
+
+/// A policy that an earlier one always answers first is a mistake: report it
+/// where it is written.
+fn check_reachable(policies: &[RawPolicy], level: Level, errors: &mut Accumulator) {
+    let mut blanket_seen = false;
+    let mut named: Vec<String> = Vec::new();
+    for policy in policies {
+        let shadowed_by_blanket =
+            blanket_seen && (policy.matching.is_empty() || level == Level::Step);
+        let types: Vec<String> = policy.matching.iter().map(tokens).collect();
+        let all_named_before = !types.is_empty() && types.iter().all(|t| named.contains(t));
+        if shadowed_by_blanket {
+            errors.push(
+                Error::custom(
+                    "this policy can never apply: an earlier `on_exception` without `matching` \
+                     already answers every error; move this one above it or remove it",
+                )
+                .with_span(&policy.span),
+            );
+        } else if all_named_before {
+            errors.push(
+                Error::custom(
+                    "this policy can never apply: earlier policies already match all of its error types; \
+                     remove it or merge it into the earlier one",
+                )
+                .with_span(&policy.span),
+            );
+        }
+        if policy.matching.is_empty() {
+            blanket_seen = true;
+        }
+        named.extend(types);
+    }
+}
+
+fn check_cancel_if(paths: &[syn::Path], errors: &mut Accumulator) {
+    let mut seen: Vec<String> = Vec::new();
+    for path in paths {
+        let text = method_name(path, None);
+        if seen.contains(&text) {
+            errors.push(
+                Error::custom("this `cancel_if` guard is already listed; give it once")
+                    .with_span(path),
+            );
+        }
+        seen.push(text);
+    }
+}
+
+/// A step that takes `StepCx<Order>` in a workflow with no `input` most likely
+/// lacks `input = Order`: say so instead of leaving a bare type mismatch.
+fn check_missing_input(entries: &[RawEntry], errors: &mut Accumulator) {
+    for entry in entries {
+        let Some(signature) = &entry.signature else {
+            continue;
+        };
+        let syn::Type::Reference(reference) = &signature.cx_ty else {
+            continue;
+        };
+        let syn::Type::Path(path) = &*reference.elem else {
+            continue;
+        };
+        let Some(last) = path.path.segments.last() else {
+            continue;
+        };
+        let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+            continue;
+        };
+        let Some(syn::GenericArgument::Type(input)) = args.args.first() else {
+            continue;
+        };
+        let is_unit = matches!(input, syn::Type::Tuple(t) if t.elems.is_empty());
+        if !is_unit {
+            errors.push(
+                Error::custom(format!(
+                    "this step takes `StepCx<{}>` but the workflow names no `input`; \
+                     add `input = {}` to `#[workflow(...)]`",
+                    tokens(input),
+                    tokens(input)
+                ))
+                .with_span(input),
+            );
+            return;
+        }
     }
 }
 
@@ -175,7 +288,10 @@ fn policies(raw: &[RawPolicy], errors: &mut Accumulator) -> Vec<PolicyDef> {
 
 fn policy_def(raw: &RawPolicy, errors: &mut Accumulator) -> Option<PolicyDef> {
     let is_reattempt = matches!(raw.action, Some(a) if a.value == ExceptionAction::Reattempt);
-    if !is_reattempt {
+    // An `action` that was written but rejected was already reported; what it
+    // was meant to be is unknown, so say nothing more about its companions.
+    let action_unknown = raw.action_written && raw.action.is_none();
+    if !is_reattempt && !action_unknown {
         for (option, span) in [
             ("wait", raw.wait.map(|w| w.0)),
             ("max_reattempts", raw.max_reattempts.map(|m| m.0)),
@@ -308,20 +424,33 @@ fn durable_name(entry: &RawEntry) -> Option<NamedAt> {
     }
     let method = entry.method.as_ref()?;
     Some(NamedAt {
-        name: method.to_string().trim_start_matches("r#").to_owned(),
+        name: syn::ext::IdentExt::unraw(method).to_string(),
         span: method.span(),
     })
 }
 
+/// A durable name (workflow, step, gravestone, signal): stored in Postgres `text`
+/// and compared byte for byte, so no control characters (Postgres refuses NUL)
+/// and no whitespace at either end that a reader could not see.
 fn non_empty(text: &Text, what: &str, example: &str, errors: &mut Accumulator) -> Option<String> {
-    if text.value.trim().is_empty() {
+    let value = &text.value;
+    let problem = if value.trim().is_empty() {
+        Some("cannot be empty")
+    } else if value.chars().any(char::is_control) {
+        Some("cannot contain control characters (tabs, newlines, NUL)")
+    } else if value.trim() != value {
+        Some("cannot start or end with whitespace")
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
         errors.push(
-            Error::custom(format!("{what} cannot be empty; write e.g. `{example}`"))
+            Error::custom(format!("{what} {problem}; write e.g. `{example}`"))
                 .with_span(&text.span),
         );
         return None;
     }
-    Some(text.value.clone())
+    Some(value.clone())
 }
 
 fn queue(text: &Text, errors: &mut Accumulator) -> Option<String> {
@@ -332,7 +461,11 @@ fn queue(text: &Text, errors: &mut Accumulator) -> Option<String> {
         );
         return None;
     }
-    if text.value.chars().any(char::is_whitespace) {
+    if text
+        .value
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control())
+    {
         errors.push(
             Error::custom("`queue` cannot contain whitespace; use e.g. `\"orders_eu\"`")
                 .with_span(&text.span),
@@ -360,39 +493,39 @@ fn priority(int: Int, errors: &mut Accumulator) -> Option<i16> {
 
 /// The normalized options as JSON, for the options digest: the same value for the
 /// same options however they were spelled.
-fn options_json(def: &WorkflowDef) -> Value {
+fn options_json(def: &WorkflowDef, type_ident: Option<&syn::Ident>) -> Value {
+    let method = |path: &syn::Path| method_name(path, type_ident);
     json!({
         "name": def.name,
         "input": tokens(&def.input),
         "queue": def.queue,
         "priority": def.priority,
-        "cancel_if": def.cancel_if.iter().map(tokens).collect::<Vec<_>>(),
-        "on_exception": def.policies.iter().map(policy_json).collect::<Vec<_>>(),
+        "cancel_if": def.cancel_if.iter().map(method).collect::<Vec<_>>(),
+        "on_exception": def.policies.iter().map(|p| policy_json(p, type_ident)).collect::<Vec<_>>(),
         "entries": def.entries.iter().map(|entry| {
             let o = &entry.options;
             json!({
                 "name": entry.name,
                 "kind": entry.kind.as_str(),
-                "method": entry.method.as_ref().map(|m| m.ident.to_string()),
                 "wait_ms": o.wait_ms,
                 "timeout_ms": o.timeout_ms,
-                "skip_if": o.skip_if.as_ref().map(tokens),
+                "skip_if": o.skip_if.as_ref().map(method),
                 "queue": o.queue,
                 "priority": o.priority,
                 "wait_for": o.wait_for.as_ref().map(|w| json!({
                     "signal": w.signal,
-                    "matches": w.matches.as_ref().map(tokens),
+                    "matches": w.matches.as_ref().map(method),
                     "timeout_ms": w.timeout_ms,
                     "on_timeout": w.on_timeout.as_str(),
                 })),
                 "on_batch_failure": o.on_batch_failure.map(FailureAction::as_str),
-                "on_exception": o.policies.iter().map(policy_json).collect::<Vec<_>>(),
+                "on_exception": o.policies.iter().map(|p| policy_json(p, type_ident)).collect::<Vec<_>>(),
             })
         }).collect::<Vec<_>>(),
     })
 }
 
-fn policy_json(policy: &PolicyDef) -> Value {
+fn policy_json(policy: &PolicyDef, type_ident: Option<&syn::Ident>) -> Value {
     let action = match &policy.action {
         ActionDef::Pause => json!({ "action": "pause" }),
         ActionDef::Cancel => json!({ "action": "cancel" }),
@@ -407,13 +540,29 @@ fn policy_json(policy: &PolicyDef) -> Value {
             "max_reattempts": max_reattempts,
             "terminal_action": terminal_action.as_str(),
         }),
-        ActionDef::Handler(path) => json!({ "handler": tokens(path) }),
+        ActionDef::Handler(path) => json!({ "handler": method_name(path, type_ident) }),
     };
     json!({
         "matching": policy.matching.iter().map(tokens).collect::<Vec<_>>(),
         "do": action,
         "report": policy.report.as_str(),
     })
+}
+
+/// A method path as the options digest sees it: `g`, `Self::g` and `Fulfil::g`
+/// (the workflow's own type) are the same method and read `g`; other paths are
+/// kept as written.
+fn method_name(path: &syn::Path, type_ident: Option<&syn::Ident>) -> String {
+    if let [owner, method] = path.segments.iter().collect::<Vec<_>>().as_slice()
+        && (owner.ident == "Self" || Some(&owner.ident) == type_ident)
+        && path.leading_colon.is_none()
+    {
+        return syn::ext::IdentExt::unraw(&method.ident).to_string();
+    }
+    match path.get_ident() {
+        Some(ident) => syn::ext::IdentExt::unraw(ident).to_string(),
+        None => tokens(path),
+    }
 }
 
 /// A path or type as compact text, e.g. `Self :: is_void` -> `Self::is_void`,

@@ -50,6 +50,22 @@ pub mod __private {
 
     use crate::flow::{IntoGuardResult, IntoHandlerOutcome, IntoStepResult};
 
+    /// The definition behind the stand-in `Workflow` implementation the macro emits
+    /// beside compile errors; never used by a program that compiles.
+    pub static STAND_IN_DEFINITION: WorkflowDefinition = WorkflowDefinition {
+        name: "",
+        type_name: "",
+        input_type: "",
+        queue: "",
+        priority: 0,
+        cancel_if: &[],
+        on_exception: &[],
+        entries: &[],
+        digest: "",
+        options_digest: "",
+        options_json: "",
+    };
+
     /// `matching(T)` compiles to this downcast check, at the user's `T` span.
     #[must_use]
     pub fn matches_type<T: std::error::Error + 'static>(error: &StepError) -> bool {

@@ -16,7 +16,7 @@ fn main() {
     println!("options digest  {}", definition.options_digest);
     println!();
     println!(
-        "{:<3} {:<14} {:<8} {:<6} {:<10} policies",
+        "{:<3} {:<14} {:<8} {:<6} {:<14} policies",
         "#", "step", "kind", "wait", "skip_if"
     );
     for (index, entry) in definition.entries.iter().enumerate() {
@@ -27,7 +27,7 @@ fn main() {
         };
         let skip_if = entry.options.skip_if.map_or("-", |guard| guard.method);
         println!(
-            "{:<3} {:<14} {:<8} {:<6} {:<10} {}",
+            "{:<3} {:<14} {:<8} {:<6} {:<14} {}",
             index,
             entry.name,
             kind,

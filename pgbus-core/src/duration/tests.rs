@@ -19,11 +19,32 @@ fn rejects_each_bad_form_with_its_own_reason() {
     let cases: &[(&str, DurationError)] = &[
         ("", DurationError::Empty),
         ("   ", DurationError::Empty),
-        ("5", DurationError::MissingUnit { number: "5".into() }),
+        (
+            "5",
+            DurationError::MissingUnit {
+                number: "5".into(),
+                likely: "s",
+            },
+        ),
         (
             "1m30",
             DurationError::MissingUnit {
                 number: "30".into(),
+                likely: "s",
+            },
+        ),
+        (
+            "1h30",
+            DurationError::MissingUnit {
+                number: "30".into(),
+                likely: "m",
+            },
+        ),
+        (
+            "1s500",
+            DurationError::MissingUnit {
+                number: "500".into(),
+                likely: "ms",
             },
         ),
         ("-1s", DurationError::Signed),

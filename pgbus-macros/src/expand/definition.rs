@@ -23,7 +23,7 @@ pub(super) struct Tables<'a> {
 
 pub(super) fn static_definition(def: &WorkflowDef) -> (TokenStream, Tables<'_>) {
     let mut tables = Tables::default();
-    let p = quote!(::pgbus_runtime::__private);
+    let p = &super::private(&def.krate, proc_macro2::Span::call_site());
 
     // `type Input = #input` in the impl checks the input's bounds at the user's
     // span; nothing else is needed here.
@@ -36,17 +36,17 @@ pub(super) fn static_definition(def: &WorkflowDef) -> (TokenStream, Tables<'_>) 
     let cancel_if: Vec<TokenStream> = def
         .cancel_if
         .iter()
-        .map(|path| guard_ref(&mut tables.guards, path))
+        .map(|path| guard_ref(p, &mut tables.guards, path))
         .collect();
     let policies: Vec<TokenStream> = def
         .policies
         .iter()
-        .map(|policy| policy_tokens(policy, &mut tables))
+        .map(|policy| policy_tokens(p, policy, &mut tables))
         .collect();
     let entries: Vec<TokenStream> = def
         .entries
         .iter()
-        .map(|entry| entry_tokens(entry, &mut tables))
+        .map(|entry| entry_tokens(p, entry, &mut tables))
         .collect();
     let digest = &def.digest;
     let options_digest = &def.options_digest;
@@ -70,8 +70,7 @@ pub(super) fn static_definition(def: &WorkflowDef) -> (TokenStream, Tables<'_>) 
     (tokens, tables)
 }
 
-fn entry_tokens<'a>(entry: &'a EntryDef, tables: &mut Tables<'a>) -> TokenStream {
-    let p = quote!(::pgbus_runtime::__private);
+fn entry_tokens<'a>(p: &TokenStream, entry: &'a EntryDef, tables: &mut Tables<'a>) -> TokenStream {
     let name = &entry.name;
     let method = option(entry.method.as_ref().map(|m| {
         let method = m.ident.to_string();
@@ -88,13 +87,13 @@ fn entry_tokens<'a>(entry: &'a EntryDef, tables: &mut Tables<'a>) -> TokenStream
     let skip_if = option(
         o.skip_if
             .as_ref()
-            .map(|path| guard_ref(&mut tables.guards, path)),
+            .map(|path| guard_ref(p, &mut tables.guards, path)),
     );
     let queue = option(o.queue.as_ref().map(|q| quote!(#q)));
     let priority = option(o.priority.map(|n| quote!(#n)));
     let wait_for = option(o.wait_for.as_ref().map(|w| {
         let signal = &w.signal;
-        let matches = option(w.matches.as_ref().map(|path| guard_ref(&mut tables.matchers, path)));
+        let matches = option(w.matches.as_ref().map(|path| guard_ref(p, &mut tables.matchers, path)));
         let timeout_ms = option(w.timeout_ms.map(|ms| quote!(#ms)));
         let on_timeout = match w.on_timeout {
             OnTimeout::Pause => quote!(#p::OnTimeout::Pause),
@@ -106,11 +105,11 @@ fn entry_tokens<'a>(entry: &'a EntryDef, tables: &mut Tables<'a>) -> TokenStream
             #p::WaitFor { signal: #signal, matches: #matches, timeout_ms: #timeout_ms, on_timeout: #on_timeout }
         }
     }));
-    let on_batch_failure = option(o.on_batch_failure.map(failure_action));
+    let on_batch_failure = option(o.on_batch_failure.map(|action| failure_action(p, action)));
     let policies: Vec<TokenStream> = o
         .policies
         .iter()
-        .map(|policy| policy_tokens(policy, tables))
+        .map(|policy| policy_tokens(p, policy, tables))
         .collect();
     quote! {
         #p::Entry {
@@ -131,12 +130,15 @@ fn entry_tokens<'a>(entry: &'a EntryDef, tables: &mut Tables<'a>) -> TokenStream
     }
 }
 
-fn policy_tokens<'a>(policy: &'a PolicyDef, tables: &mut Tables<'a>) -> TokenStream {
-    let p = quote!(::pgbus_runtime::__private);
+fn policy_tokens<'a>(
+    p: &TokenStream,
+    policy: &'a PolicyDef,
+    tables: &mut Tables<'a>,
+) -> TokenStream {
     let matching = policy.matching.iter().map(|ty| {
         let type_name = tokens(ty);
         // Spanned at the user's type: a type that is not an error is reported there.
-        let p = quote_spanned!(ty.span()=> ::pgbus_runtime::__private);
+        let p = crate::span::respan(p.clone(), ty.span());
         quote_spanned! {ty.span()=>
             #p::ErrorMatcher { type_name: #type_name, matches: #p::matches_type::<#ty> }
         }
@@ -150,7 +152,7 @@ fn policy_tokens<'a>(policy: &'a PolicyDef, tables: &mut Tables<'a>) -> TokenStr
             max_reattempts,
             terminal_action,
         } => {
-            let terminal_action = failure_action(*terminal_action);
+            let terminal_action = failure_action(p, *terminal_action);
             quote! {
                 #p::PolicyAction::Reattempt {
                     wait_ms: #wait_ms,
@@ -176,11 +178,11 @@ fn policy_tokens<'a>(policy: &'a PolicyDef, tables: &mut Tables<'a>) -> TokenStr
     }
 }
 
-fn guard_ref<'a>(table: &mut Vec<&'a Path>, path: &'a Path) -> TokenStream {
+fn guard_ref<'a>(p: &TokenStream, table: &mut Vec<&'a Path>, path: &'a Path) -> TokenStream {
     let id = next_id(table);
     table.push(path);
     let method = tokens(path);
-    quote!(::pgbus_runtime::__private::GuardRef { id: #id, method: #method })
+    quote!(#p::GuardRef { id: #id, method: #method })
 }
 
 /// The next index of a table. Tables hold one row per option written in one impl,
@@ -189,11 +191,11 @@ fn next_id(table: &[&Path]) -> u16 {
     u16::try_from(table.len()).unwrap_or(u16::MAX)
 }
 
-fn failure_action(action: FailureAction) -> TokenStream {
+fn failure_action(p: &TokenStream, action: FailureAction) -> TokenStream {
     match action {
-        FailureAction::Pause => quote!(::pgbus_runtime::__private::FailureAction::Pause),
-        FailureAction::Cancel => quote!(::pgbus_runtime::__private::FailureAction::Cancel),
-        FailureAction::Skip => quote!(::pgbus_runtime::__private::FailureAction::Skip),
+        FailureAction::Pause => quote!(#p::FailureAction::Pause),
+        FailureAction::Cancel => quote!(#p::FailureAction::Cancel),
+        FailureAction::Skip => quote!(#p::FailureAction::Skip),
     }
 }
 

@@ -12,61 +12,43 @@ use super::definition::Tables;
 use crate::model::WorkflowDef;
 
 pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStream {
-    let p = quote!(::pgbus_runtime::__private);
+    let p = &super::private(&def.krate, proc_macro2::Span::call_site());
     let self_ty = &def.self_ty;
     let input = &def.input;
     let usize_ty = quote!(::core::primitive::usize);
     let bool_ty = quote!(::core::primitive::bool);
     let result = quote!(::core::result::Result);
 
-    let step_arms = def.entries.iter().enumerate().filter_map(|(index, entry)| {
-        let method = entry.method.as_ref()?;
-        let ident = &method.ident;
-        // The helper paths carry the method's span too, so a bound they add is
-        // reported on the method, not on `#[workflow]`.
-        let p = quote_spanned!(ident.span()=> ::pgbus_runtime::__private);
-        let cx_ty = &method.cx_ty;
-        let bind_cx = quote_spanned! {cx_ty.span()=> let __pgbus_cx: #cx_ty = __pgbus_cx; };
-        let call = match (&entry.kind, &method.fan_ty) {
-            (EntryKind::FanOut, Some(fan_ty)) => {
-                let bind_fan =
-                    quote_spanned! {fan_ty.span()=> let __pgbus_fan: #fan_ty = __pgbus_fan; };
-                quote_spanned! {ident.span()=>
-                    #bind_cx
-                    #bind_fan
-                    #p::into_step_result(Self::#ident(self, __pgbus_cx, __pgbus_fan).await)
-                }
-            }
-            _ => quote_spanned! {ident.span()=>
-                #bind_cx
-                #p::into_step_result(Self::#ident(self, __pgbus_cx).await)
-            },
-        };
-        Some(quote_spanned! {ident.span()=>
-            #index => #p::step_future(async move { #call }),
-        })
-    });
+    let step_arms = step_arms(def, p);
 
     let guard_arms = tables.guards.iter().enumerate().map(|(id, path)| {
         let id = id_literal(id);
-        let call = method_call(path, &quote!(self, __pgbus_cx));
-        let p = quote_spanned!(path.span()=> ::pgbus_runtime::__private);
+        let call = method_call(path, &quote_spanned!(path.span()=> self, __pgbus_cx));
+        let p = crate::span::respan(p.clone(), path.span());
         quote_spanned! {path.span()=> #id => #p::guard_result(#call), }
     });
     let matcher_arms = tables.matchers.iter().enumerate().map(|(id, path)| {
         let id = id_literal(id);
-        let call = method_call(path, &quote!(self, __pgbus_cx, __pgbus_signal));
-        let p = quote_spanned!(path.span()=> ::pgbus_runtime::__private);
+        let call = method_call(
+            path,
+            &quote_spanned!(path.span()=> self, __pgbus_cx, __pgbus_signal),
+        );
+        let p = crate::span::respan(p.clone(), path.span());
         quote_spanned! {path.span()=> #id => #p::guard_result(#call), }
     });
     let handler_arms = tables.handlers.iter().enumerate().map(|(id, path)| {
         let id = id_literal(id);
-        let call = method_call(path, &quote!(self, __pgbus_cx, __pgbus_error));
-        let p = quote_spanned!(path.span()=> ::pgbus_runtime::__private);
+        let call = method_call(
+            path,
+            &quote_spanned!(path.span()=> self, __pgbus_cx, __pgbus_error),
+        );
+        let p = crate::span::respan(p.clone(), path.span());
         quote_spanned! {path.span()=> #id => #p::handler_outcome(#call), }
     });
 
     quote! {
+        // A step may be `#[deprecated]`; calling it from the dispatch is not a use.
+        #[allow(deprecated)]
         impl #p::Workflow for #self_ty {
             type Input = #input;
 
@@ -80,7 +62,7 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
             ) -> #p::StepFuture<'__pgbus_a> {
                 match __pgbus_entry {
                     #(#step_arms)*
-                    _ => #p::no_such_step(Self::DEFINITION, __pgbus_entry),
+                    _ => #p::no_such_step(<Self as #p::Workflow>::DEFINITION, __pgbus_entry),
                 }
             }
 
@@ -91,7 +73,7 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
             ) -> #result<#bool_ty, #p::StepError> {
                 match __pgbus_guard.id {
                     #(#guard_arms)*
-                    _ => #result::Err(#p::not_defined(Self::DEFINITION, __pgbus_guard.method)),
+                    _ => #result::Err(#p::not_defined(<Self as #p::Workflow>::DEFINITION, __pgbus_guard.method)),
                 }
             }
 
@@ -103,7 +85,7 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
             ) -> #result<#bool_ty, #p::StepError> {
                 match __pgbus_guard.id {
                     #(#matcher_arms)*
-                    _ => #result::Err(#p::not_defined(Self::DEFINITION, __pgbus_guard.method)),
+                    _ => #result::Err(#p::not_defined(<Self as #p::Workflow>::DEFINITION, __pgbus_guard.method)),
                 }
             }
 
@@ -115,11 +97,56 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
             ) -> #result<::core::option::Option<#p::Flow>, #p::StepError> {
                 match __pgbus_handler.id {
                     #(#handler_arms)*
-                    _ => #result::Err(#p::not_defined(Self::DEFINITION, __pgbus_handler.method)),
+                    _ => #result::Err(#p::not_defined(<Self as #p::Workflow>::DEFINITION, __pgbus_handler.method)),
                 }
             }
         }
     }
+}
+
+/// One match arm per live step: entry index to the user's method, its future boxed.
+fn step_arms(def: &WorkflowDef, p: &TokenStream) -> Vec<TokenStream> {
+    def.entries
+        .iter()
+        .enumerate()
+        .filter_map(|(index, entry)| {
+            let method = entry.method.as_ref()?;
+            let ident = &method.ident;
+            // The helper paths carry the method's span too, so a bound they add is
+            // reported on the method, not on `#[workflow]`.
+            let p = crate::span::respan(p.clone(), ident.span());
+            let cx_ty = &elide_lifetime(&method.cx_ty);
+            let bind_cx = quote_spanned! {cx_ty.span()=> let __pgbus_cx: #cx_ty = __pgbus_cx; };
+            let call = match (&entry.kind, &method.fan_ty) {
+                (EntryKind::FanOut, Some(fan_ty)) => {
+                    let bind_fan =
+                        quote_spanned! {fan_ty.span()=> let __pgbus_fan: #fan_ty = __pgbus_fan; };
+                    quote_spanned! {ident.span()=>
+                        #bind_cx
+                        #bind_fan
+                        #p::into_step_result(Self::#ident(self, __pgbus_cx, __pgbus_fan).await)
+                    }
+                }
+                _ => quote_spanned! {ident.span()=>
+                    #bind_cx
+                    #p::into_step_result(Self::#ident(self, __pgbus_cx).await)
+                },
+            };
+            Some(quote_spanned! {ident.span()=>
+                #index => #p::step_future(async move { #call }),
+            })
+        })
+        .collect()
+}
+
+/// `&'a mut StepCx<I>` as `&mut StepCx<I>`: the method's own lifetime parameters
+/// mean nothing in the dispatch, where the binding's lifetime is inferred.
+fn elide_lifetime(ty: &syn::Type) -> syn::Type {
+    let mut ty = ty.clone();
+    if let syn::Type::Reference(reference) = &mut ty {
+        reference.lifetime = None;
+    }
+    ty
 }
 
 /// A bare identifier names a method of the workflow (`Self::ident`); any longer

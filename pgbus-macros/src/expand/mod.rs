@@ -5,14 +5,15 @@ mod definition;
 mod dispatch;
 
 use darling::Error;
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote};
 use syn::spanned::Spanned;
 
 use crate::{parse, validate};
 
 /// `#[workflow]`: the user's impl (pgbus attributes stripped) plus either the
-/// `Workflow` implementation or every error found.
+/// `Workflow` implementation, or every error found and a stand-in implementation
+/// so that code using the workflow elsewhere does not fail as well.
 pub(crate) fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut imp = match syn::parse2::<syn::Item>(item.clone()) {
         Ok(syn::Item::Impl(imp)) => imp,
@@ -24,12 +25,19 @@ pub(crate) fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
             .write_errors();
             return quote! { #error #other };
         }
-        // Not valid Rust: let the compiler report it on the original tokens.
-        Err(_) => return item,
+        // Not valid Rust: the compiler reports the syntax error itself. Strip our
+        // attributes so it reports nothing else.
+        Err(_) => return unparsable(&args, item),
     };
 
+    let stand_in_ok = imp.trait_.is_none()
+        && matches!(&*imp.self_ty, syn::Type::Path(path) if path.qself.is_none())
+        && imp.generics.params.is_empty()
+        && imp.generics.where_clause.is_none();
     let mut errors = Error::accumulator();
     let raw = parse::workflow(args, &mut imp, &mut errors);
+    let stand_in =
+        stand_in_ok.then(|| stand_in(raw.krate.as_ref(), &raw.self_ty, raw.input.as_ref()));
     let model = validate::workflow(raw, &mut errors);
     match (errors.finish(), model) {
         (Ok(()), Some(model)) => {
@@ -46,9 +54,177 @@ pub(crate) fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
         }
         (Err(errors), _) => {
             let errors = errors.write_errors();
-            quote! { #imp #errors }
+            quote! { #imp #errors #stand_in }
         }
-        (Ok(()), None) => imp.into_token_stream(),
+        (Ok(()), None) => quote! { #imp #stand_in },
+    }
+}
+
+/// A `Workflow` implementation with an empty definition, emitted only beside
+/// compile errors: it never runs, it only keeps `W::DEFINITION`,
+/// `client.start::<W>(..)` and the like from failing too.
+fn stand_in(
+    krate: Option<&syn::Path>,
+    self_ty: &syn::Type,
+    input: Option<&syn::Type>,
+) -> TokenStream {
+    let krate = krate.map_or_else(|| quote!(::pgbus_runtime), ToTokens::to_token_stream);
+    let p = private(&krate, Span::call_site());
+    let input = input.map_or_else(|| quote!(()), ToTokens::to_token_stream);
+    quote! {
+        #[allow(clippy::all, clippy::pedantic, unused)]
+        const _: () = {
+            impl #p::Workflow for #self_ty {
+                type Input = #input;
+                const DEFINITION: &'static #p::WorkflowDefinition = &#p::STAND_IN_DEFINITION;
+                fn run_step<'__pgbus_a>(
+                    &'__pgbus_a self,
+                    __pgbus_entry: ::core::primitive::usize,
+                    _: &'__pgbus_a mut #p::StepCx<Self::Input>,
+                    _: &'__pgbus_a mut #p::FanOut,
+                ) -> #p::StepFuture<'__pgbus_a> {
+                    #p::no_such_step(&#p::STAND_IN_DEFINITION, __pgbus_entry)
+                }
+                fn check_guard(
+                    &self,
+                    __pgbus_guard: #p::GuardRef,
+                    _: &#p::StepCx<Self::Input>,
+                ) -> ::core::result::Result<::core::primitive::bool, #p::StepError> {
+                    ::core::result::Result::Err(#p::not_defined(&#p::STAND_IN_DEFINITION, __pgbus_guard.method))
+                }
+                fn signal_matches(
+                    &self,
+                    __pgbus_guard: #p::GuardRef,
+                    _: &#p::StepCx<Self::Input>,
+                    _: &#p::Signal,
+                ) -> ::core::result::Result<::core::primitive::bool, #p::StepError> {
+                    ::core::result::Result::Err(#p::not_defined(&#p::STAND_IN_DEFINITION, __pgbus_guard.method))
+                }
+                fn handle_error(
+                    &self,
+                    __pgbus_handler: #p::HandlerRef,
+                    _: &#p::StepCx<Self::Input>,
+                    _: &#p::StepError,
+                ) -> ::core::result::Result<::core::option::Option<#p::Flow>, #p::StepError> {
+                    ::core::result::Result::Err(#p::not_defined(&#p::STAND_IN_DEFINITION, __pgbus_handler.method))
+                }
+            }
+        };
+    }
+}
+
+/// An impl syn cannot parse (a syntax error in some method): hand the tokens back
+/// without our attributes and gravestones, plus a stand-in implementation when the
+/// header still reads as `impl Type`.
+fn unparsable(args: &TokenStream, item: TokenStream) -> TokenStream {
+    let trees: Vec<TokenTree> = item.into_iter().collect();
+    let header: TokenStream = trees
+        .iter()
+        .skip_while(|tree| !matches!(tree, TokenTree::Ident(ident) if ident == "impl"))
+        .skip(1)
+        .take_while(
+            |tree| !matches!(tree, TokenTree::Group(g) if g.delimiter() == Delimiter::Brace),
+        )
+        .cloned()
+        .collect();
+    let stripped = strip_ours(trees, true);
+    let Ok(self_ty) = syn::parse2::<syn::Type>(header) else {
+        return stripped;
+    };
+    if !matches!(&self_ty, syn::Type::Path(_)) {
+        return stripped;
+    }
+    let (krate, input) = loose_args(args);
+    let stand_in = stand_in(krate.as_ref(), &self_ty, input.as_ref());
+    quote! { #stripped #stand_in }
+}
+
+/// `crate` and `input` from `#[workflow(...)]`, when they parse; anything wrong
+/// there is reported once the impl itself parses.
+fn loose_args(args: &TokenStream) -> (Option<syn::Path>, Option<syn::Type>) {
+    let Ok(metas) = darling::ast::NestedMeta::parse_meta_list(args.clone()) else {
+        return (None, None);
+    };
+    let mut krate = None;
+    let mut input = None;
+    for meta in &metas {
+        let path = match meta {
+            darling::ast::NestedMeta::Meta(meta) => meta.path(),
+            darling::ast::NestedMeta::NameValueInvalidExpr(invalid) => &invalid.path,
+            darling::ast::NestedMeta::Lit(_) => continue,
+        };
+        if path.is_ident("input") {
+            input = darling::FromMeta::from_nested_meta(meta)
+                .ok()
+                .map(|t: parse::values::InputType| t.0);
+        } else if path.is_ident("crate") {
+            krate = darling::FromMeta::from_nested_meta(meta)
+                .ok()
+                .map(|p: parse::values::PathArg| p.0);
+        }
+    }
+    (krate, input)
+}
+
+/// Drops `#[step]`, `#[fan_out]`, `#[on_exception]` and `removed_step!(..);` at the
+/// top level and, when `into_body`, inside the impl's braces.
+fn strip_ours(trees: Vec<TokenTree>, into_body: bool) -> TokenStream {
+    let mut out = Vec::with_capacity(trees.len());
+    let mut iter = trees.into_iter().peekable();
+    while let Some(tree) = iter.next() {
+        match &tree {
+            TokenTree::Punct(punct) if punct.as_char() == '#' => {
+                if let Some(TokenTree::Group(group)) = iter.peek()
+                    && group.delimiter() == Delimiter::Bracket
+                    && is_our_attribute(&group.stream())
+                {
+                    iter.next();
+                    continue;
+                }
+            }
+            TokenTree::Ident(ident) if ident == "removed_step" => {
+                if matches!(iter.peek(), Some(TokenTree::Punct(p)) if p.as_char() == '!') {
+                    iter.next();
+                    iter.next();
+                    if matches!(iter.peek(), Some(TokenTree::Punct(p)) if p.as_char() == ';') {
+                        iter.next();
+                    }
+                    continue;
+                }
+            }
+            TokenTree::Group(group) if into_body && group.delimiter() == Delimiter::Brace => {
+                let mut body = Group::new(
+                    Delimiter::Brace,
+                    strip_ours(group.stream().into_iter().collect(), false),
+                );
+                body.set_span(group.span());
+                out.push(TokenTree::Group(body));
+                continue;
+            }
+            _ => {}
+        }
+        out.push(tree);
+    }
+    out.into_iter().collect()
+}
+
+fn is_our_attribute(tokens: &TokenStream) -> bool {
+    let words: Vec<String> = tokens
+        .clone()
+        .into_iter()
+        .take(4)
+        .filter_map(|tree| match tree {
+            TokenTree::Ident(ident) => Some(ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    let ours = |word: &str| matches!(word, "step" | "fan_out" | "on_exception");
+    match words.as_slice() {
+        [first, ..] if ours(first) => true,
+        [krate, second, ..] => {
+            matches!(krate.as_str(), "pgbus_runtime" | "pgbus_macros") && ours(second)
+        }
+        _ => false,
     }
 }
 
@@ -75,6 +251,11 @@ pub(crate) fn stray_removed_step(_input: TokenStream) -> TokenStream {
     Error::custom("`removed_step!` only works inside a `#[workflow]` impl, among its steps")
         .with_span(&Span::call_site())
         .write_errors()
+}
+
+/// `krate::__private`, every token spanned at `span`.
+fn private(krate: &TokenStream, span: Span) -> TokenStream {
+    crate::span::respan(quote!(#krate::__private), span)
 }
 
 fn item_name_span(item: &syn::Item) -> Span {

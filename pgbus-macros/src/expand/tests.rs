@@ -50,7 +50,7 @@ fn guards_handlers_signals_and_fan_out() {
 #[test]
 fn errors_come_with_the_cleaned_impl() {
     let out = super::workflow(
-        quote!(),
+        quote!(input = Order),
         quote! {
             impl Fulfil {
                 #[step(wiat = "5s")]
@@ -59,4 +59,54 @@ fn errors_come_with_the_cleaned_impl() {
         },
     );
     insta::assert_snapshot!(pretty(out));
+}
+
+#[test]
+fn an_impl_that_does_not_parse_loses_only_our_attributes() {
+    let out = super::workflow(
+        quote!(input = Order),
+        quote! {
+            #[on_exception(action = "pause")]
+            impl Fulfil {
+                #[step(wait = "1s")]
+                async fn a(&self, cx: &mut StepCx<Order>) { let x = ; }
+                removed_step!(gone);
+                #[inline]
+                fn helper(&self) {}
+            }
+        },
+    );
+    let text = out.to_string();
+    assert!(!text.contains("# [step"), "{text}");
+    assert!(!text.contains("removed_step"), "{text}");
+    assert!(!text.contains("on_exception"), "{text}");
+    assert!(text.contains("# [inline]"), "{text}");
+    assert!(
+        text.contains("let x = ;"),
+        "the syntax error is left for the compiler: {text}"
+    );
+    assert!(
+        text.contains("type Input = Order"),
+        "a stand-in keeps use sites compiling: {text}"
+    );
+}
+
+#[test]
+fn crate_option_replaces_the_runtime_path_everywhere() {
+    let out = super::workflow(
+        quote!(
+            crate = "pgbus",
+            cancel_if = g,
+            on_exception(matching(E), handler = h)
+        ),
+        quote! {
+            impl Fulfil {
+                #[step(skip_if = g)]
+                async fn charge(&self, cx: &mut StepCx<()>) {}
+            }
+        },
+    )
+    .to_string();
+    assert!(out.contains("pgbus :: __private :: Workflow"), "{out}");
+    assert!(!out.contains("pgbus_runtime"), "{out}");
 }

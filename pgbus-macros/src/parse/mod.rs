@@ -30,6 +30,10 @@ pub(crate) struct RawWorkflow {
     pub(crate) self_ty: Type,
     /// The last identifier of the self type: the default workflow name.
     pub(crate) type_ident: Option<syn::Ident>,
+    /// `crate = "path"`: where the runtime is, when it is not `::pgbus_runtime`.
+    pub(crate) krate: Option<syn::Path>,
+    /// `input` was written, valid or not.
+    pub(crate) input_written: bool,
 }
 
 /// A step, fan_out or gravestone, before validation.
@@ -66,6 +70,16 @@ pub(crate) struct RawStepArgs {
     pub(crate) on_timeout: Option<Word<OnTimeout>>,
     pub(crate) on_batch_failure: Option<Word<FailureAction>>,
     pub(crate) policies: Vec<RawPolicy>,
+    /// Every option written, valid or not: rules about a missing option stay
+    /// quiet when it was written and already reported as bad.
+    pub(crate) written: Vec<String>,
+}
+
+impl RawStepArgs {
+    /// Whether the option was written at all, valid or not.
+    pub(crate) fn wrote(&self, option: &str) -> bool {
+        self.written.iter().any(|written| written == option)
+    }
 }
 
 /// `wait_for = "name"` or `wait_for(name = "...", matches = path)`.
@@ -78,7 +92,7 @@ pub(crate) struct RawWaitFor {
 pub(crate) struct RawPolicy {
     /// The `on_exception` keyword, where errors about the whole policy land.
     pub(crate) span: Span,
-    pub(crate) matching: Vec<syn::Path>,
+    pub(crate) matching: Vec<syn::Type>,
     pub(crate) action: Option<Word<ExceptionAction>>,
     pub(crate) handler: Option<PathArg>,
     pub(crate) wait: Option<(Span, DurationMs)>,
@@ -88,6 +102,8 @@ pub(crate) struct RawPolicy {
     /// Some option of this policy was already reported (unknown, duplicate or a
     /// bad value): rules about missing options would only repeat it.
     pub(crate) reported: bool,
+    /// `action` was written, valid or not.
+    pub(crate) action_written: bool,
 }
 
 /// Parses `#[workflow(args)]` on `item`, strips every pgbus attribute and
@@ -116,6 +132,8 @@ pub(crate) fn workflow(
         entries: Vec::new(),
         self_ty: (*item.self_ty).clone(),
         type_ident,
+        krate: None,
+        input_written: false,
     };
 
     let metas = errors
@@ -124,7 +142,10 @@ pub(crate) fn workflow(
     for option in options::read(&metas, Place::Workflow, errors) {
         match option.name.as_str() {
             "name" => raw.name = option.parse(errors),
-            "input" => raw.input = option.parse::<InputType>(errors).map(|t| t.0),
+            "input" => {
+                raw.input_written = true;
+                raw.input = option.parse::<InputType>(errors).map(|t| t.0);
+            }
             "queue" => raw.queue = option.parse(errors),
             "priority" => raw.priority = option.parse(errors),
             "cancel_if" => raw
@@ -138,6 +159,7 @@ pub(crate) fn workflow(
                 .with_span(&option.name_span()),
             ),
             "on_exception" => raw.policies.extend(policy(&option, errors)),
+            "crate" => raw.krate = option.parse::<PathArg>(errors).map(|p| p.0),
             _ => {}
         }
     }
@@ -187,8 +209,8 @@ pub(crate) fn workflow(
 }
 
 /// Step methods must be `async fn(&self, ...)` and guards and handlers take
-/// `&self`, whether or not a body awaits or reads `self`: silence the two pedantic
-/// clippy lints that would flag the contract itself.
+/// `&self` and may return `Result`, whether or not a body awaits, reads `self` or
+/// fails: silence the pedantic clippy lints that would flag the contract itself.
 fn allow_contract_lints(item: &mut ItemImpl, raw: &RawWorkflow) {
     let mut referenced: Vec<&syn::Path> = raw.cancel_if.iter().collect();
     for entry in &raw.entries {
@@ -216,11 +238,13 @@ fn allow_contract_lints(item: &mut ItemImpl, raw: &RawWorkflow) {
             .filter_map(|p| p.handler.as_ref())
             .map(|p| &p.0),
     );
+    // `g`, `Self::g` and `Fulfil::g` all name a method of this impl.
     let names_method = |ident: &syn::Ident| {
         referenced.iter().any(|path| {
             path.get_ident() == Some(ident)
                 || (path.segments.len() == 2
-                    && path.segments[0].ident == "Self"
+                    && (path.segments[0].ident == "Self"
+                        || raw.type_ident.as_ref() == Some(&path.segments[0].ident))
                     && path.segments[1].ident == *ident)
         })
     };
@@ -233,13 +257,22 @@ fn allow_contract_lints(item: &mut ItemImpl, raw: &RawWorkflow) {
             .iter()
             .any(|e| e.method.as_ref() == Some(&method.sig.ident));
         if is_step {
-            method
-                .attrs
-                .push(syn::parse_quote!(#[allow(clippy::unused_async, clippy::unused_self, clippy::unnecessary_wraps)]));
+            method.attrs.push(syn::parse_quote!(
+                #[allow(
+                    clippy::unused_async,
+                    clippy::unused_self,
+                    clippy::unnecessary_wraps,
+                    clippy::trivially_copy_pass_by_ref
+                )]
+            ));
         } else if names_method(&method.sig.ident) {
-            method
-                .attrs
-                .push(syn::parse_quote!(#[allow(clippy::unused_self, clippy::unnecessary_wraps)]));
+            method.attrs.push(syn::parse_quote!(
+                #[allow(
+                    clippy::unused_self,
+                    clippy::unnecessary_wraps,
+                    clippy::trivially_copy_pass_by_ref
+                )]
+            ));
         }
     }
 }
@@ -295,6 +328,9 @@ fn step_method(method: &mut ImplItemFn, errors: &mut Accumulator) -> Option<RawE
                     .with_span(attr.path()),
             );
             continue;
+        } else if attr.path().is_ident("cfg_attr") && mentions_ours(&attr) {
+            errors.push(conditional_step(&attr));
+            continue;
         } else {
             method.attrs.push(attr);
             continue;
@@ -315,6 +351,11 @@ fn step_method(method: &mut ImplItemFn, errors: &mut Accumulator) -> Option<RawE
     }
 
     let (kind, attr) = marker?;
+    for attr in &method.attrs {
+        if attr.path().is_ident("cfg") {
+            errors.push(conditional_step(attr));
+        }
+    }
     let place = if kind == EntryKind::FanOut {
         Place::FanOut
     } else {
@@ -354,6 +395,7 @@ fn step_args(attr: &Attribute, place: Place, errors: &mut Accumulator) -> RawSte
         }
     };
     for option in options::read(&metas, place, errors) {
+        args.written.push(option.name.clone());
         match option.name.as_str() {
             "name" => args.name = option.parse(errors),
             "wait" => args.wait = option.parse(errors),
@@ -425,6 +467,7 @@ fn policy(option: &OptionItem<'_>, errors: &mut Accumulator) -> Option<RawPolicy
                 terminal_action: None,
                 report: None,
                 reported: false,
+                action_written: true,
             })
         }
     }
@@ -462,6 +505,7 @@ fn policy_options(span: Span, metas: &[NestedMeta], errors: &mut Accumulator) ->
         terminal_action: None,
         report: None,
         reported: false,
+        action_written: false,
     };
     let ((), reported) = nested(errors, |errors| {
         for option in options::read(metas, Place::OnException, errors) {
@@ -473,7 +517,10 @@ fn policy_options(span: Span, metas: &[NestedMeta], errors: &mut Accumulator) ->
                         .map(|m| m.0)
                         .unwrap_or_default();
                 }
-                "action" => policy.action = option.parse(errors),
+                "action" => {
+                    policy.action_written = true;
+                    policy.action = option.parse(errors);
+                }
                 "handler" => policy.handler = option.parse(errors),
                 "wait" => policy.wait = option.parse(errors).map(|v| (name_span, v)),
                 "max_reattempts" => {
@@ -489,6 +536,28 @@ fn policy_options(span: Span, metas: &[NestedMeta], errors: &mut Accumulator) ->
     });
     policy.reported = reported;
     policy
+}
+
+/// `#[cfg]` on a step: attribute macros run before `cfg` is applied, and a step
+/// list that differs between builds would give runs started by one build a digest
+/// the other does not know.
+fn conditional_step(attr: &Attribute) -> Error {
+    Error::custom(
+        "a step cannot be conditional: `#[cfg]` would give builds different step lists and \
+         digests; keep the step and decide at run time with `skip_if`",
+    )
+    .with_span(attr.path())
+}
+
+/// Whether a `#[cfg_attr(...)]` would add one of our attributes.
+fn mentions_ours(attr: &Attribute) -> bool {
+    let Meta::List(list) = &attr.meta else {
+        return false;
+    };
+    list.tokens.clone().into_iter().any(|tree| {
+        matches!(&tree, proc_macro2::TokenTree::Ident(ident)
+            if ["step", "fan_out", "on_exception", "workflow"].iter().any(|name| ident == name))
+    })
 }
 
 /// Where to point at generics: the first parameter, else the `where`.
@@ -531,45 +600,7 @@ fn check_signature(
     } else {
         "`async fn name(&self, cx: &mut StepCx<I>)`"
     };
-    let mut ok = true;
-
-    if sig.asyncness.is_none() {
-        errors.push(
-            Error::custom(format!(
-                "a `#[{attr}]` method must be `async`; write {shape}"
-            ))
-            .with_span(&sig.fn_token),
-        );
-        ok = false;
-    }
-    // `const` is left to the compiler, which refuses `const async fn` itself.
-    let unsafe_or_extern = match (&sig.safety, &sig.abi) {
-        (syn::Safety::Unsafe(token), _) => Some(token.span),
-        (_, Some(abi)) => Some(abi.extern_token.span),
-        _ => None,
-    };
-    if let Some(span) = unsafe_or_extern {
-        errors.push(
-            Error::custom(format!(
-                "a `#[{attr}]` method cannot be `unsafe` or `extern`; write {shape}"
-            ))
-            .with_span(&span),
-        );
-        ok = false;
-    }
-    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        errors.push(
-            Error::custom(format!(
-                "a `#[{attr}]` method cannot be generic; the engine calls it with the workflow's input type"
-            ))
-            .with_span(&generics_span(&sig.generics)),
-        );
-        ok = false;
-    }
-    if let Some(variadic) = &sig.variadic {
-        errors.push(Error::custom("a step method cannot be variadic").with_span(variadic));
-        ok = false;
-    }
+    let mut ok = check_modifiers(sig, attr, shape, errors);
 
     let mut inputs = sig.inputs.iter();
     match check_receiver(inputs.next(), sig, attr, shape, errors) {
@@ -629,6 +660,62 @@ fn check_signature(
     })
 }
 
+/// `async`, not `unsafe`/`extern`, no type parameters, not variadic; reports
+/// each and says whether all held.
+fn check_modifiers(
+    sig: &syn::Signature,
+    attr: &str,
+    shape: &str,
+    errors: &mut Accumulator,
+) -> bool {
+    let mut ok = true;
+    if sig.asyncness.is_none() {
+        errors.push(
+            Error::custom(format!(
+                "a `#[{attr}]` method must be `async`; write {shape}"
+            ))
+            .with_span(&sig.fn_token),
+        );
+        ok = false;
+    }
+    // `const` is left to the compiler, which refuses `const async fn` itself.
+    let unsafe_or_extern = match (&sig.safety, &sig.abi) {
+        (syn::Safety::Unsafe(token), _) => Some(token.span),
+        (_, Some(abi)) => Some(abi.extern_token.span),
+        _ => None,
+    };
+    if let Some(span) = unsafe_or_extern {
+        errors.push(
+            Error::custom(format!(
+                "a `#[{attr}]` method cannot be `unsafe` or `extern`; write {shape}"
+            ))
+            .with_span(&span),
+        );
+        ok = false;
+    }
+    // Lifetime parameters are fine (`async fn a<'a>(&'a self, ...)`): the call site
+    // infers them. Type and const parameters are not.
+    let generic = sig
+        .generics
+        .params
+        .iter()
+        .any(|param| !matches!(param, syn::GenericParam::Lifetime(_)));
+    if generic || sig.generics.where_clause.is_some() {
+        errors.push(
+            Error::custom(format!(
+                "a `#[{attr}]` method cannot be generic; the engine calls it with the workflow's input type"
+            ))
+            .with_span(&generics_span(&sig.generics)),
+        );
+        ok = false;
+    }
+    if let Some(variadic) = &sig.variadic {
+        errors.push(Error::custom("a step method cannot be variadic").with_span(variadic));
+        ok = false;
+    }
+    ok
+}
+
 /// `Some(true)` for `&self`; `Some(false)` for a wrong receiver (reported); `None`
 /// when there is no receiver at all (reported; the rest cannot be checked).
 fn check_receiver(
@@ -640,8 +727,14 @@ fn check_receiver(
 ) -> Option<bool> {
     match first {
         Some(FnArg::Receiver(receiver)) => {
-            let by_shared_ref = matches!(&receiver.kind, ReceiverKind::Reference(_, _, None))
-                && receiver.mutability.is_none();
+            let by_shared_ref = receiver.mutability.is_none()
+                && match &receiver.kind {
+                    ReceiverKind::Reference(_, _, None) => true,
+                    ReceiverKind::Typed(_, ty) => matches!(&**ty,
+                        Type::Reference(r) if r.mutability.is_none()
+                            && matches!(&*r.elem, Type::Path(p) if p.path.is_ident("Self"))),
+                    _ => false,
+                };
             if !by_shared_ref {
                 errors.push(
                     Error::custom(format!(
@@ -697,7 +790,12 @@ fn gravestone(mac: &syn::ImplItemMacro, errors: &mut Accumulator) -> Option<RawE
         }
     };
     for attr in &mac.attrs {
-        errors.push(Error::custom("`removed_step!` takes no attributes").with_span(attr.path()));
+        if attr.path().is_ident("cfg") {
+            errors.push(conditional_step(attr));
+        } else {
+            errors
+                .push(Error::custom("`removed_step!` takes no attributes").with_span(attr.path()));
+        }
     }
     Some(RawEntry {
         kind: EntryKind::Removed,
@@ -719,9 +817,9 @@ impl syn::parse::Parse for GravestoneName {
                 span: lit.span(),
             }
         } else {
-            let ident: syn::Ident = input.call(syn::ext::IdentExt::parse_any)?;
+            let ident: syn::Ident = input.parse()?;
             Text {
-                value: ident.to_string().trim_start_matches("r#").to_owned(),
+                value: syn::ext::IdentExt::unraw(&ident).to_string(),
                 span: ident.span(),
             }
         };

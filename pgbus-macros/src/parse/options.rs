@@ -47,25 +47,41 @@ impl Place {
         }
     }
 
-    /// A specific explanation for an option that exists, but not here.
-    fn misplaced(self, name: &str) -> Option<&'static str> {
-        match (self, name) {
-            (Self::FanOut, "wait_for" | "wait_timeout" | "on_timeout") => Some(
+    /// Where an option that exists elsewhere belongs, said as a fix.
+    fn misplaced(self, name: &str) -> Option<String> {
+        use options::{FAN_OUT, ON_EXCEPTION, STEP, WAIT_FOR, WORKFLOW};
+        let step_like = matches!(self, Self::Step | Self::FanOut);
+        let message = match name {
+            "wait_for" | "wait_timeout" | "on_timeout" if self == Self::FanOut => {
                 "is not allowed on a `#[fan_out]`: a fan_out waits for its child runs, not for a signal; \
-                 move the signal wait to a `#[step]`",
-            ),
-            (Self::Step, "on_batch_failure") => Some(
-                "only applies to a `#[fan_out]` method; write `#[fan_out(on_batch_failure = ...)]`",
-            ),
-            (
-                Self::Workflow,
-                "wait" | "timeout" | "skip_if" | "wait_for" | "wait_timeout" | "on_timeout",
-            ) => Some("is a step option; write it on the `#[step]` that needs it"),
-            (Self::Step | Self::FanOut, "input" | "cancel_if") => {
-                Some("is a workflow option; write it in `#[workflow(...)]`")
+                 move the signal wait to a `#[step]`"
+                    .to_owned()
             }
-            _ => None,
-        }
+            "on_batch_failure" if self != Self::FanOut => {
+                "only applies to a `#[fan_out]` method; write `#[fan_out(on_batch_failure = ...)]`".to_owned()
+            }
+            _ if step_like && ON_EXCEPTION.contains(&name) => {
+                format!("is an `on_exception(...)` option; write `on_exception({name} = ...)`")
+            }
+            _ if step_like && WAIT_FOR.contains(&name) => {
+                format!("is a `wait_for(...)` option; write `wait_for(name = \"...\", {name} = ...)`")
+            }
+            _ if step_like && WORKFLOW.contains(&name) => {
+                "is a workflow option; write it in `#[workflow(...)]`".to_owned()
+            }
+            _ if self == Self::Workflow && (STEP.contains(&name) || FAN_OUT.contains(&name)) => {
+                "is a step option; write it on the `#[step]` that needs it".to_owned()
+            }
+            _ if !step_like && self != Self::Workflow && STEP.contains(&name) => format!(
+                "is a step option; write it in `#[step(...)]` beside `{}`",
+                self.label().trim_matches('`')
+            ),
+            _ if self == Self::WaitFor && ON_EXCEPTION.contains(&name) => {
+                format!("is an `on_exception(...)` option; write `on_exception({name} = ...)` on the step")
+            }
+            _ => return None,
+        };
+        Some(message)
     }
 }
 
@@ -154,6 +170,17 @@ pub(crate) fn read<'a>(
 fn unknown(place: Place, name: &str) -> Error {
     if let Some(why) = place.misplaced(name) {
         return Error::custom(format!("`{name}` {why}"));
+    }
+    // A word from another engine whose pgbus spelling lives elsewhere, e.g.
+    // `retries` on a step: point at where `max_reattempts` goes.
+    if let Some(word) = pgbus_core::vocab::synonym(name)
+        && !place.allowed().contains(&word)
+        && let Some(why) = place.misplaced(word)
+    {
+        return Error::custom(format!(
+            "unknown {} option `{name}`; pgbus calls it `{word}`, which {why}",
+            place.label()
+        ));
     }
     let allowed = place.allowed();
     match did_you_mean(name, allowed) {

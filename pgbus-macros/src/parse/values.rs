@@ -14,6 +14,10 @@ pub(crate) struct Text {
 }
 
 impl FromMeta for Text {
+    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
+        Err(value_in_parentheses())
+    }
+
     fn from_word() -> Result<Self> {
         Err(Error::custom(
             "this option needs a value in quotes: `= \"...\"`",
@@ -52,6 +56,10 @@ impl InputType {
 }
 
 impl FromMeta for InputType {
+    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
+        Err(value_in_parentheses())
+    }
+
     fn from_word() -> Result<Self> {
         Err(Error::custom("`input` needs a type, e.g. `input = Order`"))
     }
@@ -67,7 +75,7 @@ impl FromMeta for InputType {
                     )
                     .with_span(s)
                 })?;
-                Self::parse(respan(tokens, s.span()), s.span())
+                Self::parse(crate::span::respan(tokens, s.span()), s.span())
             }
             other => Self::parse(quote::ToTokens::to_token_stream(other), other.span()),
         }
@@ -84,25 +92,6 @@ impl FromMeta for InputType {
     }
 }
 
-/// Gives every token of a type parsed from a string the string's span, so type
-/// errors about it point at the string.
-fn respan(tokens: proc_macro2::TokenStream, span: Span) -> proc_macro2::TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut tree| {
-            if let proc_macro2::TokenTree::Group(group) = &tree {
-                let mut inner =
-                    proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
-                inner.set_span(span);
-                tree = proc_macro2::TokenTree::Group(inner);
-            } else {
-                tree.set_span(span);
-            }
-            tree
-        })
-        .collect()
-}
-
 /// A duration string in the shared grammar, normalized to milliseconds.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DurationMs {
@@ -111,6 +100,10 @@ pub(crate) struct DurationMs {
 }
 
 impl FromMeta for DurationMs {
+    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
+        Err(value_in_parentheses())
+    }
+
     fn from_word() -> Result<Self> {
         Err(Error::custom("expected a duration, e.g. `= \"5s\"`"))
     }
@@ -141,6 +134,10 @@ pub(crate) struct Int {
 }
 
 impl FromMeta for Int {
+    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
+        Err(value_in_parentheses())
+    }
+
     fn from_word() -> Result<Self> {
         Err(Error::custom("expected an integer, e.g. `= 5`"))
     }
@@ -159,6 +156,13 @@ impl FromMeta for Int {
         else {
             return Err(Error::custom("expected an integer literal, e.g. `5`").with_span(expr));
         };
+        if !int.suffix().is_empty() {
+            return Err(Error::custom(format!(
+                "write the number without a type suffix: `{}`",
+                int.base10_digits()
+            ))
+            .with_span(int));
+        }
         let magnitude = int
             .base10_parse::<i128>()
             .map_err(|_| {
@@ -227,6 +231,10 @@ impl Vocabulary for pgbus_core::FailureAction {
 }
 
 impl<T: Vocabulary> FromMeta for Word<T> {
+    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
+        Err(value_in_parentheses())
+    }
+
     fn from_word() -> Result<Self> {
         Err(Error::custom(format!(
             "expected a value, e.g. `= {}`",
@@ -263,6 +271,10 @@ impl<T: Vocabulary> FromMeta for Word<T> {
 pub(crate) struct PathArg(pub(crate) syn::Path);
 
 impl FromMeta for PathArg {
+    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
+        Err(value_in_parentheses())
+    }
+
     fn from_word() -> Result<Self> {
         Err(Error::custom(
             "expected a method, e.g. `= Self::is_cancelled`",
@@ -285,43 +297,65 @@ impl FromMeta for PathArg {
     }
 }
 
-/// `matching(T1, T2)`: error types.
+/// `matching(T1, T2)`: error types, any Rust type (`CardDeclined`,
+/// `std::io::Error`, `my::Error<u8>`); whether each is an error is checked by the
+/// compiler at the type.
 #[derive(Debug, Clone)]
-pub(crate) struct Matching(pub(crate) Vec<syn::Path>);
+pub(crate) struct Matching(pub(crate) Vec<syn::Type>);
 
 impl FromMeta for Matching {
-    fn from_word() -> Result<Self> {
-        Err(Error::custom(
-            "expected error types, e.g. `matching(CardDeclined)`",
-        ))
-    }
-
-    fn from_expr(expr: &Expr) -> Result<Self> {
-        Err(Error::custom(
-            "write error types in parentheses, e.g. `matching(CardDeclined, Timeout)`",
-        )
-        .with_span(expr))
-    }
-
-    fn from_list(items: &[darling::ast::NestedMeta]) -> Result<Self> {
-        let mut errors = Error::accumulator();
-        let mut paths = Vec::new();
-        for item in items {
-            match item {
-                darling::ast::NestedMeta::Meta(syn::Meta::Path(path)) => paths.push(path.clone()),
-                other => errors.push(
-                    Error::custom("expected an error type, e.g. `matching(CardDeclined)`")
-                        .with_span(other),
-                ),
-            }
-        }
-        if paths.is_empty() && items.is_empty() {
-            errors.push(Error::custom(
+    fn from_meta(item: &syn::Meta) -> Result<Self> {
+        let syn::Meta::List(list) = item else {
+            return Err(Error::custom(
+                "write error types in parentheses, e.g. `matching(CardDeclined, Timeout)`",
+            )
+            .with_span(item));
+        };
+        let types = list
+            .parse_args_with(
+                syn::punctuated::Punctuated::<syn::Type, syn::Token![,]>::parse_terminated,
+            )
+            .map_err(|e| {
+                Error::custom("expected error types, e.g. `matching(CardDeclined, std::io::Error)`")
+                    .with_span(&e.span())
+            })?;
+        if types.is_empty() {
+            return Err(Error::custom(
                 "`matching()` names no error type; list at least one, or leave `matching` out to match every error",
-            ));
+            )
+            .with_span(&list.path));
         }
-        errors.finish_with(Self(paths))
+        let mut errors = Error::accumulator();
+        let mut seen: Vec<String> = Vec::new();
+        for ty in &types {
+            let text = quote::ToTokens::to_token_stream(ty).to_string();
+            if seen.contains(&text) {
+                errors.push(
+                    Error::custom("this error type is already listed; give it once").with_span(ty),
+                );
+            }
+            seen.push(text);
+        }
+        errors.finish_with(Self(types.into_iter().collect()))
     }
+
+    fn from_nested_meta(item: &darling::ast::NestedMeta) -> Result<Self> {
+        match item {
+            darling::ast::NestedMeta::Meta(meta) => Self::from_meta(meta),
+            other => Err(Error::custom(
+                "write error types in parentheses, e.g. `matching(CardDeclined, Timeout)`",
+            )
+            .with_span(other)),
+        }
+    }
+}
+
+/// `option(value)` where `option = value` was meant.
+fn value_in_parentheses() -> Error {
+    Error::custom(
+        "write this option as `option = value`; parentheses are only for `on_exception(...)`, \
+         `wait_for(...)` and `matching(...)`",
+    )
 }
 
 fn strip_group(expr: &Expr) -> &Expr {

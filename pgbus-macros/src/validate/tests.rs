@@ -1,6 +1,9 @@
 //! Parse and validate on `parse_quote!` input: the error count and text of each
 //! rule, and the normalized model of valid input.
 
+// Token streams are cheap to move and the tests read better without `&`.
+#![allow(clippy::needless_pass_by_value)]
+
 use darling::Error;
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -28,7 +31,7 @@ fn step(attr: &TokenStream) -> TokenStream {
     quote! {
         impl W {
             #attr
-            async fn charge(&self, cx: &mut StepCx<I>) -> StepResult { Ok(Flow::Complete) }
+            async fn charge(&self, cx: &mut StepCx<()>) -> StepResult { Ok(Flow::Complete) }
         }
     }
 }
@@ -124,9 +127,9 @@ fn all_errors_of_one_impl_are_reported_together() {
     let item = quote! {
         impl W {
             #[step(wait = "5", timeout = "0s")]
-            async fn a(&self, cx: &mut StepCx<I>) -> StepResult { Ok(Flow::Complete) }
+            async fn a(&self, cx: &mut StepCx<()>) -> StepResult { Ok(Flow::Complete) }
             #[step(name = "a", wait_timeout = "1h")]
-            fn b(&self, cx: &mut StepCx<I>) -> StepResult { Ok(Flow::Complete) }
+            fn b(&self, cx: &mut StepCx<()>) -> StepResult { Ok(Flow::Complete) }
             removed_step!(a);
         }
     };
@@ -246,7 +249,7 @@ fn policy_rules() {
     );
     assert_eq!(
         policy(quote!(matching("CardDeclined"), action = "skip")),
-        ["expected an error type, e.g. `matching(CardDeclined)`"]
+        ["expected error types, e.g. `matching(CardDeclined, std::io::Error)`"]
     );
 }
 
@@ -259,44 +262,44 @@ fn signatures_are_checked() {
         )
     };
     assert_eq!(
-        method(quote!(async fn a(&mut self, cx: &mut StepCx<I>) -> StepResult)).len(),
+        method(quote!(async fn a(&mut self, cx: &mut StepCx<()>) -> StepResult)).len(),
         1
     );
     assert_eq!(
-        method(quote!(async fn a(self, cx: &mut StepCx<I>) -> StepResult)).len(),
+        method(quote!(async fn a(self, cx: &mut StepCx<()>) -> StepResult)).len(),
         1
     );
     assert_eq!(
-        method(quote!(async fn a(cx: &mut StepCx<I>) -> StepResult)).len(),
+        method(quote!(async fn a(cx: &mut StepCx<()>) -> StepResult)).len(),
         1
     );
     assert_eq!(method(quote!(async fn a(&self) -> StepResult)).len(), 1);
     assert_eq!(
-        method(quote!(async fn a(&self, cx: &mut StepCx<I>, x: u8) -> StepResult)).len(),
+        method(quote!(async fn a(&self, cx: &mut StepCx<()>, x: u8) -> StepResult)).len(),
         1
     );
     assert_eq!(
-        method(quote!(async fn a(&self, cx: StepCx<I>) -> StepResult)).len(),
+        method(quote!(async fn a(&self, cx: StepCx<()>) -> StepResult)).len(),
         1
     );
     assert_eq!(
-        method(quote!(async fn a<T>(&self, cx: &mut StepCx<I>) -> StepResult)).len(),
+        method(quote!(async fn a<T>(&self, cx: &mut StepCx<()>) -> StepResult)).len(),
         1
     );
-    assert!(method(quote!(async fn a(&self, cx: &mut StepCx<I>) -> StepResult)).is_empty());
+    assert!(method(quote!(async fn a(&self, cx: &mut StepCx<()>) -> StepResult)).is_empty());
 }
 
 #[test]
 fn impl_shape_is_checked() {
     let generic = errors(
         quote!(),
-        quote! { impl<T> W<T> { #[step] async fn a(&self, cx: &mut StepCx<I>) {} } },
+        quote! { impl<T> W<T> { #[step] async fn a(&self, cx: &mut StepCx<()>) {} } },
     );
     assert_eq!(generic.len(), 1);
     assert!(generic[0].starts_with("a workflow cannot be generic"));
     let trait_impl = errors(
         quote!(),
-        quote! { impl Tr for W { #[step] async fn a(&self, cx: &mut StepCx<I>) {} } },
+        quote! { impl Tr for W { #[step] async fn a(&self, cx: &mut StepCx<()>) {} } },
     );
     assert_eq!(trait_impl.len(), 1);
     assert!(trait_impl[0].starts_with("`#[workflow]` goes on an inherent impl"));
@@ -316,7 +319,7 @@ fn pgbus_attributes_are_stripped_even_on_error() {
         impl W {
             #[step(wiat = "1s")]
             #[inline]
-            async fn a(&self, cx: &mut StepCx<I>) {}
+            async fn a(&self, cx: &mut StepCx<()>) {}
             removed_step!(b);
         }
     })
@@ -333,4 +336,164 @@ fn pgbus_attributes_are_stripped_even_on_error() {
         text.contains("derive_something_else") && text.contains("inline"),
         "{text}"
     );
+}
+
+#[test]
+fn a_bad_value_is_reported_once_not_again_as_missing() {
+    let once = |attr: TokenStream| errors(quote!(), step(&attr));
+    assert_eq!(
+        once(
+            quote!(#[step(wait_for = payment_settled, wait_timeout = "1h", on_timeout = "cancel")])
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        once(quote!(#[step(wait_for = "x", wait_timeout = "1 h", on_timeout = "skip")])).len(),
+        1
+    );
+    assert_eq!(
+        once(quote!(#[step(on_exception(action = "reatempt", wait = "15s", max_reattempts = 5))]))
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn options_written_elsewhere_say_where_they_go() {
+    let on_step = |attr: TokenStream| errors(quote!(), step(&attr));
+    assert_eq!(
+        on_step(quote!(#[step(max_reattempts = 3)])),
+        [
+            "`max_reattempts` is an `on_exception(...)` option; write `on_exception(max_reattempts = ...)`"
+        ]
+    );
+    assert_eq!(
+        on_step(quote!(#[step(matches = g)])),
+        ["`matches` is a `wait_for(...)` option; write `wait_for(name = \"...\", matches = ...)`"]
+    );
+    assert_eq!(
+        on_step(quote!(#[step(retries = 3)])),
+        [
+            "unknown `#[step]` option `retries`; pgbus calls it `max_reattempts`, which is an \
+          `on_exception(...)` option; write `on_exception(max_reattempts = ...)`"
+        ]
+    );
+    assert_eq!(
+        on_step(quote!(#[step(wait_for(name = "x", wait_timeout = "1s"))])),
+        ["`wait_timeout` is a step option; write it in `#[step(...)]` beside `wait_for(...)`"]
+    );
+    assert_eq!(
+        on_step(quote!(#[step(wait = ("5s"))])).len(),
+        1,
+        "a parenthesized value is one error"
+    );
+    assert_eq!(
+        on_step(quote!(#[step(wait("5s"))])),
+        [
+            "write this option as `option = value`; parentheses are only for `on_exception(...)`, \
+          `wait_for(...)` and `matching(...)`"
+        ]
+    );
+}
+
+#[test]
+fn policies_that_can_never_apply_are_refused() {
+    let on_step = |attr: TokenStream| errors(quote!(), step(&attr));
+    assert_eq!(
+        on_step(
+            quote!(#[step(on_exception(action = "cancel"), on_exception(matching(E), action = "skip"))])
+        ),
+        [
+            "this policy can never apply: an earlier `on_exception` without `matching` already answers every \
+          error; move this one above it or remove it"
+        ]
+    );
+    assert_eq!(
+        on_step(quote!(#[step(on_exception(matching(E), action = "cancel"), on_exception(matching(E), action = "skip"))])).len(),
+        1
+    );
+    assert_eq!(
+        on_step(quote!(#[step(on_exception(matching(E, E), action = "cancel"))])),
+        ["this error type is already listed; give it once"]
+    );
+    // At workflow level, policies naming types are tried before blanket ones.
+    let item = step(&quote!(#[step]));
+    let workflow_level = quote!(
+        on_exception(action = "pause"),
+        on_exception(matching(E), action = "skip")
+    );
+    assert!(errors(workflow_level, item.clone()).is_empty());
+    let twice = quote!(cancel_if = g, cancel_if = Self::g);
+    assert_eq!(
+        errors(twice, item),
+        ["this `cancel_if` guard is already listed; give it once"]
+    );
+}
+
+#[test]
+fn durable_names_are_visible_text() {
+    let named = |name: &str| errors(quote!(name = #name), step(&quote!(#[step])));
+    assert!(named("orders.fulfil").is_empty());
+    assert!(named("café_über").is_empty());
+    assert_eq!(
+        named("orders\0fulfil"),
+        [
+            "workflow `name` cannot contain control characters (tabs, newlines, NUL); write e.g. `\"orders.fulfil\"`"
+        ]
+    );
+    assert_eq!(
+        named(" padded "),
+        ["workflow `name` cannot start or end with whitespace; write e.g. `\"orders.fulfil\"`"]
+    );
+    let raw_type = run(
+        quote!(),
+        quote! { impl r#Fulfil { #[step] async fn r#type(&self, cx: &mut StepCx<()>) {} } },
+    );
+    let model = raw_type.0.expect("model");
+    assert_eq!(model.name, "Fulfil");
+    assert_eq!(model.entries[0].name, "type");
+}
+
+#[test]
+fn a_missing_input_is_named() {
+    assert_eq!(
+        errors(
+            quote!(),
+            quote! { impl W { #[step] async fn a(&self, cx: &mut StepCx<Order>) {} } }
+        ),
+        [
+            "this step takes `StepCx<Order>` but the workflow names no `input`; add `input = Order` to `#[workflow(...)]`"
+        ]
+    );
+}
+
+#[test]
+fn options_digest_ignores_spelling() {
+    let digest =
+        |args: TokenStream, item: TokenStream| run(args, item).0.expect("model").options_digest;
+    let bare = digest(
+        quote!(),
+        quote! { impl W { #[step(skip_if = g)] async fn a(&self, cx: &mut StepCx<()>) {} } },
+    );
+    let with_self = digest(
+        quote!(),
+        quote! { impl W { #[step(skip_if = Self::g)] async fn a(&self, cx: &mut StepCx<()>) {} } },
+    );
+    let with_type = digest(
+        quote!(),
+        quote! { impl W { #[step(skip_if = W::g)] async fn a(&self, cx: &mut StepCx<()>) {} } },
+    );
+    let renamed = digest(
+        quote!(),
+        quote! { impl W { #[step(name = "a", skip_if = g)] async fn a_renamed(&self, cx: &mut StepCx<()>) {} } },
+    );
+    assert_eq!(bare, with_self);
+    assert_eq!(bare, with_type);
+    assert_eq!(bare, renamed, "the method name is not an option");
+    let other = digest(
+        quote!(),
+        quote! { impl W { #[step(skip_if = h)] async fn a(&self, cx: &mut StepCx<()>) {} } },
+    );
+    assert_ne!(bare, other);
 }

@@ -21,7 +21,7 @@ struct Everything;
     queue = "orders",
     priority = 10,
     cancel_if = Self::cancelled,
-    cancel_if = cancelled,
+    cancel_if = small,
     on_exception(matching(CardDeclined), action = "cancel"),
 )]
 #[on_exception(handler = triage, report = "never")]
@@ -53,10 +53,10 @@ impl Everything {
         wait_for(name = "go", matches = Self::mine),
         wait_timeout = "1h30m",
         on_timeout = "skip!",
-        on_exception(matching(Timeout, CardDeclined), action = "reattempt", wait = "250ms",
+        on_exception(matching(Timeout), action = "reattempt", wait = "250ms",
                      max_reattempts = 2, terminal_action = "skip", report = "terminal_only"),
+        on_exception(matching(CardDeclined), handler = triage),
         on_exception = "pause",
-        on_exception(handler = triage),
     )]
     async fn second(&self, _cx: &mut StepCx<Order>) -> Result<(), CardDeclined> {
         Ok(())
