@@ -58,14 +58,17 @@ impl Fulfil {
         Ok(Flow::Complete)
     }
 
-    /// Charges the card; the first attempts hit a flaky gateway.
+    /// Charges the card, a second after the reservation; the first attempts hit a
+    /// flaky gateway and are reattempted half a second apart. Only an error that
+    /// outlasts the reattempts is reported.
     #[step(
         wait = "1s",
         on_exception(
             matching(GatewayUnavailable),
             action = "reattempt",
-            wait = "2s",
-            max_reattempts = 3
+            wait = "500ms",
+            max_reattempts = 3,
+            report = "terminal_only"
         )
     )]
     async fn charge(&self, cx: &mut StepCx<Order>) -> Result<(), GatewayUnavailable> {

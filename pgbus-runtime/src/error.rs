@@ -138,6 +138,36 @@ pub struct Timeout {
     pub after: Duration,
 }
 
+/// A step body (or a guard or handler) panicked; the panic is caught and handled
+/// as this error, so policies apply and the worker lives on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("step panicked: {message}")]
+pub struct Panicked {
+    /// The panic's message, when it was a string.
+    pub message: String,
+}
+
+/// The run's input did not deserialize into the workflow's input type.
+#[derive(Debug, thiserror::Error)]
+#[error("the run's input is not a valid `{input_type}`")]
+pub struct BadInput {
+    /// The workflow's input type, as written.
+    pub input_type: &'static str,
+    /// What serde said.
+    #[source]
+    pub source: serde_json::Error,
+}
+
+/// The step needs a feature this release does not run yet (signals, fan-out).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("step `{step}` uses {feature}, which this release cannot run yet")]
+pub struct Unsupported {
+    /// The step.
+    pub step: String,
+    /// What it uses.
+    pub feature: &'static str,
+}
+
 /// A run reached a step its workflow's definition does not have (a deploy removed
 /// or renamed it without a `removed_step!` gravestone), or the engine asked for a
 /// guard or handler the definition does not list. The run is paused, never retried
@@ -149,6 +179,88 @@ pub struct StepNotDefined {
     pub workflow: String,
     /// The step, guard or handler that was asked for.
     pub step: String,
+}
+
+/// The error of a client, worker or migration call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Postgres refused or failed a statement.
+    #[error("database error")]
+    Database(#[from] tokio_postgres::Error),
+    /// No connection could be had from the pool.
+    #[error("could not get a database connection")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// The pool could not be built.
+    #[error("could not build the connection pool")]
+    BuildPool(#[from] deadpool_postgres::BuildError),
+    /// The schema name is not a plain identifier.
+    #[error(
+        "schema name `{0}` is not a valid identifier: use 1 to 63 lowercase letters, digits and `_`, not starting with a digit"
+    )]
+    InvalidSchema(String),
+    /// A migration that was already applied has changed since.
+    #[error(
+        "migration {version} ({name}) was changed after it was applied (checksum {applied} in the database, {current} now); migrations are append-only, add a new one instead"
+    )]
+    MigrationChanged {
+        /// Its number.
+        version: i32,
+        /// Its file name.
+        name: String,
+        /// The checksum recorded when it was applied.
+        applied: String,
+        /// The checksum of the file now.
+        current: String,
+    },
+    /// The database has migrations this build does not know: a newer version ran.
+    #[error(
+        "the database has migration {version}, which this build does not know; deploy the newer build"
+    )]
+    UnknownMigration {
+        /// The unknown migration's number.
+        version: i32,
+    },
+    /// No run has this id.
+    #[error("run {run_id} does not exist")]
+    RunNotFound {
+        /// The id asked for.
+        run_id: crate::RunId,
+    },
+    /// An idempotency key that is empty or only whitespace.
+    #[error("an idempotency key cannot be empty or blank")]
+    BlankIdempotencyKey,
+    /// The workflow has no live step to start with.
+    #[error("workflow `{workflow}` has no step to run")]
+    NoSteps {
+        /// The workflow's name.
+        workflow: String,
+    },
+    /// Two registered workflow values share a durable name.
+    #[error("workflow `{workflow}` is registered twice")]
+    DuplicateWorkflow {
+        /// The name.
+        workflow: String,
+    },
+    /// A worker was built with nothing to run.
+    #[error("a worker needs at least one registered workflow and one queue")]
+    NothingToRun,
+    /// An input or output could not be converted to or from JSON.
+    #[error("JSON conversion failed")]
+    Json(#[from] serde_json::Error),
+    /// A row held a value this version cannot read (a status, a negative number).
+    #[error("unexpected value in the database: {0}")]
+    Corrupt(String),
+    /// A statement that must change rows changed a different number of them.
+    #[error("statement `{statement}` changed {found} rows, expected {expected}")]
+    RowCount {
+        /// Which statement.
+        statement: &'static str,
+        /// Rows expected.
+        expected: u64,
+        /// Rows changed.
+        found: u64,
+    },
 }
 
 #[cfg(test)]

@@ -4,21 +4,38 @@
 // own tests and docs too.
 extern crate self as pgbus_runtime;
 
+pub mod client;
+pub mod clock;
 pub mod context;
+pub mod database;
 pub mod definition;
+pub mod engine;
 pub mod error;
+pub mod executor;
 pub mod fan_out;
 pub mod flow;
+pub mod pg;
+pub mod view;
+pub mod worker;
 pub mod workflow;
 
+pub use client::{Client, Started};
+pub use clock::{Clock, ManualClock};
 pub use context::{RunId, Signal, StepCx};
+pub use database::{DEFAULT_DATABASE_URL, Database};
 pub use definition::{
     Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy, FailureAction, GuardRef,
     HandlerRef, OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,
 };
-pub use error::{Message, StepError, StepNotDefined, Timeout};
+pub use engine::{RunStatus, StepOutcome, StepStatus};
+pub use error::{
+    BadInput, Error, Message, Panicked, StepError, StepNotDefined, Timeout, Unsupported,
+};
 pub use fan_out::{ChildRun, FanOut};
 pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
+pub use pg::{MIGRATIONS, Migration, Schema, migrate, migrate_schema};
+pub use view::{EventView, RunFilter, RunSummary, RunView, StepView};
+pub use worker::{ErrorReport, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};
 
 pub use pgbus_core::{definition_digest, format_duration_ms, parse_duration_ms};

@@ -1,0 +1,183 @@
+//! The client: start runs, read them back, list them.
+
+use serde_json::Value;
+use tracing::instrument;
+
+use crate::context::RunId;
+use crate::engine::{RunStatus, StepOutcome, StepStatus};
+use crate::error::Error;
+use crate::pg::store::PgStore;
+use crate::view::{EventView, RunFilter, RunSummary, RunView, StepView};
+use crate::workflow::Workflow;
+
+/// Starts and reads runs. Cheap to clone; all clones share one pool.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub(crate) store: PgStore,
+}
+
+/// What [`Client::start_idempotent`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Started {
+    /// The run.
+    pub run_id: RunId,
+    /// `true` when this call created it; `false` when an earlier start with the
+    /// same key did (and nothing was started now).
+    pub created: bool,
+}
+
+impl Client {
+    /// Starts a run of `W` with `input`. Its first step is due after that step's
+    /// `wait`, counted on the database clock.
+    ///
+    /// # Errors
+    /// [`Error::Json`] when the input does not serialize, [`Error::NoSteps`], and
+    /// database errors.
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    pub async fn start<W: Workflow>(&self, input: &W::Input) -> Result<RunId, Error> {
+        let input = serde_json::to_value(input)?;
+        let (run_id, _) = self.store.start_run(W::DEFINITION, &input, None).await?;
+        Ok(run_id)
+    }
+
+    /// Starts a run of `W` unless one was already started with `key` (keys are per
+    /// workflow): then returns that run and starts nothing. Two concurrent calls
+    /// with one key start one run. (Idempotency keys as in Stripe's API.)
+    ///
+    /// # Errors
+    /// [`Error::BlankIdempotencyKey`] for an empty or blank key, and the errors of
+    /// [`Client::start`].
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    pub async fn start_idempotent<W: Workflow>(
+        &self,
+        input: &W::Input,
+        key: &str,
+    ) -> Result<Started, Error> {
+        if key.trim().is_empty() {
+            return Err(Error::BlankIdempotencyKey);
+        }
+        let input = serde_json::to_value(input)?;
+        let (run_id, created) = self
+            .store
+            .start_run(W::DEFINITION, &input, Some(key))
+            .await?;
+        Ok(Started { run_id, created })
+    }
+
+    /// A run with its step attempts and events.
+    ///
+    /// # Errors
+    /// [`Error::RunNotFound`], and database errors.
+    #[instrument(skip_all, fields(pgbus.run_id = %run_id), err)]
+    pub async fn run(&self, run_id: RunId) -> Result<RunView, Error> {
+        let client = self.store.pool.get().await?;
+        let sql = &self.store.sql;
+        let statement = client.prepare_cached(&sql.get_run).await?;
+        let Some(row) = client.query_opt(&statement, &[&run_id.0]).await? else {
+            return Err(Error::RunNotFound { run_id });
+        };
+        let run = RunSummary {
+            id: run_id,
+            workflow: row.get("workflow"),
+            status: parse::<RunStatus>(&row.get::<_, String>("status"))?,
+            current_step: row.get("current_step"),
+            created_at: row.get("created_at"),
+            updated_at: row.get("updated_at"),
+            finished_at: row.get("finished_at"),
+        };
+        let mut view = RunView {
+            run,
+            definition_digest: row.get("definition_digest"),
+            options_digest: row.get("options_digest"),
+            input: row.get("input"),
+            idempotency_key: row.get("idempotency_key"),
+            error_class: row.get("error_class"),
+            error_message: row.get("error_message"),
+            paused_at: row.get("paused_at"),
+            cancelled_at: row.get("cancelled_at"),
+            steps: Vec::new(),
+            events: Vec::new(),
+        };
+
+        let statement = client.prepare_cached(&sql.run_steps).await?;
+        for row in client.query(&statement, &[&run_id.0]).await? {
+            let outcome: Option<String> = row.get("outcome");
+            let causes: Option<Value> = row.get("error_causes");
+            view.steps.push(StepView {
+                id: row.get("id"),
+                step_name: row.get("step_name"),
+                attempt: row.get("attempt"),
+                status: parse::<StepStatus>(&row.get::<_, String>("status"))?,
+                outcome: outcome.as_deref().map(parse::<StepOutcome>).transpose()?,
+                queue: row.get("queue"),
+                priority: row.get("priority"),
+                scheduled_at: row.get("scheduled_at"),
+                started_at: row.get("started_at"),
+                finished_at: row.get("finished_at"),
+                stall_at: row.get("stall_at"),
+                worker_id: row.get("worker_id"),
+                output: row.get("output"),
+                error_class: row.get("error_class"),
+                error_message: row.get("error_message"),
+                error_causes: causes
+                    .and_then(|c| serde_json::from_value(c).ok())
+                    .unwrap_or_default(),
+            });
+        }
+
+        let statement = client.prepare_cached(&sql.run_events).await?;
+        for row in client.query(&statement, &[&run_id.0]).await? {
+            view.events.push(EventView {
+                id: row.get("id"),
+                step_id: row.get("step_id"),
+                step_name: row.get("step_name"),
+                attempt: row.get("attempt"),
+                event: row.get("event"),
+                actor: row.get("actor"),
+                reason: row.get("reason"),
+                details: row.get("details"),
+                created_at: row.get("created_at"),
+            });
+        }
+        Ok(view)
+    }
+
+    /// Runs matching `filter`, newest first.
+    ///
+    /// # Errors
+    /// Database errors.
+    #[instrument(skip_all, err)]
+    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
+        let client = self.store.pool.get().await?;
+        let statement = client.prepare_cached(&self.store.sql.list_runs).await?;
+        let limit = i64::from(filter.limit.unwrap_or(100).clamp(1, 1_000));
+        let rows = client
+            .query(
+                &statement,
+                &[
+                    &filter.workflow,
+                    &filter.status.map(RunStatus::as_str),
+                    &limit,
+                    &filter.before.map(|id| id.0),
+                ],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(RunSummary {
+                    id: RunId(row.get("id")),
+                    workflow: row.get("workflow"),
+                    status: parse::<RunStatus>(&row.get::<_, String>("status"))?,
+                    current_step: row.get("current_step"),
+                    created_at: row.get("created_at"),
+                    updated_at: row.get("updated_at"),
+                    finished_at: row.get("finished_at"),
+                })
+            })
+            .collect()
+    }
+}
+
+fn parse<T: std::str::FromStr<Err = crate::engine::UnknownStatus>>(text: &str) -> Result<T, Error> {
+    text.parse().map_err(|e| Error::Corrupt(format!("{e}")))
+}

@@ -1,0 +1,489 @@
+//! The engine: pure decisions. Given a definition, the state of a run and of one
+//! step attempt, and what the attempt ended with, it returns the changes to make.
+//! The Postgres store applies them in one transaction under the run's row lock;
+//! the testkit's memory store applies the same plans to its maps.
+//!
+//! Nothing here does I/O, reads a clock or runs user code.
+
+use serde_json::Value;
+
+use crate::definition::{
+    Entry, EntryKind, ExceptionPolicy, FailureAction, PolicyAction, Report, WorkflowDefinition,
+};
+use crate::error::StepError;
+use crate::flow::Flow;
+
+mod status;
+
+pub use status::{RunStatus, StepOutcome, StepStatus, UnknownStatus};
+
+/// What to do next, once a step attempt has ended: a [`Flow`] verb with its wait
+/// normalized to milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verb {
+    /// Advance to the next step, or finish.
+    Complete,
+    /// Finish the run now.
+    Finish,
+    /// Pause the run.
+    Pause {
+        /// Why.
+        reason: String,
+    },
+    /// Cancel the run.
+    Cancel {
+        /// Why.
+        reason: String,
+    },
+    /// Skip the step and advance.
+    Skip {
+        /// Why.
+        reason: String,
+    },
+    /// Run the step again after `wait_ms` milliseconds.
+    Reattempt {
+        /// Delay before the new attempt, in milliseconds.
+        wait_ms: u64,
+    },
+}
+
+impl From<Flow> for Verb {
+    fn from(flow: Flow) -> Self {
+        match flow {
+            Flow::Complete => Self::Complete,
+            Flow::Finish => Self::Finish,
+            Flow::Pause { reason } => Self::Pause { reason },
+            Flow::Cancel { reason } => Self::Cancel { reason },
+            Flow::Skip { reason } => Self::Skip { reason },
+            Flow::Reattempt { wait } => Self::Reattempt {
+                wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            },
+        }
+    }
+}
+
+impl Verb {
+    fn from_failure_action(action: FailureAction, reason: String) -> Self {
+        match action {
+            FailureAction::Pause => Self::Pause { reason },
+            FailureAction::Cancel => Self::Cancel { reason },
+            FailureAction::Skip => Self::Skip { reason },
+        }
+    }
+}
+
+/// An error as the step row and the run row keep it: type name, message (capped)
+/// and causes (capped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorRecord {
+    /// The Rust type name, e.g. `my_app::CardDeclined`.
+    pub class: String,
+    /// The message, at most 10,000 characters.
+    pub message: String,
+    /// The `source()` chain, nearest first, at most 5.
+    pub causes: Vec<String>,
+}
+
+impl ErrorRecord {
+    /// Captures an error.
+    #[must_use]
+    pub fn of(error: &StepError) -> Self {
+        Self {
+            class: error.type_name().to_owned(),
+            message: error.message(),
+            causes: error.causes(),
+        }
+    }
+}
+
+/// How an attempt ended: the verb to apply, the error if the attempt failed, the
+/// output it recorded, and whether the error is to be reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptResult {
+    /// What happens next.
+    pub verb: Verb,
+    /// The error, when the body, a guard or the engine failed the attempt.
+    pub error: Option<ErrorRecord>,
+    /// The step's output (`cx.output(..)`), stored on the step row.
+    pub output: Option<Value>,
+    /// Whether the error is reported (tracing error event and the error hook).
+    pub report: bool,
+}
+
+impl AttemptResult {
+    /// An attempt that ended with a verb and no error.
+    #[must_use]
+    pub const fn ok(verb: Verb, output: Option<Value>) -> Self {
+        Self {
+            verb,
+            error: None,
+            output,
+            report: false,
+        }
+    }
+}
+
+/// What the engine needs to know about the run when an attempt ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunState {
+    /// The run's status, read under its row lock.
+    pub status: RunStatus,
+}
+
+/// What the engine needs to know about the attempt that ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptState {
+    /// The durable step name.
+    pub step_name: String,
+    /// The attempt number, from 1.
+    pub attempt: i32,
+    /// Consecutive reattempts of this step before this attempt.
+    pub reattempts: i32,
+}
+
+/// A step row to insert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewStep {
+    /// The durable step name.
+    pub step_name: String,
+    /// The attempt number.
+    pub attempt: i32,
+    /// Consecutive reattempts before this attempt.
+    pub reattempts: i32,
+    /// The queue it runs on.
+    pub queue: String,
+    /// Its priority; lower runs first.
+    pub priority: i16,
+    /// Its own timeout, if any, in milliseconds.
+    pub timeout_ms: Option<i64>,
+    /// Delay from now (the store's clock) until it is due, in milliseconds.
+    pub delay_ms: u64,
+}
+
+/// An event row to insert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSpec {
+    /// One of the event names of the design (`step_completed`, `paused`, ...).
+    pub event: &'static str,
+    /// Whether the event is about the attempt that ended (its step id, name and
+    /// attempt are filled in) or about the run.
+    pub about_step: bool,
+    /// Why, when a verb carried a reason.
+    pub reason: Option<String>,
+}
+
+/// The changes that one ended attempt makes, applied in one transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The attempt's final status.
+    pub step_status: StepStatus,
+    /// The attempt's outcome.
+    pub step_outcome: StepOutcome,
+    /// The row to schedule next, if any.
+    pub next: Option<NewStep>,
+    /// The run's new status.
+    pub run_status: RunStatus,
+    /// The run's `current_step` after the change.
+    pub current_step: Option<String>,
+    /// Error columns for the run: set when the run pauses on an error, cleared
+    /// (`None`) otherwise.
+    pub run_error: Option<ErrorRecord>,
+    /// Cancel every other open step row of the run.
+    pub cancel_open_steps: bool,
+    /// Events, in order.
+    pub events: Vec<EventSpec>,
+}
+
+/// Decides what an ended attempt changes. `run` was read under the run's lock:
+/// when an operator paused the run while the step ran, the outcome is recorded and
+/// the next row scheduled, but the run stays paused (the last step still finishes
+/// it).
+#[must_use]
+pub fn plan_outcome(
+    definition: &WorkflowDefinition,
+    run: &RunState,
+    attempt: &AttemptState,
+    result: &AttemptResult,
+) -> Plan {
+    let failed = result.error.is_some();
+    let step_index = definition.entry(&attempt.step_name).map(|(i, _)| i);
+    let mut events = Vec::new();
+    if failed {
+        events.push(step_event("step_failed", None));
+    }
+
+    let held = run.status == RunStatus::Paused;
+    let mut plan = Plan {
+        step_status: StepStatus::Completed,
+        step_outcome: StepOutcome::Completed,
+        next: None,
+        run_status: RunStatus::Ready,
+        current_step: Some(attempt.step_name.clone()),
+        run_error: None,
+        cancel_open_steps: false,
+        events: Vec::new(),
+    };
+
+    match &result.verb {
+        Verb::Complete | Verb::Skip { .. } => {
+            let skipped = matches!(result.verb, Verb::Skip { .. });
+            plan.step_status = if skipped {
+                StepStatus::Skipped
+            } else {
+                StepStatus::Completed
+            };
+            plan.step_outcome = if skipped {
+                StepOutcome::Skipped
+            } else {
+                StepOutcome::Completed
+            };
+            if let Verb::Skip { reason } = &result.verb {
+                events.push(step_event("step_skipped", Some(reason.clone())));
+            } else if !failed {
+                events.push(step_event("step_completed", None));
+            }
+            advance(definition, step_index, &mut plan, &mut events, held);
+        }
+        Verb::Finish => {
+            plan.step_outcome = StepOutcome::FinishedEarly;
+            if !failed {
+                events.push(step_event("step_completed", None));
+            }
+            finish(&mut plan, &mut events);
+        }
+        Verb::Pause { reason } => {
+            plan.step_outcome = StepOutcome::Paused;
+            if !failed {
+                events.push(step_event("step_completed", None));
+            }
+            plan.run_status = RunStatus::Paused;
+            plan.run_error.clone_from(&result.error);
+            events.push(run_event("paused", Some(reason.clone())));
+        }
+        Verb::Cancel { reason } => {
+            plan.step_status = StepStatus::Cancelled;
+            plan.step_outcome = StepOutcome::Cancelled;
+            plan.run_status = RunStatus::Cancelled;
+            plan.cancel_open_steps = true;
+            events.push(run_event("cancelled", Some(reason.clone())));
+        }
+        Verb::Reattempt { wait_ms } => {
+            plan.step_status = StepStatus::Failed;
+            plan.step_outcome = StepOutcome::Reattempted;
+            events.push(step_event("step_reattempted", None));
+            let (queue, priority, timeout_ms) = step_placement(definition, step_index);
+            plan.next = Some(NewStep {
+                step_name: attempt.step_name.clone(),
+                attempt: attempt.attempt.saturating_add(1),
+                reattempts: attempt.reattempts.saturating_add(1),
+                queue,
+                priority,
+                timeout_ms,
+                delay_ms: *wait_ms,
+            });
+            plan.run_status = if held {
+                RunStatus::Paused
+            } else {
+                RunStatus::Ready
+            };
+        }
+    }
+    if failed {
+        // With an error, every verb leaves the attempt `failed`; the outcome says
+        // what followed.
+        plan.step_status = StepStatus::Failed;
+    }
+    plan.events = events;
+    plan
+}
+
+/// Schedules the live step after `index`, or finishes the run.
+fn advance(
+    definition: &WorkflowDefinition,
+    index: Option<usize>,
+    plan: &mut Plan,
+    events: &mut Vec<EventSpec>,
+    held: bool,
+) {
+    let next = index.and_then(|i| definition.next_step_after(i));
+    match next {
+        Some((next_index, entry)) => {
+            plan.next = Some(first_attempt(definition, next_index, entry));
+            plan.current_step = Some(entry.name.to_owned());
+            plan.run_status = if held {
+                RunStatus::Paused
+            } else {
+                RunStatus::Ready
+            };
+        }
+        None => finish(plan, events),
+    }
+}
+
+fn finish(plan: &mut Plan, events: &mut Vec<EventSpec>) {
+    plan.run_status = RunStatus::Finished;
+    events.push(run_event("finished", None));
+}
+
+/// The first attempt of entry `index`: its queue, priority, timeout and wait.
+#[must_use]
+pub fn first_attempt(definition: &WorkflowDefinition, index: usize, entry: &Entry) -> NewStep {
+    let (queue, priority, timeout_ms) = step_placement(definition, Some(index));
+    NewStep {
+        step_name: entry.name.to_owned(),
+        attempt: 1,
+        reattempts: 0,
+        queue,
+        priority,
+        timeout_ms,
+        delay_ms: entry.options.wait_ms,
+    }
+}
+
+/// Queue, priority and timeout of an entry, the workflow's where it names none.
+fn step_placement(
+    definition: &WorkflowDefinition,
+    index: Option<usize>,
+) -> (String, i16, Option<i64>) {
+    let options = index
+        .and_then(|i| definition.entries.get(i))
+        .map(|entry| &entry.options);
+    let queue = options
+        .and_then(|o| o.queue)
+        .unwrap_or(definition.queue)
+        .to_owned();
+    let priority = options
+        .and_then(|o| o.priority)
+        .unwrap_or(definition.priority);
+    let timeout_ms = options
+        .and_then(|o| o.timeout_ms)
+        .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
+    (queue, priority, timeout_ms)
+}
+
+fn step_event(event: &'static str, reason: Option<String>) -> EventSpec {
+    EventSpec {
+        event,
+        about_step: true,
+        reason,
+    }
+}
+
+fn run_event(event: &'static str, reason: Option<String>) -> EventSpec {
+    EventSpec {
+        event,
+        about_step: false,
+        reason,
+    }
+}
+
+/// What the exception policies decided for an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// Apply this verb.
+    Verb {
+        /// The verb.
+        verb: Verb,
+        /// Whether the error is reported.
+        report: bool,
+    },
+    /// Ask this handler; its answer is the verb (no answer pauses).
+    Handler {
+        /// The handler.
+        handler: crate::definition::HandlerRef,
+        /// Whether the error is reported.
+        report: bool,
+    },
+}
+
+/// Resolves an error against the policies: the step's in order, then the
+/// workflow's that name types, then its blanket ones, then the default pause.
+/// `reattempts` is how many reattempts of this step ran in a row before this
+/// attempt; a reattempt policy whose `max_reattempts` is used up applies its
+/// `terminal_action` instead.
+#[must_use]
+pub fn resolve_error(
+    definition: &WorkflowDefinition,
+    entry: Option<&Entry>,
+    error: &StepError,
+    reattempts: i32,
+) -> Resolution {
+    let step_policies = entry.map_or(&[][..], |e| e.options.on_exception);
+    let policy = step_policies
+        .iter()
+        .find(|p| p.matches(error))
+        .or_else(|| {
+            definition
+                .on_exception
+                .iter()
+                .filter(|p| p.names_types())
+                .find(|p| p.matches(error))
+        })
+        .or_else(|| definition.on_exception.iter().find(|p| !p.names_types()));
+    let Some(policy) = policy else {
+        return Resolution::Verb {
+            verb: Verb::Pause {
+                reason: format!("step failed: {}", error.message()),
+            },
+            report: true,
+        };
+    };
+    apply_policy(policy, error, reattempts)
+}
+
+fn apply_policy(policy: &ExceptionPolicy, error: &StepError, reattempts: i32) -> Resolution {
+    let reason = || format!("step failed: {}", error.message());
+    let report_terminal = !matches!(policy.report, Report::Never);
+    match policy.action {
+        PolicyAction::Pause => Resolution::Verb {
+            verb: Verb::Pause { reason: reason() },
+            report: report_terminal,
+        },
+        PolicyAction::Cancel => Resolution::Verb {
+            verb: Verb::Cancel { reason: reason() },
+            report: report_terminal,
+        },
+        PolicyAction::Skip => Resolution::Verb {
+            verb: Verb::Skip { reason: reason() },
+            report: report_terminal,
+        },
+        PolicyAction::Reattempt {
+            wait_ms,
+            max_reattempts,
+            terminal_action,
+        } => {
+            let used = u32::try_from(reattempts).unwrap_or(0);
+            if used >= max_reattempts {
+                Resolution::Verb {
+                    verb: Verb::from_failure_action(
+                        terminal_action,
+                        format!(
+                            "step failed after {} attempts in a row: {}",
+                            used + 1,
+                            error.message()
+                        ),
+                    ),
+                    report: report_terminal,
+                }
+            } else {
+                Resolution::Verb {
+                    verb: Verb::Reattempt { wait_ms },
+                    report: matches!(policy.report, Report::Always),
+                }
+            }
+        }
+        PolicyAction::Handler(handler) => Resolution::Handler {
+            handler,
+            report: report_terminal,
+        },
+    }
+}
+
+/// Whether an entry is a gravestone: a row for it is skipped, not run.
+#[must_use]
+pub fn is_removed(entry: &Entry) -> bool {
+    entry.kind == EntryKind::Removed
+}
+
+#[cfg(test)]
+mod tests;

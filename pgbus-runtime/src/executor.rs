@@ -1,0 +1,310 @@
+//! Runs one claimed attempt of a workflow: the checks before the body (unknown or
+//! removed step, input, `cancel_if`, `skip_if`), the body itself with its timeout,
+//! and the exception policies. User code runs here, outside any transaction or
+//! lock; a panic anywhere in it is caught and becomes a step error.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use serde_json::Value;
+
+use crate::context::{RunId, StepCx};
+use crate::definition::{Entry, EntryKind, WorkflowDefinition};
+use crate::engine::{AttemptResult, ErrorRecord, Resolution, Verb, resolve_error};
+use crate::error::{BadInput, Panicked, StepError, StepNotDefined, Timeout, Unsupported};
+use crate::fan_out::FanOut;
+use crate::workflow::{StepFuture, Workflow};
+
+/// What an attempt starts from.
+#[derive(Debug, Clone)]
+pub struct AttemptInput {
+    /// The run.
+    pub run_id: RunId,
+    /// The durable step name of the row.
+    pub step_name: String,
+    /// The attempt number, from 1.
+    pub attempt: i32,
+    /// Consecutive reattempts of this step before this attempt.
+    pub reattempts: i32,
+    /// The run's input as stored.
+    pub input: Value,
+    /// Outputs of earlier steps by durable name.
+    pub outputs: BTreeMap<String, Value>,
+    /// The step's timeout in milliseconds, if it has one.
+    pub timeout_ms: Option<i64>,
+}
+
+/// A registered workflow with its type erased, as a worker holds it.
+pub(crate) trait ErasedWorkflow: Send + Sync + 'static {
+    fn definition(&self) -> &'static WorkflowDefinition;
+    fn attempt(&self, input: AttemptInput) -> futures_util::future::BoxFuture<'_, AttemptResult>;
+}
+
+impl<W: Workflow> ErasedWorkflow for W {
+    fn definition(&self) -> &'static WorkflowDefinition {
+        W::DEFINITION
+    }
+
+    fn attempt(&self, input: AttemptInput) -> futures_util::future::BoxFuture<'_, AttemptResult> {
+        Box::pin(run_attempt(self, input))
+    }
+}
+
+/// Runs one attempt of `workflow` and says how it ended. Never panics: a panic in
+/// a guard, body or handler is caught and handled as a [`Panicked`] error.
+pub async fn run_attempt<W: Workflow>(workflow: &W, input: AttemptInput) -> AttemptResult {
+    let definition = W::DEFINITION;
+    let Some((index, entry)) = definition.entry(&input.step_name) else {
+        let error = StepError::from(StepNotDefined {
+            workflow: definition.name.to_owned(),
+            step: input.step_name.clone(),
+        });
+        return AttemptResult {
+            verb: Verb::Pause {
+                reason: format!("step `{}` is not in the definition", input.step_name),
+            },
+            error: Some(ErrorRecord::of(&error)),
+            output: None,
+            report: true,
+        };
+    };
+    if entry.kind == EntryKind::Removed {
+        return AttemptResult::ok(
+            Verb::Skip {
+                reason: format!("step `{}` was removed from the workflow", entry.name),
+            },
+            None,
+        );
+    }
+
+    let typed: W::Input = match serde_json::from_value(input.input.clone()) {
+        Ok(typed) => typed,
+        Err(source) => {
+            let error = StepError::from(BadInput {
+                input_type: definition.input_type,
+                source,
+            });
+            return failed(
+                workflow,
+                definition,
+                entry,
+                None,
+                &error,
+                input.reattempts,
+                None,
+            );
+        }
+    };
+    let attempt = u32::try_from(input.attempt).unwrap_or(1);
+    let mut cx = StepCx::new(typed, input.run_id, input.step_name.clone(), attempt)
+        .with_outputs(input.outputs.clone());
+
+    if let Some(ended) = guards(workflow, definition, entry, &cx, input.reattempts) {
+        return ended;
+    }
+    let unsupported = if entry.options.wait_for.is_some() {
+        Some("`wait_for` signals")
+    } else if entry.kind == EntryKind::FanOut {
+        Some("`fan_out`")
+    } else {
+        None
+    };
+    if let Some(feature) = unsupported {
+        let error = StepError::from(Unsupported {
+            step: entry.name.to_owned(),
+            feature,
+        });
+        return AttemptResult {
+            verb: Verb::Pause {
+                reason: error.message(),
+            },
+            error: Some(ErrorRecord::of(&error)),
+            output: None,
+            report: true,
+        };
+    }
+
+    let outcome = run_body(workflow, index, &mut cx, input.timeout_ms).await;
+    let output = cx.take_output();
+    match outcome {
+        Ok(flow) => AttemptResult::ok(Verb::from(flow), output),
+        Err(error) => failed(
+            workflow,
+            definition,
+            entry,
+            Some(&cx),
+            &error,
+            input.reattempts,
+            output,
+        ),
+    }
+}
+
+/// The body of entry `index`, bounded by the step's timeout; a panic becomes a
+/// [`Panicked`] error and running out of time a [`Timeout`] error.
+async fn run_body<W: Workflow>(
+    workflow: &W,
+    index: usize,
+    cx: &mut StepCx<W::Input>,
+    timeout_ms: Option<i64>,
+) -> Result<crate::Flow, StepError> {
+    let mut fan = FanOut::new();
+    let body: StepFuture<'_> = workflow.run_step(index, cx, &mut fan);
+    let body = AssertUnwindSafe(body).catch_unwind();
+    let outcome = match timeout_ms.and_then(|ms| u64::try_from(ms).ok()) {
+        Some(ms) => {
+            let limit = Duration::from_millis(ms);
+            match tokio::time::timeout(limit, body).await {
+                Ok(outcome) => outcome,
+                Err(_elapsed) => return Err(StepError::from(Timeout { after: limit })),
+            }
+        }
+        None => body.await,
+    };
+    match outcome {
+        Ok(result) => result,
+        Err(panic) => Err(StepError::from(Panicked {
+            message: panic_message(panic.as_ref()),
+        })),
+    }
+}
+
+/// `cancel_if` (OR-ed, in order), then `skip_if`: `Some` when they end the attempt.
+fn guards<W: Workflow>(
+    workflow: &W,
+    definition: &'static WorkflowDefinition,
+    entry: &Entry,
+    cx: &StepCx<W::Input>,
+    reattempts: i32,
+) -> Option<AttemptResult> {
+    for guard in definition.cancel_if {
+        match catch(|| workflow.check_guard(*guard, cx)) {
+            Ok(true) => {
+                return Some(AttemptResult::ok(
+                    Verb::Cancel {
+                        reason: format!("cancel_if `{}` is true", guard.method),
+                    },
+                    None,
+                ));
+            }
+            Ok(false) => {}
+            Err(error) => {
+                return Some(failed(
+                    workflow,
+                    definition,
+                    entry,
+                    Some(cx),
+                    &error,
+                    reattempts,
+                    None,
+                ));
+            }
+        }
+    }
+    if let Some(guard) = entry.options.skip_if {
+        match catch(|| workflow.check_guard(guard, cx)) {
+            Ok(true) => {
+                return Some(AttemptResult::ok(
+                    Verb::Skip {
+                        reason: format!("skip_if `{}` is true", guard.method),
+                    },
+                    None,
+                ));
+            }
+            Ok(false) => {}
+            Err(error) => {
+                return Some(failed(
+                    workflow,
+                    definition,
+                    entry,
+                    Some(cx),
+                    &error,
+                    reattempts,
+                    None,
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The policies' answer to `error`, asking a handler when a policy names one.
+fn failed<W: Workflow>(
+    workflow: &W,
+    definition: &'static WorkflowDefinition,
+    entry: &Entry,
+    cx: Option<&StepCx<W::Input>>,
+    error: &StepError,
+    reattempts: i32,
+    output: Option<Value>,
+) -> AttemptResult {
+    let record = Some(ErrorRecord::of(error));
+    match resolve_error(definition, Some(entry), error, reattempts) {
+        Resolution::Verb { verb, report } => AttemptResult {
+            verb,
+            error: record,
+            output,
+            report,
+        },
+        Resolution::Handler { handler, report } => {
+            let verb = match cx.map(|cx| catch(|| workflow.handle_error(handler, cx, error))) {
+                Some(Ok(Some(flow))) => Verb::from(flow),
+                Some(Ok(None)) => Verb::Pause {
+                    reason: format!(
+                        "handler `{}` gave no verb for: {}",
+                        handler.method,
+                        error.message()
+                    ),
+                },
+                Some(Err(handler_error)) => {
+                    tracing::error!(
+                        pgbus.handler = handler.method,
+                        error.class = handler_error.type_name(),
+                        error.message = %handler_error.message(),
+                        "exception handler failed; pausing the run"
+                    );
+                    Verb::Pause {
+                        reason: format!(
+                            "handler `{}` failed: {}",
+                            handler.method,
+                            handler_error.message()
+                        ),
+                    }
+                }
+                // The input did not deserialize: there is no context to hand over.
+                None => Verb::Pause {
+                    reason: format!(
+                        "step failed before its context existed: {}",
+                        error.message()
+                    ),
+                },
+            };
+            AttemptResult {
+                verb,
+                error: record,
+                output,
+                report,
+            }
+        }
+    }
+}
+
+/// Runs a synchronous piece of user code, turning a panic into an error.
+fn catch<T>(f: impl FnOnce() -> Result<T, StepError>) -> Result<T, StepError> {
+    std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        Err(StepError::from(Panicked {
+            message: panic_message(panic.as_ref()),
+        }))
+    })
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic payload".to_owned())
+}

@@ -1,0 +1,116 @@
+//! Migrations: the numbered `.sql` files of `migrations/`, applied in order, once,
+//! in one transaction under an advisory lock, with a bookkeeping table of
+//! checksums so an edited migration is caught instead of silently skipped.
+
+use deadpool_postgres::Pool;
+use tracing::{info, instrument};
+
+use super::Schema;
+use crate::error::Error;
+
+/// One migration file.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// Its number, from the file name.
+    pub version: i32,
+    /// The file name, e.g. `0001_init.sql`.
+    pub name: &'static str,
+    /// The SQL, with `{schema}` where the schema name goes.
+    pub sql: &'static str,
+}
+
+impl Migration {
+    /// SHA-256 hex of the file's text: what the bookkeeping table records.
+    #[must_use]
+    pub fn checksum(&self) -> String {
+        pgbus_core::sha256_hex(self.sql.as_bytes())
+    }
+}
+
+/// Every migration, in order. Append only: an applied migration is never edited.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "0001_init.sql",
+    sql: include_str!("../../../migrations/0001_init.sql"),
+}];
+
+/// Applies the pending migrations to the default schema, `pgbus`.
+///
+/// # Errors
+/// See [`migrate_schema`].
+pub async fn migrate(pool: &Pool) -> Result<(), Error> {
+    migrate_schema(pool, &Schema::default()).await
+}
+
+/// Applies the pending migrations to `schema`, creating it if needed. Safe to call
+/// from many processes at once: they take turns on a transaction-scoped advisory
+/// lock (no session state, so it also works behind a transaction-mode pooler), and
+/// each applies only what the others have not.
+///
+/// # Errors
+/// [`Error::MigrationChanged`] when an applied migration's file has changed,
+/// [`Error::UnknownMigration`] when the database is ahead of this build, and
+/// database errors.
+#[instrument(skip_all, fields(pgbus.schema = %schema), err)]
+pub async fn migrate_schema(pool: &Pool, schema: &Schema) -> Result<(), Error> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        &[&format!("pgbus.migrate.{schema}")],
+    )
+    .await?;
+    tx.batch_execute(&schema.render(
+        "CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {schema}.pgbus_migrations (
+             version    integer PRIMARY KEY,
+             name       text        NOT NULL,
+             checksum   text        NOT NULL,
+             applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+         );",
+    ))
+    .await?;
+
+    let applied = tx
+        .query(
+            &schema.render(
+                "SELECT version, name, checksum FROM {schema}.pgbus_migrations ORDER BY version",
+            ),
+            &[],
+        )
+        .await?;
+    for row in &applied {
+        let version: i32 = row.get(0);
+        let Some(known) = MIGRATIONS.iter().find(|m| m.version == version) else {
+            return Err(Error::UnknownMigration { version });
+        };
+        let recorded: String = row.get(2);
+        let current = known.checksum();
+        if recorded != current {
+            return Err(Error::MigrationChanged {
+                version,
+                name: known.name.to_owned(),
+                applied: recorded,
+                current,
+            });
+        }
+    }
+
+    for migration in MIGRATIONS {
+        let done = applied
+            .iter()
+            .any(|row| row.get::<_, i32>(0) == migration.version);
+        if done {
+            continue;
+        }
+        tx.batch_execute(&schema.render(migration.sql)).await?;
+        tx.execute(
+            &schema.render("INSERT INTO {schema}.pgbus_migrations (version, name, checksum) VALUES ($1, $2, $3)"),
+            &[&migration.version, &migration.name, &migration.checksum()],
+        )
+        .await?;
+        info!(pgbus.migration = migration.name, "applied migration");
+    }
+    tx.commit().await?;
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! The Postgres side: schema names, SQL statements, migrations and the store that
+//! applies the engine's plans.
+
+mod migrate;
+pub(crate) mod store;
+
+use std::fmt;
+
+pub use migrate::{MIGRATIONS, Migration, migrate, migrate_schema};
+
+use crate::error::Error;
+
+/// A validated schema name: 1 to 63 lowercase ASCII letters, digits and `_`, not
+/// starting with a digit. The default is `pgbus`; tests use one schema each.
+///
+/// Schema names are spliced into SQL (identifiers cannot be bound as parameters),
+/// so only this narrow, always-safe shape is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Schema(String);
+
+impl Schema {
+    /// Validates `name`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSchema`] when it is not a plain lowercase identifier.
+    pub fn new(name: &str) -> Result<Self, Error> {
+        let mut chars = name.chars();
+        let valid = name.len() <= 63
+            && chars
+                .next()
+                .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if valid {
+            Ok(Self(name.to_owned()))
+        } else {
+            Err(Error::InvalidSchema(name.to_owned()))
+        }
+    }
+
+    /// The name.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The `LISTEN`/`NOTIFY` channel of this schema's workers.
+    #[must_use]
+    pub fn channel(&self) -> String {
+        format!("pgbus_{}", self.0)
+    }
+
+    /// `sql` with `{schema}` replaced by the quoted name.
+    pub(crate) fn render(&self, sql: &str) -> String {
+        sql.replace("{schema}", &format!("\"{}\"", self.0))
+    }
+}
+
+impl Default for Schema {
+    fn default() -> Self {
+        Self("pgbus".to_owned())
+    }
+}
+
+impl fmt::Display for Schema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+macro_rules! statements {
+    ($($name:ident => $file:literal),* $(,)?) => {
+        /// Every statement, rendered for one schema. Each file in `sql/` names its
+        /// placeholders in a comment at the top.
+        #[derive(Debug)]
+        pub(crate) struct Statements {
+            $(pub(crate) $name: String,)*
+        }
+
+        impl Statements {
+            pub(crate) fn new(schema: &Schema) -> Self {
+                Self {
+                    $($name: schema.render(include_str!(concat!("sql/", $file))),)*
+                }
+            }
+        }
+    };
+}
+
+statements! {
+    start_run => "start_run.sql",
+    find_run_by_key => "find_run_by_key.sql",
+    claim => "claim.sql",
+    next_due => "next_due.sql",
+    lock_run => "lock_run.sql",
+    end_attempt => "end_attempt.sql",
+    update_run => "update_run.sql",
+    insert_step => "insert_step.sql",
+    cancel_open_steps => "cancel_open_steps.sql",
+    insert_events => "insert_events.sql",
+    notify => "notify.sql",
+    db_now => "db_now.sql",
+    get_run => "get_run.sql",
+    run_steps => "run_steps.sql",
+    run_events => "run_events.sql",
+    list_runs => "list_runs.sql",
+    register_worker => "register_worker.sql",
+    late_completion => "late_completion.sql",
+}
+
+#[cfg(test)]
+mod tests;

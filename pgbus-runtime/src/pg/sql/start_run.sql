@@ -1,0 +1,33 @@
+-- Starts a run: the run row, its first step row and the `started` event, in one
+-- statement; wakes workers when the step is due at once.
+-- $1 workflow, $2 definition digest, $3 options digest, $4 input (jsonb),
+-- $5 idempotency key (NULL for none), $6 first step name, $7 queue, $8 priority,
+-- $9 timeout_ms (NULL for the stall threshold), $10 delay before the first step (ms),
+-- $11 now (NULL = clock_timestamp()), $12 notification channel
+WITH t AS (
+    SELECT coalesce($11::timestamptz, clock_timestamp()) AS now
+), run AS (
+    INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, current_step,
+                               input, idempotency_key, created_at, updated_at)
+    SELECT $1, $2, $3, 'ready', $6, $4, $5, t.now, t.now FROM t
+    ON CONFLICT (workflow, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, created_at
+), step AS (
+    INSERT INTO {schema}.steps (run_id, workflow, step_name, attempt, status, queue, priority,
+                                timeout_ms, scheduled_at, created_at)
+    SELECT run.id, $1, $6, 1, 'scheduled', $7, $8, $9,
+           run.created_at + $10::bigint * interval '1 millisecond', run.created_at
+    FROM run
+    RETURNING id
+), started AS (
+    INSERT INTO {schema}.events (run_id, event, actor, created_at)
+    SELECT run.id, 'started', 'client', run.created_at FROM run
+    RETURNING id
+), wake AS (
+    SELECT pg_notify($12, $7) FROM run WHERE $10::bigint = 0
+)
+SELECT run.id,
+       (SELECT count(*) FROM step) AS steps,
+       (SELECT count(*) FROM started) AS events,
+       (SELECT count(*) FROM wake) AS woken
+FROM run

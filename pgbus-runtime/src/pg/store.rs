@@ -1,0 +1,466 @@
+//! The Postgres store: carries out the engine's decisions. Every transition runs
+//! in one transaction under the run's row lock, every update is fenced and its row
+//! count checked.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{Pool, Transaction};
+use serde_json::Value;
+use tokio_postgres::error::SqlState;
+
+use super::{Schema, Statements};
+use crate::clock::Clock;
+use crate::context::RunId;
+use crate::definition::WorkflowDefinition;
+use crate::engine::{
+    AttemptResult, AttemptState, Plan, RunState, RunStatus, first_attempt, plan_outcome,
+};
+use crate::error::Error;
+
+/// How many times a transaction is tried when Postgres reports a serialization
+/// failure or a deadlock.
+const TX_ATTEMPTS: u32 = 3;
+
+/// Runs `$body` (a future borrowing `$tx`) in a transaction: commits on `Ok`,
+/// rolls back on `Err`, and tries again, up to [`TX_ATTEMPTS`] times, when
+/// Postgres reports a serialization failure or a deadlock. A macro rather than a
+/// function taking an async closure: the futures it builds must stay `Send`.
+macro_rules! in_tx {
+    ($pool:expr, |$tx:ident| $body:expr) => {{
+        let mut client = $pool.get().await?;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let $tx = client.transaction().await?;
+            let result = match $body.await {
+                Ok(value) => $tx.commit().await.map(|()| value).map_err(Error::from),
+                // Dropping the transaction rolls it back.
+                Err(error) => Err(error),
+            };
+            match result {
+                Err(Error::Database(db)) if tries < TX_ATTEMPTS && retryable(&db) => {}
+                other => break other,
+            }
+        }
+    }};
+}
+
+/// Pool, schema, rendered statements and clock: everything a client or worker
+/// needs to talk to one pgbus schema.
+#[derive(Clone, Debug)]
+pub(crate) struct PgStore {
+    pub(crate) pool: Pool,
+    pub(crate) schema: Schema,
+    pub(crate) sql: Arc<Statements>,
+    pub(crate) clock: Clock,
+}
+
+/// A step attempt a worker claimed.
+#[derive(Debug, Clone)]
+pub(crate) struct Claimed {
+    pub(crate) step_id: i64,
+    pub(crate) run_id: RunId,
+    pub(crate) workflow: String,
+    pub(crate) step_name: String,
+    pub(crate) attempt: i32,
+    pub(crate) reattempts: i32,
+    pub(crate) scheduled_at: DateTime<Utc>,
+    pub(crate) started_at: DateTime<Utc>,
+    pub(crate) timeout_ms: Option<i64>,
+    pub(crate) input: Value,
+    pub(crate) outputs: BTreeMap<String, Value>,
+}
+
+/// What ending an attempt did.
+#[derive(Debug)]
+pub(crate) enum Ended {
+    /// The plan was applied.
+    Applied(Box<Plan>),
+    /// The attempt had lost its fence (stalled, cancelled or claimed again):
+    /// nothing changed but a `late_completion_ignored` event.
+    Late,
+}
+
+impl PgStore {
+    pub(crate) fn new(pool: Pool, schema: Schema, clock: Clock) -> Self {
+        let sql = Arc::new(Statements::new(&schema));
+        Self {
+            pool,
+            schema,
+            sql,
+            clock,
+        }
+    }
+
+    /// Starts a run of `definition` with `input`; with a key, returns the run an
+    /// earlier start with that key created instead. `(run, created)`.
+    pub(crate) async fn start_run(
+        &self,
+        definition: &'static WorkflowDefinition,
+        input: &Value,
+        key: Option<&str>,
+    ) -> Result<(RunId, bool), Error> {
+        let Some((index, entry)) = definition.first_step() else {
+            return Err(Error::NoSteps {
+                workflow: definition.name.to_owned(),
+            });
+        };
+        let first = first_attempt(definition, index, entry);
+        let client = self.pool.get().await?;
+        let statement = client.prepare_cached(&self.sql.start_run).await?;
+        let delay = ms(first.delay_ms);
+        let row = client
+            .query_opt(
+                &statement,
+                &[
+                    &definition.name,
+                    &definition.digest,
+                    &definition.options_digest,
+                    input,
+                    &key,
+                    &first.step_name,
+                    &first.queue,
+                    &first.priority,
+                    &first.timeout_ms,
+                    &delay,
+                    &self.clock.now(),
+                    &self.schema.channel(),
+                ],
+            )
+            .await?;
+        if let Some(row) = row {
+            check_count("start_run: first step", 1, row.get::<_, i64>(1))?;
+            check_count("start_run: started event", 1, row.get::<_, i64>(2))?;
+            return Ok((RunId(row.get(0)), true));
+        }
+        // The key was taken: return the run that holds it. The insert waited for
+        // the other transaction, so that run is committed and visible now.
+        let statement = client.prepare_cached(&self.sql.find_run_by_key).await?;
+        let row = client
+            .query_one(&statement, &[&definition.name, &key])
+            .await?;
+        Ok((RunId(row.get(0)), false))
+    }
+
+    /// Claims up to `limit` due steps.
+    pub(crate) async fn claim(
+        &self,
+        queues: &[String],
+        workflows: &[String],
+        limit: i64,
+        worker_id: &str,
+        stall_threshold_ms: i64,
+    ) -> Result<Vec<Claimed>, Error> {
+        let now = self.clock.now();
+        in_tx!(self.pool, |tx| self.claim_in(
+            &tx,
+            queues,
+            workflows,
+            limit,
+            worker_id,
+            stall_threshold_ms,
+            now
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn claim_in(
+        &self,
+        tx: &Transaction<'_>,
+        queues: &[String],
+        workflows: &[String],
+        limit: i64,
+        worker_id: &str,
+        stall_threshold_ms: i64,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<Vec<Claimed>, Error> {
+        let statement = tx.prepare_cached(&self.sql.claim).await?;
+        let rows = tx
+            .query(
+                &statement,
+                &[
+                    &queues,
+                    &workflows,
+                    &limit,
+                    &worker_id,
+                    &stall_threshold_ms,
+                    &now,
+                ],
+            )
+            .await?;
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let claimed_rows: i64 = row.get("claimed_rows");
+            check_count("claim: runs moved", claimed_rows, row.get("moved_rows"))?;
+            check_count(
+                "claim: step_started events",
+                claimed_rows,
+                row.get("event_rows"),
+            )?;
+            let outputs: Value = row.get("outputs");
+            claimed.push(Claimed {
+                step_id: row.get("id"),
+                run_id: RunId(row.get("run_id")),
+                workflow: row.get("workflow"),
+                step_name: row.get("step_name"),
+                attempt: row.get("attempt"),
+                reattempts: row.get("reattempts"),
+                scheduled_at: row.get("scheduled_at"),
+                started_at: row.get("started_at"),
+                timeout_ms: row.get("timeout_ms"),
+                input: row.get("input"),
+                outputs: match outputs {
+                    Value::Object(map) => map.into_iter().collect(),
+                    _ => BTreeMap::new(),
+                },
+            });
+        }
+        if i64::try_from(claimed.len()).unwrap_or(i64::MAX) > limit {
+            return Err(Error::RowCount {
+                statement: "claim: limit",
+                expected: u64::try_from(limit).unwrap_or(0),
+                found: claimed.len() as u64,
+            });
+        }
+        Ok(claimed)
+    }
+
+    /// Milliseconds until the next scheduled step of these queues and workflows
+    /// is due, if one is scheduled.
+    pub(crate) async fn next_due_ms(
+        &self,
+        queues: &[String],
+        workflows: &[String],
+    ) -> Result<Option<i64>, Error> {
+        let client = self.pool.get().await?;
+        let statement = client.prepare_cached(&self.sql.next_due).await?;
+        let row = client
+            .query_one(&statement, &[&queues, &workflows, &self.clock.now()])
+            .await?;
+        Ok(row.get(0))
+    }
+
+    /// Ends a claimed attempt: fences it, decides the plan with the run locked,
+    /// applies it, and wakes workers if the next step is due now.
+    pub(crate) async fn end_attempt(
+        &self,
+        definition: &'static WorkflowDefinition,
+        claimed: &Claimed,
+        worker_id: &str,
+        result: &AttemptResult,
+    ) -> Result<Ended, Error> {
+        let now = self.clock.now();
+        in_tx!(self.pool, |tx| self.end_attempt_in(
+            &tx, definition, claimed, worker_id, result, now
+        ))
+    }
+
+    async fn end_attempt_in(
+        &self,
+        tx: &Transaction<'_>,
+        definition: &'static WorkflowDefinition,
+        claimed: &Claimed,
+        worker_id: &str,
+        result: &AttemptResult,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<Ended, Error> {
+        let lock = tx.prepare_cached(&self.sql.lock_run).await?;
+        let Some(run) = tx.query_opt(&lock, &[&claimed.run_id.0]).await? else {
+            // The run was deleted (retention) while the step ran.
+            return Ok(Ended::Late);
+        };
+        let status: String = run.get(0);
+        let run_status: RunStatus = status.parse().map_err(|e| Error::Corrupt(format!("{e}")))?;
+        let db_now: DateTime<Utc> = {
+            let statement = tx.prepare_cached(&self.sql.db_now).await?;
+            tx.query_one(&statement, &[&now]).await?.get(0)
+        };
+
+        let state = AttemptState {
+            step_name: claimed.step_name.clone(),
+            attempt: claimed.attempt,
+            reattempts: claimed.reattempts,
+        };
+        let plan = plan_outcome(definition, &RunState { status: run_status }, &state, result);
+
+        let error = result.error.as_ref();
+        let causes = error.map(|e| Value::from(e.causes.clone()));
+        let fence = tx.prepare_cached(&self.sql.end_attempt).await?;
+        let fenced = tx
+            .query_opt(
+                &fence,
+                &[
+                    &claimed.step_id,
+                    &claimed.attempt,
+                    &worker_id,
+                    &plan.step_status.as_str(),
+                    &plan.step_outcome.as_str(),
+                    &result.output,
+                    &error.map(|e| e.class.as_str()),
+                    &error.map(|e| e.message.as_str()),
+                    &causes,
+                    &Some(db_now),
+                ],
+            )
+            .await?;
+        if fenced.is_none() {
+            let statement = tx.prepare_cached(&self.sql.late_completion).await?;
+            let details = serde_json::json!({
+                "verb": format!("{:?}", result.verb),
+                "error": error.map(|e| e.message.clone()),
+            });
+            tx.execute(
+                &statement,
+                &[
+                    &claimed.run_id.0,
+                    &claimed.step_id,
+                    &claimed.step_name,
+                    &claimed.attempt,
+                    &worker_id,
+                    &details,
+                    &Some(db_now),
+                ],
+            )
+            .await?;
+            return Ok(Ended::Late);
+        }
+
+        self.apply_plan(tx, &claimed.workflow, claimed, &plan, worker_id, db_now)
+            .await?;
+        Ok(Ended::Applied(Box::new(plan)))
+    }
+
+    async fn apply_plan(
+        &self,
+        tx: &Transaction<'_>,
+        workflow: &str,
+        claimed: &Claimed,
+        plan: &Plan,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let run_id = claimed.run_id.0;
+        if plan.cancel_open_steps {
+            let statement = tx.prepare_cached(&self.sql.cancel_open_steps).await?;
+            tx.execute(&statement, &[&run_id, &now]).await?;
+        }
+        if let Some(next) = &plan.next {
+            let statement = tx.prepare_cached(&self.sql.insert_step).await?;
+            tx.query_one(
+                &statement,
+                &[
+                    &run_id,
+                    &workflow,
+                    &next.step_name,
+                    &next.attempt,
+                    &next.reattempts,
+                    &next.queue,
+                    &next.priority,
+                    &next.timeout_ms,
+                    &ms(next.delay_ms),
+                    &now,
+                ],
+            )
+            .await?;
+            if next.delay_ms == 0 && plan.run_status == RunStatus::Ready {
+                let statement = tx.prepare_cached(&self.sql.notify).await?;
+                tx.query_one(&statement, &[&self.schema.channel(), &next.queue])
+                    .await?;
+            }
+        }
+        let statement = tx.prepare_cached(&self.sql.update_run).await?;
+        let updated = tx
+            .execute(
+                &statement,
+                &[
+                    &run_id,
+                    &plan.run_status.as_str(),
+                    &plan.current_step,
+                    &plan.run_error.as_ref().map(|e| e.class.as_str()),
+                    &plan.run_error.as_ref().map(|e| e.message.as_str()),
+                    &now,
+                ],
+            )
+            .await?;
+        check_count("update_run", 1, i64::try_from(updated).unwrap_or(0))?;
+
+        if !plan.events.is_empty() {
+            let mut step_ids = Vec::new();
+            let mut step_names = Vec::new();
+            let mut attempts = Vec::new();
+            let mut events = Vec::new();
+            let mut reasons = Vec::new();
+            for event in &plan.events {
+                step_ids.push(event.about_step.then_some(claimed.step_id));
+                step_names.push(event.about_step.then(|| claimed.step_name.clone()));
+                attempts.push(event.about_step.then_some(claimed.attempt));
+                events.push(event.event);
+                reasons.push(event.reason.clone());
+            }
+            let statement = tx.prepare_cached(&self.sql.insert_events).await?;
+            let inserted = tx
+                .execute(
+                    &statement,
+                    &[
+                        &run_id,
+                        &step_ids,
+                        &step_names,
+                        &attempts,
+                        &events,
+                        &actor,
+                        &reasons,
+                        &now,
+                    ],
+                )
+                .await?;
+            check_count(
+                "insert_events",
+                i64::try_from(plan.events.len()).unwrap_or(i64::MAX),
+                i64::try_from(inserted).unwrap_or(0),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Records a worker row.
+    pub(crate) async fn register_worker(
+        &self,
+        id: &str,
+        host: &str,
+        pid: i32,
+        queues: &[String],
+    ) -> Result<(), Error> {
+        let client = self.pool.get().await?;
+        let statement = client.prepare_cached(&self.sql.register_worker).await?;
+        client
+            .execute(&statement, &[&id, &host, &pid, &queues, &self.clock.now()])
+            .await?;
+        Ok(())
+    }
+}
+
+fn retryable(error: &tokio_postgres::Error) -> bool {
+    matches!(
+        error.code(),
+        Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED
+    )
+}
+
+/// Milliseconds as Postgres `bigint`.
+fn ms(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn check_count(statement: &'static str, expected: i64, found: i64) -> Result<(), Error> {
+    if expected == found {
+        Ok(())
+    } else {
+        Err(Error::RowCount {
+            statement,
+            expected: u64::try_from(expected).unwrap_or(0),
+            found: u64::try_from(found).unwrap_or(0),
+        })
+    }
+}

@@ -1,0 +1,143 @@
+//! What a client reads back: runs, their step attempts and their events.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::context::RunId;
+use crate::engine::{RunStatus, StepOutcome, StepStatus};
+
+/// A run with its step attempts and events, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunView {
+    /// The run row.
+    pub run: RunSummary,
+    /// The definition digest the run started with.
+    pub definition_digest: String,
+    /// The options digest the run started with.
+    pub options_digest: String,
+    /// The run's input.
+    pub input: Value,
+    /// The idempotency key it was started with.
+    pub idempotency_key: Option<String>,
+    /// Error class of the step error the run paused on.
+    pub error_class: Option<String>,
+    /// Error message of the step error the run paused on.
+    pub error_message: Option<String>,
+    /// When it last paused.
+    pub paused_at: Option<DateTime<Utc>>,
+    /// When it was cancelled.
+    pub cancelled_at: Option<DateTime<Utc>>,
+    /// Every step attempt, in the order they were scheduled.
+    pub steps: Vec<StepView>,
+    /// Every event, in order.
+    pub events: Vec<EventView>,
+}
+
+/// One run, as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSummary {
+    /// Its id.
+    pub id: RunId,
+    /// The workflow's name.
+    pub workflow: String,
+    /// Its status.
+    pub status: RunStatus,
+    /// The step it is on (or ended on).
+    pub current_step: Option<String>,
+    /// When it started.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+    /// When it finished.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// One step attempt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepView {
+    /// The row's id.
+    pub id: i64,
+    /// The durable step name.
+    pub step_name: String,
+    /// The attempt number, from 1.
+    pub attempt: i32,
+    /// Its status.
+    pub status: StepStatus,
+    /// What followed it, once it ended.
+    pub outcome: Option<StepOutcome>,
+    /// The queue it ran on.
+    pub queue: String,
+    /// Its priority.
+    pub priority: i16,
+    /// When it was due.
+    pub scheduled_at: DateTime<Utc>,
+    /// When a worker claimed it.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it ended.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// When it counts as stalled.
+    pub stall_at: Option<DateTime<Utc>>,
+    /// The worker that claimed it.
+    pub worker_id: Option<String>,
+    /// Its output.
+    pub output: Option<Value>,
+    /// Its error's class.
+    pub error_class: Option<String>,
+    /// Its error's message.
+    pub error_message: Option<String>,
+    /// Its error's causes, nearest first.
+    pub error_causes: Vec<String>,
+}
+
+impl StepView {
+    /// Time from due to claimed: pickup latency.
+    #[must_use]
+    pub fn queued(&self) -> Option<chrono::Duration> {
+        self.started_at.map(|started| started - self.scheduled_at)
+    }
+
+    /// Time from claimed to ended.
+    #[must_use]
+    pub fn ran(&self) -> Option<chrono::Duration> {
+        self.started_at
+            .zip(self.finished_at)
+            .map(|(started, finished)| finished - started)
+    }
+}
+
+/// One event of the audit trail.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventView {
+    /// Its id; ids grow with time.
+    pub id: i64,
+    /// The step row it is about, if any.
+    pub step_id: Option<i64>,
+    /// The step's name, if about a step.
+    pub step_name: Option<String>,
+    /// The attempt, if about a step.
+    pub attempt: Option<i32>,
+    /// The event's name, e.g. `step_completed`.
+    pub event: String,
+    /// Who caused it: `client`, a worker id, or an operator.
+    pub actor: String,
+    /// Why, when a verb or an operator gave a reason.
+    pub reason: Option<String>,
+    /// Anything else worth keeping.
+    pub details: Option<Value>,
+    /// When.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only runs of this workflow.
+    pub workflow: Option<String>,
+    /// Only runs in this status.
+    pub status: Option<RunStatus>,
+    /// Only runs older than this id (for paging back).
+    pub before: Option<RunId>,
+    /// At most this many (default 100, at most 1,000).
+    pub limit: Option<u32>,
+}
