@@ -90,8 +90,12 @@ async fn run() -> Result<bool, String> {
         all_finished &= view.run.status == RunStatus::Finished;
         print_run(&view);
     }
+    let by_status = count_by_status(&db, &runs)
+        .await
+        .map_err(|e| format!("could not count runs: {}", describe(&e)))?;
+    println!("\nin SQL: {by_status}");
     println!(
-        "\n{} of {ORDERS} runs finished",
+        "{} of {ORDERS} runs finished",
         if all_finished {
             ORDERS.to_string()
         } else {
@@ -146,6 +150,22 @@ fn print_run(view: &RunView) {
             step.step_name, step.attempt, status, outcome, ran
         );
     }
+}
+
+/// The runs' statuses straight from the `runs` table, e.g. `finished: 5`.
+async fn count_by_status(db: &Database, runs: &[RunId]) -> Result<String, pgbus_runtime::Error> {
+    let client = db.pool().get().await?;
+    let ids: Vec<i64> = runs.iter().map(|run| run.0).collect();
+    let sql = format!(
+        "SELECT status, count(*) FROM \"{}\".runs WHERE id = ANY($1) GROUP BY status ORDER BY status",
+        db.schema()
+    );
+    let rows = client.query(&sql, &[&ids]).await?;
+    Ok(rows
+        .iter()
+        .map(|row| format!("{}: {}", row.get::<_, String>(0), row.get::<_, i64>(1)))
+        .collect::<Vec<_>>()
+        .join(", "))
 }
 
 /// An error with its causes, on one line.
