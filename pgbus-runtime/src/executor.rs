@@ -56,6 +56,17 @@ impl<W: Workflow> ErasedWorkflow for W {
 /// Runs one attempt of `workflow` and says how it ended. Never panics: a panic in
 /// a guard, body or handler is caught and handled as a [`Panicked`] error.
 pub async fn run_attempt<W: Workflow>(workflow: &W, input: AttemptInput) -> AttemptResult {
+    run_attempt_with_fault(workflow, input, None).await
+}
+
+/// As [`run_attempt`], but when `fault` is given the body does not run and the
+/// fault is handled as the error the body returned (guards still run first): how
+/// the testkit injects failures.
+pub async fn run_attempt_with_fault<W: Workflow>(
+    workflow: &W,
+    input: AttemptInput,
+    fault: Option<StepError>,
+) -> AttemptResult {
     let definition = W::DEFINITION;
     let Some((index, entry)) = definition.entry(&input.step_name) else {
         let error = StepError::from(StepNotDefined {
@@ -127,7 +138,10 @@ pub async fn run_attempt<W: Workflow>(workflow: &W, input: AttemptInput) -> Atte
         };
     }
 
-    let outcome = run_body(workflow, index, &mut cx, input.timeout_ms).await;
+    let outcome = match fault {
+        Some(fault) => Err(fault),
+        None => run_body(workflow, index, &mut cx, input.timeout_ms).await,
+    };
     let output = cx.take_output();
     match outcome {
         Ok(flow) => AttemptResult::ok(Verb::from(flow), output),

@@ -1,3 +1,14 @@
-//! Placeholder. The in-memory store, virtual clock and step harness that let a
-//! workflow be tested step by step without a database are not built yet; this
-//! crate holds their place in the workspace so dependents can name it.
+//! Test pgbus workflows without waiting: the same engine as on Postgres, run in
+//! memory on a virtual clock ([`TestEnv`]), single steps with no store at all
+//! ([`StepHarness`]), and a fresh migrated schema per test for integration tests
+//! against the real server ([`TestDatabase`]).
+
+mod env;
+mod harness;
+mod memory;
+mod pg;
+
+pub use env::{StepRecord, TestEnv, default_start};
+pub use harness::{StepHarness, StepRun};
+pub use memory::TESTKIT_WORKER;
+pub use pg::{TestDatabase, test_database_url};

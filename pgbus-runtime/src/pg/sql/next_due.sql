@@ -1,6 +1,9 @@
--- Milliseconds until the next scheduled step of these queues and workflows is due
--- (negative when one is due already), or NULL when none is scheduled.
+-- Milliseconds until the next claimable step of these queues and workflows is due
+-- (zero or negative when one is due already), or NULL when none is scheduled.
+-- Steps of runs that are not `ready` (a paused run holding its next step) do not
+-- count: no claim can take them, so waking for them would spin.
 -- $1 queues, $2 workflows, $3 now (NULL = clock_timestamp())
-SELECT (extract(epoch FROM min(scheduled_at) - coalesce($3::timestamptz, clock_timestamp())) * 1000)::bigint
-FROM {schema}.steps
-WHERE status = 'scheduled' AND queue = ANY($1) AND workflow = ANY($2)
+SELECT (extract(epoch FROM min(s.scheduled_at) - coalesce($3::timestamptz, clock_timestamp())) * 1000)::bigint
+FROM {schema}.steps s
+JOIN {schema}.runs r ON r.id = s.run_id AND r.status = 'ready'
+WHERE s.status = 'scheduled' AND s.queue = ANY($1) AND s.workflow = ANY($2)

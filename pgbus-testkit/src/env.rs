@@ -1,0 +1,326 @@
+//! The test environment: the engine and the memory store on a virtual clock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone as _, Utc};
+use futures_util::future::BoxFuture;
+use pgbus_runtime::engine::{ErrorRecord, RunStatus, StepOutcome, StepStatus, Verb};
+use pgbus_runtime::executor::{AttemptInput, run_attempt_with_fault};
+use pgbus_runtime::{
+    Error, RunFilter, RunId, RunSummary, RunView, Started, StepError, Workflow, WorkflowDefinition,
+};
+use serde_json::Value;
+
+use crate::memory::{Claim, MemoryStore};
+
+type Runner = Arc<
+    dyn Fn(
+            AttemptInput,
+            Option<StepError>,
+        ) -> BoxFuture<'static, pgbus_runtime::engine::AttemptResult>
+        + Send
+        + Sync,
+>;
+
+struct Registered {
+    definition: &'static WorkflowDefinition,
+    run: Runner,
+}
+
+struct Fault {
+    workflow: String,
+    step: String,
+    remaining: u32,
+    error: Box<dyn Fn() -> StepError + Send + Sync>,
+}
+
+/// One step attempt the environment ran, as it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRecord {
+    /// The run.
+    pub run_id: RunId,
+    /// The workflow.
+    pub workflow: String,
+    /// The durable step name.
+    pub step: String,
+    /// The attempt number, from 1.
+    pub attempt: i32,
+    /// What the attempt decided.
+    pub verb: Verb,
+    /// The attempt's final status.
+    pub status: StepStatus,
+    /// What followed it.
+    pub outcome: StepOutcome,
+    /// The run's status afterwards.
+    pub run_status: RunStatus,
+    /// The error, if the attempt failed.
+    pub error: Option<ErrorRecord>,
+    /// The output it recorded.
+    pub output: Option<Value>,
+    /// The virtual time it ran at.
+    pub at: DateTime<Utc>,
+}
+
+/// Runs workflows step by step in memory, on a clock that moves only when the test
+/// moves it. The same engine decides every transition as on Postgres; the
+/// differential suite keeps the two stores in step.
+///
+/// ```
+/// use pgbus_runtime::prelude::*;
+/// use pgbus_testkit::TestEnv;
+///
+/// struct Hello;
+/// #[workflow]
+/// impl Hello {
+///     #[step]
+///     async fn greet(&self, _cx: &mut StepCx<()>) {}
+///     #[step(wait = "1h")]
+///     async fn follow_up(&self, _cx: &mut StepCx<()>) {}
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let env = TestEnv::new().register(Hello);
+/// let run = env.start::<Hello>(&()).unwrap();
+/// env.run_until_idle().await;                 // greet
+/// env.advance(std::time::Duration::from_secs(3600));
+/// env.run_until_idle().await;                 // follow_up, an hour later
+/// assert_eq!(env.run(run).unwrap().run.status, pgbus_runtime::RunStatus::Finished);
+/// # });
+/// ```
+pub struct TestEnv {
+    store: Mutex<MemoryStore>,
+    workflows: HashMap<&'static str, Registered>,
+    faults: Mutex<Vec<Fault>>,
+}
+
+impl std::fmt::Debug for TestEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestEnv")
+            .field("now", &self.now())
+            .field("workflows", &self.workflows.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where the virtual clock starts: 2026-01-01T00:00:00Z.
+#[must_use]
+pub fn default_start() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+        .single()
+        .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
+}
+
+impl TestEnv {
+    /// An empty environment whose clock starts at [`default_start`].
+    #[must_use]
+    pub fn new() -> Self {
+        Self::starting_at(default_start())
+    }
+
+    /// An empty environment whose clock starts at `now`.
+    #[must_use]
+    pub fn starting_at(now: DateTime<Utc>) -> Self {
+        Self {
+            store: Mutex::new(MemoryStore::new(now)),
+            workflows: HashMap::new(),
+            faults: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Registers a workflow value; as a worker, the environment runs only steps of
+    /// registered workflows. A second value with the same name replaces the first.
+    #[must_use]
+    pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
+        let workflow = Arc::new(workflow);
+        let run: Runner = Arc::new(move |input, fault| {
+            let workflow = Arc::clone(&workflow);
+            Box::pin(async move { run_attempt_with_fault(&*workflow, input, fault).await })
+        });
+        self.workflows.insert(
+            W::DEFINITION.name,
+            Registered {
+                definition: W::DEFINITION,
+                run,
+            },
+        );
+        self
+    }
+
+    /// Starts a run of `W`, due after its first step's `wait`.
+    ///
+    /// # Errors
+    /// [`Error::Json`] when the input does not serialize, [`Error::NoSteps`].
+    pub fn start<W: Workflow>(&self, input: &W::Input) -> Result<RunId, Error> {
+        let input = serde_json::to_value(input)?;
+        Ok(self.store().start_run(W::DEFINITION, input, None)?.0)
+    }
+
+    /// Starts a run of `W` unless one was started with `key`, as
+    /// `Client::start_idempotent`.
+    ///
+    /// # Errors
+    /// [`Error::BlankIdempotencyKey`] and the errors of [`TestEnv::start`].
+    pub fn start_idempotent<W: Workflow>(
+        &self,
+        input: &W::Input,
+        key: &str,
+    ) -> Result<Started, Error> {
+        if key.trim().is_empty() {
+            return Err(Error::BlankIdempotencyKey);
+        }
+        let input = serde_json::to_value(input)?;
+        let (run_id, created) = self.store().start_run(W::DEFINITION, input, Some(key))?;
+        Ok(Started { run_id, created })
+    }
+
+    /// The virtual time.
+    #[must_use]
+    pub fn now(&self) -> DateTime<Utc> {
+        self.store().now
+    }
+
+    /// Moves the virtual clock forward; steps whose time has come become due.
+    pub fn advance(&self, by: Duration) {
+        let mut store = self.store();
+        let by = chrono::Duration::from_std(by).unwrap_or(chrono::Duration::MAX);
+        store.now = store.now.checked_add_signed(by).unwrap_or(store.now);
+    }
+
+    /// Makes the next `times` attempts of `step` of `workflow` fail with
+    /// `error()` instead of running the body (guards still run first), as if the
+    /// body had returned that error.
+    pub fn fail_step(
+        &self,
+        workflow: &str,
+        step: &str,
+        times: u32,
+        error: impl Fn() -> StepError + Send + Sync + 'static,
+    ) {
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Fault {
+                workflow: workflow.to_owned(),
+                step: step.to_owned(),
+                remaining: times,
+                error: Box::new(error),
+            });
+    }
+
+    /// Runs the first due step (by priority, then due time), if any, and returns
+    /// how it ended.
+    pub async fn run_next(&self) -> Option<StepRecord> {
+        let registered: Vec<&str> = self.workflows.keys().copied().collect();
+        let claim = self.store().claim(&registered)?;
+        Some(self.run_claim(claim).await)
+    }
+
+    /// Runs due steps until none is due at the current virtual time.
+    pub async fn run_until_idle(&self) -> Vec<StepRecord> {
+        let mut records = Vec::new();
+        while let Some(record) = self.run_next().await {
+            records.push(record);
+        }
+        records
+    }
+
+    /// Runs every run to its end: due steps now, then the clock jumps to the next
+    /// due time, and again, until nothing is scheduled. Waits of hours take no real
+    /// time. Stops after `10_000` attempts to end a runaway loop.
+    pub async fn run_to_completion(&self) -> Vec<StepRecord> {
+        let registered: Vec<&str> = self.workflows.keys().copied().collect();
+        let mut records = Vec::new();
+        while records.len() < 10_000 {
+            if let Some(record) = self.run_next().await {
+                records.push(record);
+                continue;
+            }
+            let mut store = self.store();
+            match store.next_due(&registered) {
+                Some(due) if due > store.now => store.now = due,
+                _ => break,
+            }
+        }
+        records
+    }
+
+    /// A run with its steps and events, as `Client::run` shows it.
+    ///
+    /// # Errors
+    /// [`Error::RunNotFound`].
+    pub fn run(&self, run_id: RunId) -> Result<RunView, Error> {
+        self.store().run(run_id)
+    }
+
+    /// Runs, newest first, as `Client::list_runs`.
+    #[must_use]
+    pub fn list_runs(&self, filter: &RunFilter) -> Vec<RunSummary> {
+        self.store().list_runs(filter)
+    }
+
+    async fn run_claim(&self, claim: Claim) -> StepRecord {
+        let at = self.now();
+        let Some(registered) = self.workflows.get(claim.workflow.as_str()) else {
+            unreachable!("claims only take registered workflows");
+        };
+        let fault = self.take_fault(&claim.workflow, &claim.step_name);
+        let result = (registered.run)(
+            AttemptInput {
+                run_id: claim.run_id,
+                step_name: claim.step_name.clone(),
+                attempt: claim.attempt,
+                reattempts: claim.reattempts,
+                input: claim.input.clone(),
+                outputs: claim.outputs.clone(),
+                timeout_ms: claim.timeout_ms,
+            },
+            fault,
+        )
+        .await;
+        let plan = self
+            .store()
+            .end_attempt(registered.definition, &claim, &result);
+        let run_status = self
+            .store()
+            .run(claim.run_id)
+            .map_or(RunStatus::Cancelled, |view| view.run.status);
+        let (status, outcome) = plan
+            .map_or((StepStatus::Cancelled, StepOutcome::Cancelled), |plan| {
+                (plan.step_status, plan.step_outcome)
+            });
+        StepRecord {
+            run_id: claim.run_id,
+            workflow: claim.workflow,
+            step: claim.step_name,
+            attempt: claim.attempt,
+            verb: result.verb,
+            status,
+            outcome,
+            run_status,
+            error: result.error,
+            output: result.output,
+            at,
+        }
+    }
+
+    fn take_fault(&self, workflow: &str, step: &str) -> Option<StepError> {
+        let mut faults = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        let fault = faults
+            .iter_mut()
+            .find(|f| f.workflow == workflow && f.step == step && f.remaining > 0)?;
+        fault.remaining -= 1;
+        Some((fault.error)())
+    }
+
+    fn store(&self) -> MutexGuard<'_, MemoryStore> {
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

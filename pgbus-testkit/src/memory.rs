@@ -1,0 +1,425 @@
+//! The memory store: the Postgres store's rows as maps, changed by the same engine
+//! plans, on a virtual clock.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use pgbus_runtime::engine::{
+    AttemptResult, AttemptState, NewStep, Plan, RunState, RunStatus, StepOutcome, StepStatus,
+    first_attempt, plan_outcome,
+};
+use pgbus_runtime::{
+    Error, EventView, RunFilter, RunId, RunSummary, RunView, StepView, WorkflowDefinition,
+};
+use serde_json::Value;
+
+/// The actor the memory store writes on events a worker would write.
+pub const TESTKIT_WORKER: &str = "testkit";
+
+#[derive(Debug, Clone)]
+struct Run {
+    summary: RunSummary,
+    definition_digest: String,
+    options_digest: String,
+    input: Value,
+    idempotency_key: Option<String>,
+    error_class: Option<String>,
+    error_message: Option<String>,
+    paused_at: Option<DateTime<Utc>>,
+    cancelled_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone)]
+struct Step {
+    view: StepView,
+    run_id: RunId,
+    workflow: String,
+    reattempts: i32,
+    timeout_ms: Option<i64>,
+}
+
+/// A claimed attempt, as the memory store hands it out.
+#[derive(Debug, Clone)]
+pub(crate) struct Claim {
+    pub(crate) step_id: i64,
+    pub(crate) run_id: RunId,
+    pub(crate) workflow: String,
+    pub(crate) step_name: String,
+    pub(crate) attempt: i32,
+    pub(crate) reattempts: i32,
+    pub(crate) timeout_ms: Option<i64>,
+    pub(crate) input: Value,
+    pub(crate) outputs: BTreeMap<String, Value>,
+}
+
+/// Runs, step rows and events in memory.
+#[derive(Debug)]
+pub(crate) struct MemoryStore {
+    pub(crate) now: DateTime<Utc>,
+    runs: BTreeMap<i64, Run>,
+    steps: BTreeMap<i64, Step>,
+    events: Vec<(RunId, EventView)>,
+    next_run: i64,
+    next_step: i64,
+    next_event: i64,
+}
+
+impl MemoryStore {
+    pub(crate) fn new(now: DateTime<Utc>) -> Self {
+        Self {
+            now,
+            runs: BTreeMap::new(),
+            steps: BTreeMap::new(),
+            events: Vec::new(),
+            next_run: 1,
+            next_step: 1,
+            next_event: 1,
+        }
+    }
+
+    /// As the Postgres store's `start_run`: `(run, created)`.
+    pub(crate) fn start_run(
+        &mut self,
+        definition: &'static WorkflowDefinition,
+        input: Value,
+        key: Option<&str>,
+    ) -> Result<(RunId, bool), Error> {
+        let Some((index, entry)) = definition.first_step() else {
+            return Err(Error::NoSteps {
+                workflow: definition.name.to_owned(),
+            });
+        };
+        if let Some(key) = key
+            && let Some(existing) = self.runs.values().find(|run| {
+                run.summary.workflow == definition.name
+                    && run.idempotency_key.as_deref() == Some(key)
+            })
+        {
+            return Ok((existing.summary.id, false));
+        }
+        let id = RunId(self.next_run);
+        self.next_run += 1;
+        let first = first_attempt(definition, index, entry);
+        self.runs.insert(
+            id.0,
+            Run {
+                summary: RunSummary {
+                    id,
+                    workflow: definition.name.to_owned(),
+                    status: RunStatus::Ready,
+                    current_step: Some(first.step_name.clone()),
+                    created_at: self.now,
+                    updated_at: self.now,
+                    finished_at: None,
+                },
+                definition_digest: definition.digest.to_owned(),
+                options_digest: definition.options_digest.to_owned(),
+                input,
+                idempotency_key: key.map(str::to_owned),
+                error_class: None,
+                error_message: None,
+                paused_at: None,
+                cancelled_at: None,
+            },
+        );
+        self.insert_step(id, definition.name, &first);
+        self.event(id, None, "started", "client", None);
+        Ok((id, true))
+    }
+
+    /// The due step that a claim would take first, for workflows in `registered`:
+    /// lowest priority number, then earliest due, then oldest row; runs `ready`.
+    pub(crate) fn claim(&mut self, registered: &[&str]) -> Option<Claim> {
+        let now = self.now;
+        let (&step_id, _) = self
+            .steps
+            .iter()
+            .filter(|(_, step)| {
+                step.view.status == StepStatus::Scheduled
+                    && step.view.scheduled_at <= now
+                    && registered.contains(&step.workflow.as_str())
+                    && self
+                        .runs
+                        .get(&step.run_id.0)
+                        .is_some_and(|run| run.summary.status == RunStatus::Ready)
+            })
+            .min_by_key(|(id, step)| (step.view.priority, step.view.scheduled_at, **id))?;
+        let step = self.steps.get_mut(&step_id)?;
+        step.view.status = StepStatus::InProgress;
+        step.view.started_at = Some(now);
+        step.view.worker_id = Some(TESTKIT_WORKER.to_owned());
+        let stall_ms = step.timeout_ms.unwrap_or(300_000);
+        step.view.stall_at = Some(now + chrono::Duration::milliseconds(stall_ms));
+        let step = step.clone();
+        let run = self.runs.get_mut(&step.run_id.0)?;
+        run.summary.status = RunStatus::Performing;
+        run.summary.updated_at = now;
+        let input = run.input.clone();
+        self.event(
+            step.run_id,
+            Some(&step),
+            "step_started",
+            TESTKIT_WORKER,
+            None,
+        );
+        Some(Claim {
+            step_id,
+            run_id: step.run_id,
+            workflow: step.workflow.clone(),
+            step_name: step.view.step_name.clone(),
+            attempt: step.view.attempt,
+            reattempts: step.reattempts,
+            timeout_ms: step.timeout_ms,
+            input,
+            outputs: self.outputs(step.run_id),
+        })
+    }
+
+    /// Milliseconds until the next claimable step is due, if any.
+    pub(crate) fn next_due(&self, registered: &[&str]) -> Option<DateTime<Utc>> {
+        self.steps
+            .values()
+            .filter(|step| {
+                step.view.status == StepStatus::Scheduled
+                    && registered.contains(&step.workflow.as_str())
+                    && self
+                        .runs
+                        .get(&step.run_id.0)
+                        .is_some_and(|run| run.summary.status == RunStatus::Ready)
+            })
+            .map(|step| step.view.scheduled_at)
+            .min()
+    }
+
+    /// As the Postgres store's `end_attempt`: fence, plan, apply. `None` when the
+    /// attempt lost its fence (a late completion).
+    pub(crate) fn end_attempt(
+        &mut self,
+        definition: &'static WorkflowDefinition,
+        claim: &Claim,
+        result: &AttemptResult,
+    ) -> Option<Plan> {
+        let now = self.now;
+        let status = self.runs.get(&claim.run_id.0)?.summary.status;
+        let plan = plan_outcome(
+            definition,
+            &RunState { status },
+            &AttemptState {
+                step_name: claim.step_name.clone(),
+                attempt: claim.attempt,
+                reattempts: claim.reattempts,
+            },
+            result,
+        );
+        let fenced = self.steps.get_mut(&claim.step_id).filter(|step| {
+            step.view.status == StepStatus::InProgress
+                && step.view.attempt == claim.attempt
+                && step.view.worker_id.as_deref() == Some(TESTKIT_WORKER)
+        });
+        let Some(step) = fenced else {
+            let step = self.steps.get(&claim.step_id).cloned();
+            self.event(
+                claim.run_id,
+                step.as_ref(),
+                "late_completion_ignored",
+                TESTKIT_WORKER,
+                None,
+            );
+            return None;
+        };
+        step.view.status = plan.step_status;
+        step.view.outcome = Some(plan.step_outcome);
+        step.view.output.clone_from(&result.output);
+        step.view.error_class = result.error.as_ref().map(|e| e.class.clone());
+        step.view.error_message = result.error.as_ref().map(|e| e.message.clone());
+        step.view.error_causes = result
+            .error
+            .as_ref()
+            .map(|e| e.causes.clone())
+            .unwrap_or_default();
+        step.view.finished_at = Some(now);
+        let step = step.clone();
+
+        if plan.cancel_open_steps {
+            for other in self.steps.values_mut() {
+                if other.run_id == claim.run_id
+                    && matches!(
+                        other.view.status,
+                        StepStatus::Scheduled | StepStatus::InProgress | StepStatus::Waiting
+                    )
+                {
+                    other.view.status = StepStatus::Cancelled;
+                    other.view.outcome = Some(StepOutcome::Cancelled);
+                    other.view.finished_at = Some(now);
+                }
+            }
+        }
+        if let Some(next) = &plan.next {
+            self.insert_step(claim.run_id, &claim.workflow, next);
+        }
+        if let Some(run) = self.runs.get_mut(&claim.run_id.0) {
+            if plan.run_status == RunStatus::Paused && run.summary.status != RunStatus::Paused {
+                run.paused_at = Some(now);
+            }
+            if plan.run_status == RunStatus::Cancelled {
+                run.cancelled_at = Some(now);
+            }
+            if plan.run_status == RunStatus::Finished {
+                run.summary.finished_at = Some(now);
+            }
+            run.summary.status = plan.run_status;
+            run.summary.current_step.clone_from(&plan.current_step);
+            run.summary.updated_at = now;
+            run.error_class = plan.run_error.as_ref().map(|e| e.class.clone());
+            run.error_message = plan.run_error.as_ref().map(|e| e.message.clone());
+        }
+        for event in &plan.events {
+            let about = event.about_step.then_some(&step);
+            self.event(
+                claim.run_id,
+                about,
+                event.event,
+                TESTKIT_WORKER,
+                event.reason.clone(),
+            );
+        }
+        Some(plan)
+    }
+
+    /// As `Client::run`.
+    pub(crate) fn run(&self, run_id: RunId) -> Result<RunView, Error> {
+        let run = self
+            .runs
+            .get(&run_id.0)
+            .ok_or(Error::RunNotFound { run_id })?;
+        Ok(RunView {
+            run: run.summary.clone(),
+            definition_digest: run.definition_digest.clone(),
+            options_digest: run.options_digest.clone(),
+            input: run.input.clone(),
+            idempotency_key: run.idempotency_key.clone(),
+            error_class: run.error_class.clone(),
+            error_message: run.error_message.clone(),
+            paused_at: run.paused_at,
+            cancelled_at: run.cancelled_at,
+            steps: self
+                .steps
+                .values()
+                .filter(|step| step.run_id == run_id)
+                .map(|step| step.view.clone())
+                .collect(),
+            events: self
+                .events
+                .iter()
+                .filter(|(run, _)| *run == run_id)
+                .map(|(_, event)| event.clone())
+                .collect(),
+        })
+    }
+
+    /// As `Client::list_runs`.
+    pub(crate) fn list_runs(&self, filter: &RunFilter) -> Vec<RunSummary> {
+        let limit = usize::try_from(filter.limit.unwrap_or(100).clamp(1, 1_000)).unwrap_or(100);
+        self.runs
+            .values()
+            .rev()
+            .filter(|run| {
+                filter
+                    .workflow
+                    .as_ref()
+                    .is_none_or(|w| *w == run.summary.workflow)
+            })
+            .filter(|run| filter.status.is_none_or(|s| s == run.summary.status))
+            .filter(|run| filter.before.is_none_or(|before| run.summary.id < before))
+            .take(limit)
+            .map(|run| run.summary.clone())
+            .collect()
+    }
+
+    fn outputs(&self, run_id: RunId) -> BTreeMap<String, Value> {
+        let mut outputs: BTreeMap<String, (i32, Value)> = BTreeMap::new();
+        for step in self.steps.values().filter(|step| step.run_id == run_id) {
+            if !matches!(
+                step.view.status,
+                StepStatus::Completed | StepStatus::Skipped
+            ) {
+                continue;
+            }
+            let Some(output) = &step.view.output else {
+                continue;
+            };
+            let newer = outputs
+                .get(&step.view.step_name)
+                .is_none_or(|(attempt, _)| *attempt < step.view.attempt);
+            if newer {
+                outputs.insert(
+                    step.view.step_name.clone(),
+                    (step.view.attempt, output.clone()),
+                );
+            }
+        }
+        outputs
+            .into_iter()
+            .map(|(name, (_, output))| (name, output))
+            .collect()
+    }
+
+    fn insert_step(&mut self, run_id: RunId, workflow: &str, new: &NewStep) {
+        let id = self.next_step;
+        self.next_step += 1;
+        let delay = chrono::Duration::milliseconds(i64::try_from(new.delay_ms).unwrap_or(i64::MAX));
+        self.steps.insert(
+            id,
+            Step {
+                view: StepView {
+                    id,
+                    step_name: new.step_name.clone(),
+                    attempt: new.attempt,
+                    status: StepStatus::Scheduled,
+                    outcome: None,
+                    queue: new.queue.clone(),
+                    priority: new.priority,
+                    scheduled_at: self.now + delay,
+                    started_at: None,
+                    finished_at: None,
+                    stall_at: None,
+                    worker_id: None,
+                    output: None,
+                    error_class: None,
+                    error_message: None,
+                    error_causes: Vec::new(),
+                },
+                run_id,
+                workflow: workflow.to_owned(),
+                reattempts: new.reattempts,
+                timeout_ms: new.timeout_ms,
+            },
+        );
+    }
+
+    fn event(
+        &mut self,
+        run_id: RunId,
+        step: Option<&Step>,
+        event: &str,
+        actor: &str,
+        reason: Option<String>,
+    ) {
+        let id = self.next_event;
+        self.next_event += 1;
+        self.events.push((
+            run_id,
+            EventView {
+                id,
+                step_id: step.map(|s| s.view.id),
+                step_name: step.map(|s| s.view.step_name.clone()),
+                attempt: step.map(|s| s.view.attempt),
+                event: event.to_owned(),
+                actor: actor.to_owned(),
+                reason,
+                details: None,
+                created_at: self.now,
+            },
+        ));
+    }
+}

@@ -1,0 +1,454 @@
+//! The differential suite: the same scenarios through the memory store and the
+//! Postgres store (a real worker on a pinned clock) must leave the same runs, step
+//! histories and events, ids and actors aside. A change to one store that the
+//! other lacks fails here.
+
+use std::time::Duration;
+
+use pgbus_runtime::prelude::*;
+use pgbus_runtime::{
+    Client, Clock, ManualClock, RunStatus, RunView, StepOutcome, StepStatus, Worker,
+};
+use pgbus_testkit::{TestDatabase, TestEnv, default_start};
+
+// ---- the workflows the scenarios run -------------------------------------------
+
+/// What the first step of `Verbs` does, chosen by the run's input.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Script {
+    verb: String,
+    cancel: bool,
+    skip: bool,
+}
+
+fn script(verb: &str) -> Script {
+    Script {
+        verb: verb.to_owned(),
+        cancel: false,
+        skip: false,
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("flaky: attempt {0}")]
+struct Flaky(u32);
+
+#[derive(Debug, thiserror::Error)]
+#[error("fatal")]
+struct Fatal;
+
+struct Verbs;
+
+#[workflow(name = "diff.verbs", input = Script, queue = "diff", cancel_if = cancelled)]
+#[on_exception(matching(Fatal), action = "cancel")]
+impl Verbs {
+    fn cancelled(&self, cx: &StepCx<Script>) -> bool {
+        cx.input().cancel
+    }
+
+    fn skipped(&self, cx: &StepCx<Script>) -> Result<bool, Fatal> {
+        if cx.input().verb == "guard_error" {
+            return Err(Fatal);
+        }
+        Ok(cx.input().skip)
+    }
+
+    #[step(on_exception(
+        matching(Flaky),
+        action = "reattempt",
+        wait = "30s",
+        max_reattempts = 2,
+        terminal_action = "skip"
+    ))]
+    async fn act(&self, cx: &mut StepCx<Script>) -> StepResult {
+        cx.output(&format!("{} #{}", cx.input().verb, cx.attempt()))?;
+        match cx.input().verb.as_str() {
+            "finish" => Ok(Flow::Finish),
+            "pause" => Ok(Flow::pause("asked to")),
+            "cancel" => Ok(Flow::cancel("asked to")),
+            "skip" => Ok(Flow::skip("asked to")),
+            "reattempt" if cx.attempt() == 1 => Ok(Flow::reattempt(Duration::from_secs(90))),
+            "flaky_once" if cx.attempt() == 1 => Err(StepError::from(Flaky(cx.attempt()))),
+            "flaky_always" => Err(StepError::from(Flaky(cx.attempt()))),
+            "fatal" => Err(StepError::from(Fatal)),
+            "other_error" => Err(StepError::msg("unexpected")),
+            _ => Ok(Flow::Complete),
+        }
+    }
+
+    #[step(wait = "5m", skip_if = skipped, priority = 4)]
+    async fn follow(&self, cx: &mut StepCx<Script>) -> StepResult {
+        let acted: Option<String> = cx.output_of("act")?;
+        cx.output(&acted)?;
+        Ok(Flow::Complete)
+    }
+}
+
+/// A workflow before a deploy...
+struct Before;
+
+#[workflow(name = "diff.deploy", input = u8)]
+impl Before {
+    #[step]
+    async fn a(&self, _cx: &mut StepCx<u8>) {}
+
+    #[step(wait = "1m")]
+    async fn b(&self, _cx: &mut StepCx<u8>) {}
+
+    #[step]
+    async fn c(&self, _cx: &mut StepCx<u8>) {}
+}
+
+/// ...after a deploy that removed `b` properly, with a gravestone...
+struct AfterRemoval;
+
+#[workflow(name = "diff.deploy", input = u8)]
+impl AfterRemoval {
+    #[step]
+    async fn a(&self, _cx: &mut StepCx<u8>) {}
+
+    removed_step!(b);
+
+    #[step]
+    async fn c(&self, _cx: &mut StepCx<u8>) {}
+}
+
+/// ...and after one that dropped it without a trace.
+struct AfterLoss;
+
+#[workflow(name = "diff.deploy", input = u8)]
+impl AfterLoss {
+    #[step]
+    async fn a(&self, _cx: &mut StepCx<u8>) {}
+
+    #[step]
+    async fn c(&self, _cx: &mut StepCx<u8>) {}
+}
+
+// ---- two drivers, one script ---------------------------------------------------
+
+/// What a store must let a scenario do.
+#[allow(clippy::large_enum_variant)] // two values per test; size does not matter
+enum Driver {
+    Memory(TestEnv),
+    Postgres {
+        db: TestDatabase,
+        clock: ManualClock,
+        client: Client,
+        worker: Worker,
+    },
+}
+
+impl Driver {
+    async fn postgres(
+        register: impl FnOnce(pgbus_runtime::WorkerBuilder) -> pgbus_runtime::WorkerBuilder,
+    ) -> Self {
+        let clock = ManualClock::new(default_start());
+        let db = TestDatabase::with_clock(Clock::Manual(clock.clone()))
+            .await
+            .expect("a test schema");
+        let client = db.db().client();
+        let worker = register(db.db().worker().notifications(false))
+            .build()
+            .expect("a worker");
+        Self::Postgres {
+            db,
+            clock,
+            client,
+            worker,
+        }
+    }
+
+    async fn start<W: Workflow>(&self, input: &W::Input) -> RunId {
+        match self {
+            Self::Memory(env) => env.start::<W>(input).expect("start"),
+            Self::Postgres { client, .. } => client.start::<W>(input).await.expect("start"),
+        }
+    }
+
+    async fn start_keyed<W: Workflow>(&self, input: &W::Input, key: &str) -> RunId {
+        match self {
+            Self::Memory(env) => env.start_idempotent::<W>(input, key).expect("start").run_id,
+            Self::Postgres { client, .. } => {
+                client
+                    .start_idempotent::<W>(input, key)
+                    .await
+                    .expect("start")
+                    .run_id
+            }
+        }
+    }
+
+    async fn run_until_idle(&self) {
+        match self {
+            Self::Memory(env) => {
+                env.run_until_idle().await;
+            }
+            Self::Postgres { worker, .. } => {
+                worker.run_until_idle().await.expect("run");
+            }
+        }
+    }
+
+    fn advance(&self, by: Duration) {
+        match self {
+            Self::Memory(env) => env.advance(by),
+            Self::Postgres { clock, .. } => clock.advance(by),
+        }
+    }
+
+    async fn view(&self, run: RunId) -> RunView {
+        match self {
+            Self::Memory(env) => env.run(run).expect("run"),
+            Self::Postgres { client, .. } => client.run(run).await.expect("run"),
+        }
+    }
+}
+
+/// A run as both stores must agree on it: everything but ids and actors, times as
+/// offsets from the run's start.
+#[derive(Debug, PartialEq)]
+struct Projection {
+    status: RunStatus,
+    current_step: Option<String>,
+    error: (Option<String>, Option<String>),
+    digest: String,
+    steps: Vec<StepLine>,
+    events: Vec<EventLine>,
+}
+
+/// Event name, step name, attempt, reason.
+type EventLine = (String, Option<String>, Option<i32>, Option<String>);
+
+#[derive(Debug, PartialEq)]
+struct StepLine {
+    name: String,
+    attempt: i32,
+    status: StepStatus,
+    outcome: Option<StepOutcome>,
+    queue: String,
+    priority: i16,
+    times_ms: (i64, Option<i64>, Option<i64>),
+    output: Option<serde_json::Value>,
+    error: (Option<String>, Option<String>, Vec<String>),
+}
+
+fn project(view: &RunView) -> Projection {
+    let start = view.run.created_at;
+    let offset = |t: chrono::DateTime<chrono::Utc>| (t - start).num_milliseconds();
+    Projection {
+        status: view.run.status,
+        current_step: view.run.current_step.clone(),
+        error: (view.error_class.clone(), view.error_message.clone()),
+        digest: view.definition_digest.clone(),
+        steps: view
+            .steps
+            .iter()
+            .map(|s| StepLine {
+                name: s.step_name.clone(),
+                attempt: s.attempt,
+                status: s.status,
+                outcome: s.outcome,
+                queue: s.queue.clone(),
+                priority: s.priority,
+                times_ms: (
+                    offset(s.scheduled_at),
+                    s.started_at.map(offset),
+                    s.finished_at.map(offset),
+                ),
+                output: s.output.clone(),
+                error: (
+                    s.error_class.clone(),
+                    s.error_message.clone(),
+                    s.error_causes.clone(),
+                ),
+            })
+            .collect(),
+        events: view
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    e.event.clone(),
+                    e.step_name.clone(),
+                    e.attempt,
+                    e.reason.clone(),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Runs `scenario` on both stores and compares every run it returns.
+async fn both<F, Fut>(
+    register_memory: impl Fn(TestEnv) -> TestEnv,
+    register_pg: impl FnOnce(pgbus_runtime::WorkerBuilder) -> pgbus_runtime::WorkerBuilder,
+    scenario: F,
+) -> Vec<Projection>
+where
+    F: Fn(Driver) -> Fut,
+    Fut: std::future::Future<Output = (Driver, Vec<RunId>)>,
+{
+    let (memory, memory_runs) = scenario(Driver::Memory(register_memory(TestEnv::new()))).await;
+    let (postgres, pg_runs) = scenario(Driver::postgres(register_pg).await).await;
+    assert_eq!(memory_runs.len(), pg_runs.len());
+    let mut projections = Vec::new();
+    for (m, p) in memory_runs.iter().zip(&pg_runs) {
+        let left = project(&memory.view(*m).await);
+        let right = project(&postgres.view(*p).await);
+        assert_eq!(
+            left, right,
+            "memory (left) and Postgres (right) disagree on a run"
+        );
+        projections.push(left);
+    }
+    projections
+}
+
+/// Start, then alternate running and moving time until nothing is left.
+async fn drive(driver: &Driver) {
+    for minutes in [0, 1, 1, 2, 5, 10] {
+        driver.advance(Duration::from_secs(60 * minutes));
+        driver.run_until_idle().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_verb_policy_and_guard_leaves_the_same_history() {
+    let inputs = [
+        script("complete"),
+        script("finish"),
+        script("pause"),
+        script("cancel"),
+        script("skip"),
+        script("reattempt"),
+        script("flaky_once"),
+        script("flaky_always"),
+        script("fatal"),
+        script("other_error"),
+        script("guard_error"),
+        Script {
+            cancel: true,
+            ..script("complete")
+        },
+        Script {
+            skip: true,
+            ..script("complete")
+        },
+    ];
+    let projections = both(
+        |env| env.register(Verbs),
+        |worker| worker.register(Verbs),
+        |driver| {
+            let inputs = inputs.clone();
+            async move {
+                let mut runs = Vec::new();
+                for input in &inputs {
+                    runs.push(driver.start::<Verbs>(input).await);
+                }
+                drive(&driver).await;
+                (driver, runs)
+            }
+        },
+    )
+    .await;
+
+    // The histories are not only equal but right: spot-check the table.
+    let status = |i: usize| projections[i].status;
+    assert_eq!(status(0), RunStatus::Finished);
+    assert_eq!(status(1), RunStatus::Finished);
+    assert_eq!(status(2), RunStatus::Paused);
+    assert_eq!(status(3), RunStatus::Cancelled);
+    assert_eq!(status(4), RunStatus::Finished);
+    assert_eq!(projections[5].steps[1].attempt, 2, "reattempted once");
+    assert_eq!(
+        projections[7]
+            .steps
+            .iter()
+            .filter(|s| s.name == "act")
+            .count(),
+        3,
+        "max_reattempts = 2"
+    );
+    assert_eq!(
+        projections[7].steps[2].outcome,
+        Some(StepOutcome::Skipped),
+        "terminal_action = skip"
+    );
+    assert_eq!(
+        status(8),
+        RunStatus::Cancelled,
+        "workflow policy naming Fatal"
+    );
+    assert_eq!(status(9), RunStatus::Paused, "no policy: pause");
+    assert_eq!(
+        status(10),
+        RunStatus::Cancelled,
+        "a guard's Fatal goes to the policies"
+    );
+    assert_eq!(status(11), RunStatus::Cancelled, "cancel_if");
+    assert_eq!(
+        projections[12].steps[1].status,
+        StepStatus::Skipped,
+        "skip_if"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gravestone_is_skipped_and_a_lost_step_pauses_the_same_way() {
+    for lost in [false, true] {
+        let projections = both(
+            |env| env.register(Before),
+            |worker| worker.register(Before),
+            |driver| async move {
+                let run = driver.start::<Before>(&1).await;
+                driver.run_until_idle().await; // `a`; `b` is parked a minute out
+                let driver = match driver {
+                    Driver::Memory(env) if lost => Driver::Memory(env.register(AfterLoss)),
+                    Driver::Memory(env) => Driver::Memory(env.register(AfterRemoval)),
+                    Driver::Postgres {
+                        db, clock, client, ..
+                    } => {
+                        let builder = db.db().worker().notifications(false);
+                        let worker = if lost {
+                            builder.register(AfterLoss)
+                        } else {
+                            builder.register(AfterRemoval)
+                        };
+                        Driver::Postgres {
+                            worker: worker.build().expect("worker"),
+                            db,
+                            clock,
+                            client,
+                        }
+                    }
+                };
+                drive(&driver).await;
+                (driver, vec![run])
+            },
+        )
+        .await;
+        let expected = if lost {
+            RunStatus::Paused
+        } else {
+            RunStatus::Finished
+        };
+        assert_eq!(projections[0].status, expected, "lost = {lost}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_starts_agree() {
+    both(
+        |env| env.register(Before),
+        |worker| worker.register(Before),
+        |driver| async move {
+            let first = driver.start_keyed::<Before>(&1, "same").await;
+            let second = driver.start_keyed::<Before>(&2, "same").await;
+            assert_eq!(first, second);
+            drive(&driver).await;
+            (driver, vec![first])
+        },
+    )
+    .await;
+}

@@ -1,0 +1,135 @@
+//! The environment on its own: virtual time, faults, idempotency, listing.
+
+use std::time::Duration;
+
+use pgbus_runtime::prelude::*;
+use pgbus_runtime::{Error, RunFilter, RunStatus, StepOutcome};
+use pgbus_testkit::{TestEnv, default_start};
+
+#[derive(Debug, thiserror::Error)]
+#[error("the supplier is down")]
+struct SupplierDown;
+
+struct Restock;
+
+#[workflow(name = "stock.restock", input = u32)]
+impl Restock {
+    #[step]
+    async fn order(&self, cx: &mut StepCx<u32>) -> StepResult {
+        cx.output(&(cx.input() * 10))?;
+        Ok(Flow::Complete)
+    }
+
+    #[step(
+        wait = "1h",
+        on_exception(
+            matching(SupplierDown),
+            action = "reattempt",
+            wait = "10m",
+            max_reattempts = 3
+        )
+    )]
+    async fn receive(&self, cx: &mut StepCx<u32>) -> StepResult {
+        let ordered: Option<u32> = cx.output_of("order")?;
+        cx.output(&ordered)?;
+        Ok(Flow::Complete)
+    }
+}
+
+#[tokio::test]
+async fn an_hour_wait_and_ten_minute_reattempts_take_no_real_time() {
+    let env = TestEnv::new().register(Restock);
+    env.fail_step("stock.restock", "receive", 2, || {
+        StepError::from(SupplierDown)
+    });
+    let run = env.start::<Restock>(&4).unwrap();
+
+    let records = env.run_to_completion().await;
+
+    let timeline: Vec<(&str, i32, StepOutcome, i64)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.step.as_str(),
+                r.attempt,
+                r.outcome,
+                (r.at - default_start()).num_minutes(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        timeline,
+        [
+            ("order", 1, StepOutcome::Completed, 0),
+            ("receive", 1, StepOutcome::Reattempted, 60),
+            ("receive", 2, StepOutcome::Reattempted, 70),
+            ("receive", 3, StepOutcome::Completed, 80),
+        ]
+    );
+    let view = env.run(run).unwrap();
+    assert_eq!(view.run.status, RunStatus::Finished);
+    assert_eq!(
+        view.steps.last().unwrap().output,
+        Some(serde_json::json!(40))
+    );
+    assert_eq!((env.now() - default_start()).num_minutes(), 80);
+}
+
+#[tokio::test]
+async fn nothing_runs_before_its_time() {
+    let env = TestEnv::new().register(Restock);
+    env.start::<Restock>(&1).unwrap();
+    assert_eq!(env.run_until_idle().await.len(), 1);
+    env.advance(Duration::from_secs(3_599));
+    assert!(env.run_next().await.is_none(), "59m59s is not an hour");
+    env.advance(Duration::from_secs(1));
+    assert_eq!(
+        env.run_next().await.map(|r| r.step),
+        Some("receive".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn faults_run_out_and_then_the_body_runs() {
+    let env = TestEnv::new().register(Restock);
+    env.fail_step("stock.restock", "order", 1, || StepError::msg("once"));
+    let run = env.start::<Restock>(&2).unwrap();
+    let first = env.run_next().await.unwrap();
+    assert_eq!(
+        first.outcome,
+        StepOutcome::Paused,
+        "no policy on `order`: the default pauses"
+    );
+    assert_eq!(first.error.unwrap().message, "once");
+    assert_eq!(env.run(run).unwrap().run.status, RunStatus::Paused);
+}
+
+#[tokio::test]
+async fn idempotent_starts_and_listing() {
+    let env = TestEnv::new().register(Restock);
+    let first = env.start_idempotent::<Restock>(&1, "k").unwrap();
+    let again = env.start_idempotent::<Restock>(&2, "k").unwrap();
+    assert!(first.created && !again.created);
+    assert_eq!(first.run_id, again.run_id);
+    assert!(matches!(
+        env.start_idempotent::<Restock>(&1, "  "),
+        Err(Error::BlankIdempotencyKey)
+    ));
+    let other = env.start::<Restock>(&3).unwrap();
+
+    let all = env.list_runs(&RunFilter::default());
+    assert_eq!(
+        all.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [other, first.run_id],
+        "newest first"
+    );
+    let before = env.list_runs(&RunFilter {
+        before: Some(other),
+        ..RunFilter::default()
+    });
+    assert_eq!(before.len(), 1);
+    assert!(matches!(
+        env.run(RunId(999)),
+        Err(Error::RunNotFound { .. })
+    ));
+}

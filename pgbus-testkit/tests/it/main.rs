@@ -1,0 +1,9 @@
+//! Integration tests of the testkit: the environment, the harness, and the
+//! differential suite that holds the memory store to the Postgres one.
+
+// Test support code outside #[test] functions may fail loudly too.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+mod differential;
+mod env;
+mod harness;
