@@ -41,6 +41,18 @@ impl Signal {
     }
 }
 
+/// Whether a string or key anywhere in `value` holds a NUL character.
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map
+            .iter()
+            .any(|(key, item)| key.contains('\0') || holds_nul(item)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
 /// What a step body sees: the typed input, where it is in the run, the outputs of
 /// earlier steps, its own output, and the signal it waited for.
 ///
@@ -128,9 +140,19 @@ impl<I> StepCx<I> {
     /// the first.
     ///
     /// # Errors
-    /// A [`StepError`] wrapping the `serde_json` error when `value` does not serialize.
+    /// A [`StepError`] wrapping a `serde_json` error when `value` does not
+    /// serialize, or when it holds a NUL character (`\u0000`), which Postgres
+    /// `jsonb` cannot store; the output recorded before stays.
     pub fn output<T: Serialize>(&mut self, value: &T) -> Result<(), StepError> {
-        self.output = Some(serde_json::to_value(value)?);
+        let value = serde_json::to_value(value)?;
+        if holds_nul(&value) {
+            return Err(StepError::from(
+                <serde_json::Error as serde::ser::Error>::custom(
+                    "the output holds a NUL character (\\u0000), which Postgres `jsonb` cannot store",
+                ),
+            ));
+        }
+        self.output = Some(value);
         Ok(())
     }
 

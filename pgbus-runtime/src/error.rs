@@ -6,7 +6,8 @@ use std::fmt;
 use std::time::Duration;
 
 /// The longest error message kept on a step row, in characters; longer messages
-/// are cut and end in `…`.
+/// are cut and end in `…`. NUL characters, which Postgres text cannot hold, are
+/// kept as `U+FFFD`.
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 10_000;
 /// How many causes (the `source()` chain below the error) a step row keeps.
 pub const MAX_ERROR_CAUSES: usize = 5;
@@ -59,7 +60,8 @@ impl StepError {
         self.type_name
     }
 
-    /// The error's message, cut to [`MAX_ERROR_MESSAGE_CHARS`].
+    /// The error's message, cut to [`MAX_ERROR_MESSAGE_CHARS`], NUL characters
+    /// replaced by `U+FFFD` (Postgres text cannot hold them).
     #[must_use]
     pub fn message(&self) -> String {
         cap_message(&self.inner.to_string())
@@ -113,14 +115,26 @@ impl fmt::Display for StepError {
 }
 
 fn cap_message(message: &str) -> String {
+    let message = storable_text(message.to_owned());
     match message.char_indices().nth(MAX_ERROR_MESSAGE_CHARS) {
-        None => message.to_owned(),
+        None => message,
         Some((cut, _)) => {
             let mut capped = message[..cut].to_owned();
             capped.pop();
             capped.push('…');
             capped
         }
+    }
+}
+
+/// `text` with its NUL characters, which Postgres `text` and `jsonb` refuse,
+/// replaced by `U+FFFD`: what the rows keep of a message or reason, so an outcome
+/// is never unrecordable because of what a step said.
+pub(crate) fn storable_text(text: String) -> String {
+    if text.contains('\0') {
+        text.replace('\0', "\u{fffd}")
+    } else {
+        text
     }
 }
 
@@ -261,6 +275,31 @@ pub enum Error {
         /// Rows changed.
         found: u64,
     },
+}
+
+impl Error {
+    /// Whether trying again may succeed: the connection failed or was closed, the
+    /// server is shutting down or starting, or the pool timed out. Constraint
+    /// violations, bad values and the like are not transient.
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Pool(_) => true,
+            Self::Database(error) => {
+                error.is_closed()
+                    || error.code().is_none_or(|code| {
+                        let code = code.code();
+                        // Class 08: connection exceptions; 57P0x: shutdown, crash,
+                        // cannot connect now; 40001/40P01: serialization, deadlock.
+                        code.starts_with("08")
+                            || code.starts_with("57P0")
+                            || code == "40001"
+                            || code == "40P01"
+                    })
+            }
+            _ => false,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -80,6 +80,7 @@ pub async fn run_attempt_with_fault<W: Workflow>(
             error: Some(ErrorRecord::of(&error)),
             output: None,
             report: true,
+            handler_error: None,
         };
     };
     if entry.kind == EntryKind::Removed {
@@ -135,6 +136,7 @@ pub async fn run_attempt_with_fault<W: Workflow>(
             error: Some(ErrorRecord::of(&error)),
             output: None,
             report: true,
+            handler_error: None,
         };
     }
 
@@ -262,8 +264,10 @@ fn failed<W: Workflow>(
             error: record,
             output,
             report,
+            handler_error: None,
         },
         Resolution::Handler { handler, report } => {
+            let mut handler_error = None;
             let verb = match cx.map(|cx| catch(|| workflow.handle_error(handler, cx, error))) {
                 Some(Ok(Some(flow))) => Verb::from(flow),
                 Some(Ok(None)) => Verb::Pause {
@@ -273,20 +277,11 @@ fn failed<W: Workflow>(
                         error.message()
                     ),
                 },
-                Some(Err(handler_error)) => {
-                    tracing::error!(
-                        pgbus.handler = handler.method,
-                        error.class = handler_error.type_name(),
-                        error.message = %handler_error.message(),
-                        "exception handler failed; pausing the run"
-                    );
-                    Verb::Pause {
-                        reason: format!(
-                            "handler `{}` failed: {}",
-                            handler.method,
-                            handler_error.message()
-                        ),
-                    }
+                Some(Err(failure)) => {
+                    let reason =
+                        format!("handler `{}` failed: {}", handler.method, failure.message());
+                    handler_error = Some(ErrorRecord::of(&failure));
+                    Verb::Pause { reason }
                 }
                 // The input did not deserialize: there is no context to hand over.
                 None => Verb::Pause {
@@ -301,6 +296,7 @@ fn failed<W: Workflow>(
                 error: record,
                 output,
                 report,
+                handler_error,
             }
         }
     }

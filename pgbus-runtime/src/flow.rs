@@ -29,7 +29,8 @@ pub enum Flow {
     },
     /// Run this step again as a new attempt at now + `wait`.
     Reattempt {
-        /// Delay before the next attempt, counted on the database clock.
+        /// Delay before the next attempt, counted on the database clock; at
+        /// most `36500d`, like every duration option (a longer one is cut to it).
         wait: Duration,
     },
 }

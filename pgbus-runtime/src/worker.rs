@@ -111,7 +111,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// The stall horizon of steps without a `timeout` (default 5 minutes).
+    /// The stall horizon of steps without a `timeout` (default 5 minutes; at most
+    /// `36500d`, like every duration option: a longer one is cut to it).
     #[must_use]
     pub const fn stall_threshold(mut self, threshold: Duration) -> Self {
         self.stall_threshold = threshold;
@@ -189,8 +190,12 @@ impl WorkerBuilder {
                 id: format!("worker-{}", uuid::Uuid::new_v4()),
                 concurrency: self.concurrency,
                 poll_interval: self.poll_interval,
-                stall_threshold_ms: i64::try_from(self.stall_threshold.as_millis())
-                    .unwrap_or(i64::MAX),
+                stall_threshold_ms: i64::try_from(
+                    self.stall_threshold
+                        .as_millis()
+                        .min(u128::from(pgbus_core::MAX_DURATION_MS)),
+                )
+                .unwrap_or(i64::MAX),
                 shutdown_grace: self.shutdown_grace,
                 notifications: self.notifications,
                 error_hook: self.error_hook,
@@ -493,25 +498,44 @@ impl Worker {
                     "step ended"
                 );
                 if let (true, Some(error)) = (result.report, &result.error) {
-                    error!(
-                        error.class = %error.class,
-                        error.message = %error.message,
-                        pgbus.verb = ?result.verb,
-                        "step failed"
+                    self.report(claim, result, error, "step failed");
+                }
+                if let Some(error) = &result.handler_error {
+                    self.report(
+                        claim,
+                        result,
+                        error,
+                        "exception handler failed; the run is paused",
                     );
-                    if let Some(hook) = &inner.error_hook {
-                        hook(&ErrorReport {
-                            workflow: claim.workflow.clone(),
-                            run_id: claim.run_id,
-                            step: claim.step_name.clone(),
-                            attempt: claim.attempt,
-                            class: error.class.clone(),
-                            message: error.message.clone(),
-                            verb: format!("{:?}", result.verb),
-                        });
-                    }
                 }
             }
+        }
+    }
+
+    /// A `tracing` error event and the error hook, after commit.
+    fn report(
+        &self,
+        claim: &Claimed,
+        result: &AttemptResult,
+        error: &crate::engine::ErrorRecord,
+        message: &str,
+    ) {
+        error!(
+            error.class = %error.class,
+            error.message = %error.message,
+            pgbus.verb = ?result.verb,
+            "{message}"
+        );
+        if let Some(hook) = &self.inner.error_hook {
+            hook(&ErrorReport {
+                workflow: claim.workflow.clone(),
+                run_id: claim.run_id,
+                step: claim.step_name.clone(),
+                attempt: claim.attempt,
+                class: error.class.clone(),
+                message: error.message.clone(),
+                verb: format!("{:?}", result.verb),
+            });
         }
     }
 }

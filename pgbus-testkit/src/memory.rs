@@ -149,7 +149,7 @@ impl MemoryStore {
         step.view.started_at = Some(now);
         step.view.worker_id = Some(TESTKIT_WORKER.to_owned());
         let stall_ms = step.timeout_ms.unwrap_or(300_000);
-        step.view.stall_at = Some(now + chrono::Duration::milliseconds(stall_ms));
+        step.view.stall_at = now.checked_add_signed(chrono::Duration::milliseconds(stall_ms));
         let step = step.clone();
         let run = self.runs.get_mut(&step.run_id.0)?;
         run.summary.status = RunStatus::Performing;
@@ -379,7 +379,10 @@ impl MemoryStore {
                     outcome: None,
                     queue: new.queue.clone(),
                     priority: new.priority,
-                    scheduled_at: self.now + delay,
+                    scheduled_at: self
+                        .now
+                        .checked_add_signed(delay)
+                        .unwrap_or(DateTime::<Utc>::MAX_UTC),
                     started_at: None,
                     finished_at: None,
                     stall_at: None,

@@ -5,12 +5,13 @@
 //!
 //! Nothing here does I/O, reads a clock or runs user code.
 
+use pgbus_core::MAX_DURATION_MS;
 use serde_json::Value;
 
 use crate::definition::{
     Entry, EntryKind, ExceptionPolicy, FailureAction, PolicyAction, Report, WorkflowDefinition,
 };
-use crate::error::StepError;
+use crate::error::{StepError, storable_text};
 use crate::flow::Flow;
 
 mod status;
@@ -18,7 +19,9 @@ mod status;
 pub use status::{RunStatus, StepOutcome, StepStatus, UnknownStatus};
 
 /// What to do next, once a step attempt has ended: a [`Flow`] verb with its wait
-/// normalized to milliseconds.
+/// normalized to milliseconds (at most [`MAX_DURATION_MS`], the longest duration
+/// the option grammar accepts, so a due time always fits a `timestamptz`) and its
+/// reason storable (NUL characters become `U+FFFD`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verb {
     /// Advance to the next step, or finish.
@@ -52,11 +55,19 @@ impl From<Flow> for Verb {
         match flow {
             Flow::Complete => Self::Complete,
             Flow::Finish => Self::Finish,
-            Flow::Pause { reason } => Self::Pause { reason },
-            Flow::Cancel { reason } => Self::Cancel { reason },
-            Flow::Skip { reason } => Self::Skip { reason },
+            Flow::Pause { reason } => Self::Pause {
+                reason: storable_text(reason),
+            },
+            Flow::Cancel { reason } => Self::Cancel {
+                reason: storable_text(reason),
+            },
+            Flow::Skip { reason } => Self::Skip {
+                reason: storable_text(reason),
+            },
             Flow::Reattempt { wait } => Self::Reattempt {
-                wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                wait_ms: u64::try_from(wait.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .min(MAX_DURATION_MS),
             },
         }
     }
@@ -108,6 +119,9 @@ pub struct AttemptResult {
     pub output: Option<Value>,
     /// Whether the error is reported (tracing error event and the error hook).
     pub report: bool,
+    /// The error of an exception handler that failed (the run pauses); always
+    /// reported, after the outcome is committed.
+    pub handler_error: Option<ErrorRecord>,
 }
 
 impl AttemptResult {
@@ -119,6 +133,7 @@ impl AttemptResult {
             error: None,
             output,
             report: false,
+            handler_error: None,
         }
     }
 }

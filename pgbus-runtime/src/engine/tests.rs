@@ -163,6 +163,7 @@ fn each_verb_follows_the_outcome_table() {
             error: error(),
             output: None,
             report: true,
+            handler_error: None,
         };
         let failed = plan_outcome(DEF, &ready(), &attempt("first", 1, 0), &with_error);
         assert_eq!(
@@ -210,6 +211,7 @@ fn cancel_cancels_open_rows_and_pause_keeps_the_error() {
             error: error(),
             output: None,
             report: true,
+            handler_error: None,
         },
     );
     assert_eq!(paused.run_error, error());

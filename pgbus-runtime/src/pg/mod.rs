@@ -11,7 +11,8 @@ pub use migrate::{MIGRATIONS, Migration, migrate, migrate_schema};
 use crate::error::Error;
 
 /// A validated schema name: 1 to 63 lowercase ASCII letters, digits and `_`, not
-/// starting with a digit. The default is `pgbus`; tests use one schema each.
+/// starting with a digit nor with `pg_` (Postgres reserves those). The default is
+/// `pgbus`; tests use one schema each.
 ///
 /// Schema names are spliced into SQL (identifiers cannot be bound as parameters),
 /// so only this narrow, always-safe shape is accepted.
@@ -29,7 +30,8 @@ impl Schema {
             && chars
                 .next()
                 .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && !name.starts_with("pg_");
         if valid {
             Ok(Self(name.to_owned()))
         } else {

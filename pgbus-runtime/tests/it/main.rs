@@ -3,8 +3,14 @@
 // Test support code outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+mod client_pg;
 mod definition;
 mod dispatch;
+mod engine_pg;
+mod migrate_pg;
+mod pg;
+mod policy_pg;
+mod worker_pg;
 
 use std::future::Future;
 use std::pin::pin;

@@ -1,0 +1,252 @@
+//! The client on a real server: idempotent starts, reading a missing run, and
+//! listing runs with filters and pages.
+
+use pgbus_runtime::prelude::*;
+use pgbus_runtime::{Error, RunFilter, RunId, RunStatus};
+
+use crate::pg::{TestDb, events, steps, t0};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Payment {
+    cents: i64,
+}
+
+struct Charge;
+
+#[workflow(name = "client.charge", input = Payment)]
+impl Charge {
+    #[step]
+    async fn charge(&self, _cx: &mut StepCx<Payment>) {}
+}
+
+struct Refund;
+
+#[workflow(name = "client.refund", input = Payment)]
+impl Refund {
+    #[step]
+    async fn refund(&self, _cx: &mut StepCx<Payment>) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_start_with_a_key_returns_the_first_run_and_starts_nothing() {
+    let t = TestDb::new().await;
+    let client = t.client();
+    let first = client
+        .start_idempotent::<Charge>(&Payment { cents: 100 }, "order-7")
+        .await
+        .expect("start");
+    assert!(first.created);
+
+    let second = client
+        .start_idempotent::<Charge>(&Payment { cents: 999 }, "order-7")
+        .await
+        .expect("start again");
+    assert_eq!(second.run_id, first.run_id);
+    assert!(!second.created);
+
+    assert_eq!(t.count("SELECT count(*) FROM {schema}.runs", &[]).await, 1);
+    let view = t.run(first.run_id).await;
+    assert_eq!(
+        view.input,
+        serde_json::json!({"cents": 100}),
+        "the first input"
+    );
+    assert_eq!(view.idempotency_key.as_deref(), Some("order-7"));
+    assert_eq!(steps(&view), ["charge#1 scheduled/-"]);
+    assert_eq!(events(&view), ["started"]);
+
+    // Also once the run has finished.
+    let worker = t.db.worker().register(Charge).build().expect("worker");
+    worker.run_until_idle().await.expect("run");
+    let third = client
+        .start_idempotent::<Charge>(&Payment { cents: 1 }, "order-7")
+        .await
+        .expect("start after it finished");
+    assert_eq!(third.run_id, first.run_id);
+    assert!(!third.created);
+    assert_eq!(worker.run_until_idle().await.expect("run"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blank_idempotency_keys_are_refused() {
+    let t = TestDb::new().await;
+    let client = t.client();
+    for key in ["", " ", "\t\n", "\u{a0}\u{2003}"] {
+        let error = client
+            .start_idempotent::<Charge>(&Payment { cents: 1 }, key)
+            .await
+            .expect_err("a blank key");
+        assert!(
+            matches!(error, Error::BlankIdempotencyKey),
+            "{key:?}: {error:?}"
+        );
+    }
+    assert_eq!(t.count("SELECT count(*) FROM {schema}.runs", &[]).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_starts_with_one_key_create_one_run() {
+    let t = TestDb::new().await;
+    let others = [t.second_connection().await, t.second_connection().await];
+    let mut starts = tokio::task::JoinSet::new();
+    for i in 0..12_i64 {
+        let client = match i % 3 {
+            0 => t.client(),
+            n => others[usize::try_from(n - 1).expect("small")].client(),
+        };
+        starts.spawn(async move {
+            client
+                .start_idempotent::<Charge>(&Payment { cents: i }, "shared-key")
+                .await
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(result) = starts.join_next().await {
+        results.push(result.expect("no panic").expect("start"));
+    }
+    assert_eq!(results.iter().filter(|s| s.created).count(), 1);
+    let run_id = results[0].run_id;
+    assert!(results.iter().all(|s| s.run_id == run_id));
+    assert_eq!(t.count("SELECT count(*) FROM {schema}.runs", &[]).await, 1);
+    assert_eq!(t.count("SELECT count(*) FROM {schema}.steps", &[]).await, 1);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.events", &[]).await,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_workflows_may_use_the_same_key() {
+    let t = TestDb::new().await;
+    let client = t.client();
+    let charge = client
+        .start_idempotent::<Charge>(&Payment { cents: 5 }, "k")
+        .await
+        .expect("start");
+    let refund = client
+        .start_idempotent::<Refund>(&Payment { cents: 5 }, "k")
+        .await
+        .expect("start");
+    assert!(charge.created && refund.created);
+    assert_ne!(charge.run_id, refund.run_id);
+    assert_eq!(t.run(refund.run_id).await.run.workflow, "client.refund");
+    // And runs without a key are not constrained.
+    let a = client
+        .start::<Charge>(&Payment { cents: 5 })
+        .await
+        .expect("start");
+    let b = client
+        .start::<Charge>(&Payment { cents: 5 })
+        .await
+        .expect("start");
+    assert_ne!(a, b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_a_missing_run_is_run_not_found() {
+    let t = TestDb::new().await;
+    let error = t
+        .client()
+        .run(RunId(424_242))
+        .await
+        .expect_err("no such run");
+    assert!(
+        matches!(
+            error,
+            Error::RunNotFound {
+                run_id: RunId(424_242)
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_runs_filters_by_workflow_and_status_and_pages_back() {
+    let t = TestDb::new().await;
+    let client = t.client();
+    let mut charges = Vec::new();
+    let mut refunds = Vec::new();
+    for i in 0..5 {
+        charges.push(
+            client
+                .start::<Charge>(&Payment { cents: i })
+                .await
+                .expect("start"),
+        );
+        refunds.push(
+            client
+                .start::<Refund>(&Payment { cents: i })
+                .await
+                .expect("start"),
+        );
+    }
+    // Refunds finish; charges stay ready.
+    let worker = t.db.worker().register(Refund).build().expect("worker");
+    assert_eq!(worker.run_until_idle().await.expect("run"), 5);
+
+    let ids = |runs: &[pgbus_runtime::RunSummary]| runs.iter().map(|r| r.id).collect::<Vec<_>>();
+    let newest_first = |mut v: Vec<RunId>| {
+        v.reverse();
+        v
+    };
+
+    let all = client.list_runs(&RunFilter::default()).await.expect("list");
+    assert_eq!(all.len(), 10);
+    assert!(all.windows(2).all(|w| w[0].id > w[1].id), "newest first");
+
+    let charge_runs = client
+        .list_runs(&RunFilter {
+            workflow: Some("client.charge".into()),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(ids(&charge_runs), newest_first(charges.clone()));
+    assert!(charge_runs.iter().all(|r| r.status == RunStatus::Ready));
+    assert!(charge_runs.iter().all(|r| r.created_at == t0()));
+
+    let finished = client
+        .list_runs(&RunFilter {
+            status: Some(RunStatus::Finished),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(ids(&finished), newest_first(refunds.clone()));
+    assert!(finished.iter().all(|r| r.finished_at == Some(t0())));
+
+    let none = client
+        .list_runs(&RunFilter {
+            workflow: Some("client.charge".into()),
+            status: Some(RunStatus::Finished),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert!(none.is_empty());
+
+    // Pages of two, going back with `before`.
+    let mut paged = Vec::new();
+    let mut before = None;
+    for _ in 0..4 {
+        let page = client
+            .list_runs(&RunFilter {
+                workflow: Some("client.charge".into()),
+                before,
+                limit: Some(2),
+                ..RunFilter::default()
+            })
+            .await
+            .expect("list");
+        assert!(page.len() <= 2);
+        let Some(last) = page.last() else { break };
+        before = Some(last.id);
+        paged.extend(ids(&page));
+    }
+    assert_eq!(
+        paged,
+        newest_first(charges),
+        "three pages, then an empty one"
+    );
+}
