@@ -100,7 +100,6 @@ statements! {
     cancel_open_steps => "cancel_open_steps.sql",
     insert_events => "insert_events.sql",
     notify => "notify.sql",
-    db_now => "db_now.sql",
     get_run => "get_run.sql",
     run_steps => "run_steps.sql",
     run_events => "run_events.sql",

@@ -273,11 +273,6 @@ impl PgStore {
         };
         let status: String = run.get(0);
         let run_status: RunStatus = status.parse().map_err(|e| Error::Corrupt(format!("{e}")))?;
-        let db_now: DateTime<Utc> = {
-            let statement = tx.prepare_cached(&self.sql.db_now).await?;
-            tx.query_one(&statement, &[&now]).await?.get(0)
-        };
-
         let state = AttemptState {
             step_name: claimed.step_name.clone(),
             attempt: claimed.attempt,
@@ -301,11 +296,13 @@ impl PgStore {
                     &error.map(|e| e.class.as_str()),
                     &error.map(|e| e.message.as_str()),
                     &causes,
-                    &Some(db_now),
+                    &now,
                 ],
             )
             .await?;
-        if fenced.is_none() {
+        // The fence's `finished_at` is the time the whole transition uses: one
+        // reading of the store's clock, no extra round trip.
+        let Some(fenced) = fenced else {
             let statement = tx.prepare_cached(&self.sql.late_completion).await?;
             let details = serde_json::json!({
                 "verb": format!("{:?}", result.verb),
@@ -320,12 +317,13 @@ impl PgStore {
                     &claimed.attempt,
                     &worker_id,
                     &details,
-                    &Some(db_now),
+                    &now,
                 ],
             )
             .await?;
             return Ok(Ended::Late);
-        }
+        };
+        let db_now: DateTime<Utc> = fenced.get(0);
 
         self.apply_plan(tx, &claimed.workflow, claimed, &plan, worker_id, db_now)
             .await?;
