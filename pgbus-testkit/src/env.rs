@@ -61,6 +61,10 @@ pub struct StepRecord {
     pub output: Option<Value>,
     /// The virtual time it ran at.
     pub at: DateTime<Utc>,
+    /// The attempt lost its claim while it ran ([`TestEnv::lose_claim`]): its
+    /// completion was ignored, and `status` and `outcome` say what it would have
+    /// applied.
+    pub late: bool,
 }
 
 /// Runs workflows step by step in memory, on a clock that moves only when the test
@@ -252,6 +256,16 @@ impl TestEnv {
         records
     }
 
+    /// Takes the claim on `run_id`'s in-progress step away from the environment,
+    /// as a sweep or another worker would while the body runs: when the body ends,
+    /// its completion loses the fence, changes nothing and leaves a
+    /// `late_completion_ignored` event. Call it while a body is running (from a
+    /// body, or while `run_next` runs in another task). Returns whether a step of
+    /// the run was in progress.
+    pub fn lose_claim(&self, run_id: RunId) -> bool {
+        self.store().lose_claim(run_id)
+    }
+
     /// A run with its steps and events, as `Client::run` shows it.
     ///
     /// # Errors
@@ -285,29 +299,45 @@ impl TestEnv {
             fault,
         )
         .await;
-        let plan = self
+        let state = pgbus_runtime::engine::RunState {
+            status: self
+                .store()
+                .run(claim.run_id)
+                .map_or(RunStatus::Cancelled, |view| view.run.status),
+        };
+        let applied = self
             .store()
             .end_attempt(registered.definition, &claim, &result);
+        let late = applied.is_none();
+        let plan = applied.unwrap_or_else(|| {
+            pgbus_runtime::engine::plan_outcome(
+                registered.definition,
+                &state,
+                &pgbus_runtime::engine::AttemptState {
+                    step_name: claim.step_name.clone(),
+                    attempt: claim.attempt,
+                    reattempts: claim.reattempts,
+                },
+                &result,
+            )
+        });
         let run_status = self
             .store()
             .run(claim.run_id)
             .map_or(RunStatus::Cancelled, |view| view.run.status);
-        let (status, outcome) = plan
-            .map_or((StepStatus::Cancelled, StepOutcome::Cancelled), |plan| {
-                (plan.step_status, plan.step_outcome)
-            });
         StepRecord {
             run_id: claim.run_id,
             workflow: claim.workflow,
             step: claim.step_name,
             attempt: claim.attempt,
             verb: result.verb,
-            status,
-            outcome,
+            status: plan.step_status,
+            outcome: plan.step_outcome,
             run_status,
             error: result.error,
             output: result.output,
             at,
+            late,
         }
     }
 

@@ -286,6 +286,22 @@ impl MemoryStore {
         Some(plan)
     }
 
+    /// Moves the in-progress claim of `run_id` to another worker, as a sweep or a
+    /// second worker would take it; `false` when nothing of the run is in progress.
+    pub(crate) fn lose_claim(&mut self, run_id: RunId) -> bool {
+        let step = self
+            .steps
+            .values_mut()
+            .find(|step| step.run_id == run_id && step.view.status == StepStatus::InProgress);
+        match step {
+            Some(step) => {
+                step.view.worker_id = Some("elsewhere".to_owned());
+                true
+            }
+            None => false,
+        }
+    }
+
     /// As `Client::run`.
     pub(crate) fn run(&self, run_id: RunId) -> Result<RunView, Error> {
         let run = self

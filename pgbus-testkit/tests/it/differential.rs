@@ -452,3 +452,110 @@ async fn idempotent_starts_agree() {
     )
     .await;
 }
+
+/// Lets a test hold a body open and act while it runs.
+#[derive(Default)]
+struct Gate {
+    entered: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+struct Gated {
+    gate: std::sync::Arc<Gate>,
+}
+
+#[workflow(name = "diff.gated", input = u8)]
+impl Gated {
+    #[step]
+    async fn hold(&self, cx: &mut StepCx<u8>) -> StepResult {
+        cx.output(&"held")?;
+        self.gate.entered.notify_one();
+        self.gate.release.notified().await;
+        Ok(Flow::Complete)
+    }
+
+    #[step]
+    async fn after(&self, _cx: &mut StepCx<u8>) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_that_lost_its_claim_is_ignored_the_same_way() {
+    use std::sync::Arc;
+
+    // Memory: the claim is taken away while the body runs.
+    let gate = Arc::new(Gate::default());
+    let env = Arc::new(TestEnv::new().register(Gated {
+        gate: Arc::clone(&gate),
+    }));
+    let memory_run = env.start::<Gated>(&1).expect("start");
+    let running = tokio::spawn({
+        let env = Arc::clone(&env);
+        async move { env.run_next().await }
+    });
+    gate.entered.notified().await;
+    assert!(env.lose_claim(memory_run));
+    gate.release.notify_one();
+    let record = running.await.expect("join").expect("an attempt ran");
+    assert!(record.late);
+    assert!(
+        env.run_until_idle().await.is_empty(),
+        "nothing follows a lost claim"
+    );
+
+    // Postgres: the same, the row re-pointed in SQL.
+    let clock = ManualClock::new(default_start());
+    let db = TestDatabase::with_clock(Clock::Manual(clock))
+        .await
+        .expect("schema");
+    let gate = Arc::new(Gate::default());
+    let worker = db
+        .db()
+        .worker()
+        .notifications(false)
+        .register(Gated {
+            gate: Arc::clone(&gate),
+        })
+        .build()
+        .expect("worker");
+    let client = db.db().client();
+    let pg_run = client.start::<Gated>(&1).await.expect("start");
+    let running = tokio::spawn({
+        let worker = worker.clone();
+        async move { worker.run_once().await }
+    });
+    gate.entered.notified().await;
+    let sql = format!(
+        "UPDATE \"{}\".steps SET worker_id = 'elsewhere' WHERE run_id = $1 AND status = 'in_progress'",
+        db.db().schema()
+    );
+    let moved = db
+        .db()
+        .pool()
+        .get()
+        .await
+        .expect("connection")
+        .execute(&sql, &[&pg_run.0])
+        .await
+        .expect("re-point the claim");
+    assert_eq!(moved, 1);
+    gate.release.notify_one();
+    assert_eq!(running.await.expect("join").expect("run"), 1);
+    assert_eq!(worker.run_until_idle().await.expect("run"), 0);
+
+    let memory = project(&env.run(memory_run).expect("run"));
+    let postgres = project(&client.run(pg_run).await.expect("run"));
+    assert_eq!(
+        memory, postgres,
+        "memory (left) and Postgres (right) disagree"
+    );
+    assert_eq!(
+        memory.status,
+        RunStatus::Performing,
+        "the lost attempt changed nothing"
+    );
+    assert_eq!(
+        memory.events.last().map(|e| e.0.as_str()),
+        Some("late_completion_ignored")
+    );
+    assert_eq!(memory.steps[0].output, None, "the late output is discarded");
+}
