@@ -37,11 +37,23 @@ struct Flaky(u32);
 #[error("fatal")]
 struct Fatal;
 
+#[derive(Debug, thiserror::Error)]
+#[error("handled: {0}")]
+struct Handled(&'static str);
+
 struct Verbs;
 
 #[workflow(name = "diff.verbs", input = Script, queue = "diff", cancel_if = cancelled)]
 #[on_exception(matching(Fatal), action = "cancel")]
+#[on_exception(matching(Handled), handler = triage)]
 impl Verbs {
+    fn triage(&self, _cx: &StepCx<Script>, error: &StepError) -> Option<Flow> {
+        match error.downcast_ref::<Handled>() {
+            Some(Handled("skip")) => Some(Flow::skip("triaged")),
+            _ => None,
+        }
+    }
+
     fn cancelled(&self, cx: &StepCx<Script>) -> bool {
         cx.input().cancel
     }
@@ -72,6 +84,8 @@ impl Verbs {
             "flaky_always" => Err(StepError::from(Flaky(cx.attempt()))),
             "fatal" => Err(StepError::from(Fatal)),
             "other_error" => Err(StepError::msg("unexpected")),
+            "handled_skip" => Err(StepError::from(Handled("skip"))),
+            "handled_none" => Err(StepError::from(Handled("none"))),
             _ => Ok(Flow::Complete),
         }
     }
