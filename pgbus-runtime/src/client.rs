@@ -89,7 +89,7 @@ impl Client {
             run,
             definition_digest: row.get("definition_digest"),
             options_digest: row.get("options_digest"),
-            input: row.get("input"),
+            input: json(&row, "input")?.unwrap_or(Value::Null),
             idempotency_key: row.get("idempotency_key"),
             error_class: row.get("error_class"),
             error_message: row.get("error_message"),
@@ -102,7 +102,7 @@ impl Client {
         let statement = client.prepare_cached(&sql.run_steps).await?;
         for row in client.query(&statement, &[&run_id.0]).await? {
             let outcome: Option<String> = row.get("outcome");
-            let causes: Option<Value> = row.get("error_causes");
+            let causes: Option<Value> = json(&row, "error_causes")?;
             view.steps.push(StepView {
                 id: row.get("id"),
                 step_name: row.get("step_name"),
@@ -116,7 +116,7 @@ impl Client {
                 finished_at: row.get("finished_at"),
                 stall_at: row.get("stall_at"),
                 worker_id: row.get("worker_id"),
-                output: row.get("output"),
+                output: json(&row, "output")?,
                 error_class: row.get("error_class"),
                 error_message: row.get("error_message"),
                 error_causes: causes
@@ -135,7 +135,7 @@ impl Client {
                 event: row.get("event"),
                 actor: row.get("actor"),
                 reason: row.get("reason"),
-                details: row.get("details"),
+                details: json(&row, "details")?,
                 created_at: row.get("created_at"),
             });
         }
@@ -180,4 +180,15 @@ impl Client {
 
 fn parse<T: std::str::FromStr<Err = crate::engine::UnknownStatus>>(text: &str) -> Result<T, Error> {
     text.parse().map_err(|e| Error::Corrupt(format!("{e}")))
+}
+
+/// A JSON column, or a typed error when the driver cannot read it back (JSON nested
+/// deeper than `serde_json` reads): never a panic.
+fn json(row: &tokio_postgres::Row, column: &str) -> Result<Option<Value>, Error> {
+    row.try_get::<_, Option<Value>>(column).map_err(|e| {
+        Error::Corrupt(format!(
+            "column `{column}`: {}",
+            crate::error::display_chain(&e)
+        ))
+    })
 }

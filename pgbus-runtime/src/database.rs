@@ -46,6 +46,10 @@ impl Database {
     /// As [`Database::connect`].
     pub async fn connect_with(url: &str, schema: Schema, clock: Clock) -> Result<Self, Error> {
         let mut config: tokio_postgres::Config = url.parse()?;
+        if config.get_connect_timeout().is_none() {
+            // A server that accepts TCP but never answers must not hang a start.
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
         if config.get_user().is_none() {
             // libpq connects as the operating-system user when none is given.
             let user = std::env::var("PGUSER")

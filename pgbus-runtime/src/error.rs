@@ -64,7 +64,7 @@ impl StepError {
     /// replaced by `U+FFFD` (Postgres text cannot hold them).
     #[must_use]
     pub fn message(&self) -> String {
-        cap_message(&self.inner.to_string())
+        cap_message(&safe_display(&*self.inner))
     }
 
     /// The messages of the `source()` chain below this error, nearest first, at
@@ -77,7 +77,7 @@ impl StepError {
             if causes.len() == MAX_ERROR_CAUSES {
                 break;
             }
-            causes.push(cap_message(&cause.to_string()));
+            causes.push(cap_message(&safe_display(cause)));
             next = cause.source();
         }
         causes
@@ -110,8 +110,30 @@ impl fmt::Debug for StepError {
 
 impl fmt::Display for StepError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.inner, f)
+        f.write_str(&safe_display(&*self.inner))
     }
+}
+
+/// `value.to_string()`, except that a `Display` returning an error gives a
+/// placeholder rather than the panic `to_string` raises.
+fn safe_display(value: &dyn fmt::Display) -> String {
+    let mut text = String::new();
+    if fmt::write(&mut text, format_args!("{value}")).is_err() {
+        return "<the error's Display implementation failed>".to_owned();
+    }
+    text
+}
+
+/// An error and its sources on one line, for logs and stored reasons.
+pub(crate) fn display_chain(error: &dyn std::error::Error) -> String {
+    let mut text = safe_display(error);
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&safe_display(cause));
+        source = cause.source();
+    }
+    text
 }
 
 fn cap_message(message: &str) -> String {
@@ -170,6 +192,16 @@ pub struct BadInput {
     /// What serde said.
     #[source]
     pub source: serde_json::Error,
+}
+
+/// The attempt's outcome could not be stored as it was (an output or text that
+/// Postgres refuses), or the run's stored input or outputs cannot be read back
+/// (JSON nested deeper than the driver reads); the run is paused with this error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the step's outcome could not be stored or its data read: {reason}")]
+pub struct Unstorable {
+    /// What Postgres or the driver said.
+    pub reason: String,
 }
 
 /// The step needs a feature this release does not run yet (signals, fan-out).

@@ -35,6 +35,10 @@ pub struct AttemptInput {
     pub outputs: BTreeMap<String, Value>,
     /// The step's timeout in milliseconds, if it has one.
     pub timeout_ms: Option<i64>,
+    /// Why the stored input or outputs could not be read back, if they could not:
+    /// the attempt then fails with an [`Unstorable`](crate::error::Unstorable)
+    /// error for the policies.
+    pub unreadable: Option<String>,
 }
 
 /// A registered workflow with its type erased, as a worker holds it.
@@ -56,42 +60,38 @@ impl<W: Workflow> ErasedWorkflow for W {
 /// Runs one attempt of `workflow` and says how it ended. Never panics: a panic in
 /// a guard, body or handler is caught and handled as a [`Panicked`] error.
 pub async fn run_attempt<W: Workflow>(workflow: &W, input: AttemptInput) -> AttemptResult {
-    run_attempt_with_fault(workflow, input, None).await
+    run_attempt_with_fault(workflow, input, || None).await
 }
 
-/// As [`run_attempt`], but when `fault` is given the body does not run and the
-/// fault is handled as the error the body returned (guards still run first): how
-/// the testkit injects failures.
+/// As [`run_attempt`], but `fault` is asked, once the guards have let the body
+/// through, whether to fail instead: when it gives an error the body does not run
+/// and the error is handled as if the body had returned it. How the testkit
+/// injects failures; a guard that stops the step leaves the fault unused.
 pub async fn run_attempt_with_fault<W: Workflow>(
     workflow: &W,
     input: AttemptInput,
-    fault: Option<StepError>,
+    fault: impl FnOnce() -> Option<StepError>,
 ) -> AttemptResult {
     let definition = W::DEFINITION;
-    let Some((index, entry)) = definition.entry(&input.step_name) else {
-        let error = StepError::from(StepNotDefined {
-            workflow: definition.name.to_owned(),
-            step: input.step_name.clone(),
-        });
-        return AttemptResult {
-            verb: Verb::Pause {
-                reason: format!("step `{}` is not in the definition", input.step_name),
-            },
-            error: Some(ErrorRecord::of(&error)),
-            output: None,
-            report: true,
-            handler_error: None,
-        };
+    let (index, entry) = match locate(definition, &input.step_name) {
+        Ok(found) => found,
+        Err(ended) => return ended,
     };
-    if entry.kind == EntryKind::Removed {
-        return AttemptResult::ok(
-            Verb::Skip {
-                reason: format!("step `{}` was removed from the workflow", entry.name),
-            },
+
+    if let Some(reason) = &input.unreadable {
+        let error = StepError::from(crate::error::Unstorable {
+            reason: format!("the run's stored input or outputs cannot be read back: {reason}"),
+        });
+        return failed(
+            workflow,
+            definition,
+            entry,
+            None,
+            &error,
+            input.reattempts,
             None,
         );
     }
-
     let typed: W::Input = match serde_json::from_value(input.input.clone()) {
         Ok(typed) => typed,
         Err(source) => {
@@ -140,7 +140,7 @@ pub async fn run_attempt_with_fault<W: Workflow>(
         };
     }
 
-    let outcome = match fault {
+    let outcome = match fault() {
         Some(fault) => Err(fault),
         None => run_body(workflow, index, &mut cx, input.timeout_ms).await,
     };
@@ -186,6 +186,39 @@ async fn run_body<W: Workflow>(
             message: panic_message(panic.as_ref()),
         })),
     }
+}
+
+/// The live entry a step row names; a gravestone skips and an unknown name pauses
+/// with [`StepNotDefined`].
+#[allow(clippy::result_large_err)] // the `Err` is the attempt's whole answer, built once
+fn locate(
+    definition: &'static WorkflowDefinition,
+    step_name: &str,
+) -> Result<(usize, &'static Entry), AttemptResult> {
+    let Some((index, entry)) = definition.entry(step_name) else {
+        let error = StepError::from(StepNotDefined {
+            workflow: definition.name.to_owned(),
+            step: step_name.to_owned(),
+        });
+        return Err(AttemptResult {
+            verb: Verb::Pause {
+                reason: format!("step `{step_name}` is not in the definition"),
+            },
+            error: Some(ErrorRecord::of(&error)),
+            output: None,
+            report: true,
+            handler_error: None,
+        });
+    };
+    if entry.kind == EntryKind::Removed {
+        return Err(AttemptResult::ok(
+            Verb::Skip {
+                reason: format!("step `{}` was removed from the workflow", entry.name),
+            },
+            None,
+        ));
+    }
+    Ok((index, entry))
 }
 
 /// `cancel_if` (OR-ed, in order), then `skip_if`: `Some` when they end the attempt.

@@ -106,8 +106,8 @@ impl WorkerBuilder {
 
     /// How often to look for due steps when nothing wakes the worker (default 1 s).
     #[must_use]
-    pub const fn poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval;
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval.max(Duration::from_millis(10));
         self
     }
 
@@ -314,8 +314,10 @@ impl Worker {
                             .next_due_ms(&inner.queues, &inner.workflows)
                             .await
                         {
+                            // A step due now that the claim skipped is locked by
+                            // someone else: look again shortly, not at once.
                             let due_in =
-                                Duration::from_millis(u64::try_from(due_in.max(0)).unwrap_or(0));
+                                Duration::from_millis(u64::try_from(due_in.max(25)).unwrap_or(25));
                             sleep_for = sleep_for.min(due_in);
                         }
                     }
@@ -431,6 +433,7 @@ impl Worker {
                     input: claim.input.clone(),
                     outputs: claim.outputs.clone(),
                     timeout_ms: claim.timeout_ms,
+                    unreadable: claim.unreadable.clone(),
                 })
                 .await;
             let ran = began.elapsed();
@@ -451,16 +454,26 @@ impl Worker {
     ) {
         let inner = &self.inner;
         let mut failures = Failures::default();
+        let mut result = std::borrow::Cow::Borrowed(result);
         let ended = loop {
             match inner
                 .store
-                .end_attempt(definition, claim, &inner.id, result)
+                .end_attempt(definition, claim, &inner.id, &result)
                 .await
             {
                 Ok(ended) => break ended,
-                Err(error) if failures.count < 5 => {
+                Err(error) if error.is_transient() && failures.count < 5 => {
                     let pause = failures.failed(&error);
                     tokio::time::sleep(pause).await;
+                }
+                Err(error)
+                    if !error.is_transient() && !matches!(result, std::borrow::Cow::Owned(_)) =>
+                {
+                    // The outcome itself cannot be stored (an output or text
+                    // Postgres refuses): record the attempt as failed with that
+                    // reason and no output, so the run pauses instead of hanging.
+                    warn!(error = %error, "the step's outcome could not be stored; pausing the run");
+                    result = std::borrow::Cow::Owned(unstorable(&error));
                 }
                 Err(error) => {
                     error!(
@@ -471,6 +484,7 @@ impl Worker {
                 }
             }
         };
+        let result = result.as_ref();
         match ended {
             Ended::Late => {
                 warn!(
@@ -537,6 +551,22 @@ impl Worker {
                 verb: format!("{:?}", result.verb),
             });
         }
+    }
+}
+
+/// What is recorded when an attempt's outcome cannot be stored as it is.
+fn unstorable(error: &Error) -> AttemptResult {
+    let error = crate::StepError::from(crate::error::Unstorable {
+        reason: crate::error::display_chain(error),
+    });
+    AttemptResult {
+        verb: crate::engine::Verb::Pause {
+            reason: error.message(),
+        },
+        error: Some(crate::engine::ErrorRecord::of(&error)),
+        output: None,
+        report: true,
+        handler_error: None,
     }
 }
 

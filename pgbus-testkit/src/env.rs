@@ -15,11 +15,11 @@ use serde_json::Value;
 
 use crate::memory::{Claim, MemoryStore};
 
+/// Asked for an injected fault once the guards let the body through.
+type FaultSource = Box<dyn FnOnce() -> Option<StepError> + Send>;
+
 type Runner = Arc<
-    dyn Fn(
-            AttemptInput,
-            Option<StepError>,
-        ) -> BoxFuture<'static, pgbus_runtime::engine::AttemptResult>
+    dyn Fn(AttemptInput, FaultSource) -> BoxFuture<'static, pgbus_runtime::engine::AttemptResult>
         + Send
         + Sync,
 >;
@@ -71,6 +71,9 @@ pub struct StepRecord {
 /// moves it. The same engine decides every transition as on Postgres; the
 /// differential suite keeps the two stores in step.
 ///
+/// Waits and reattempt delays are virtual. A step's `timeout` is not: it bounds the
+/// body in real time, as on a worker, since a body's own awaits are real.
+///
 /// ```
 /// use pgbus_runtime::prelude::*;
 /// use pgbus_testkit::TestEnv;
@@ -96,7 +99,7 @@ pub struct StepRecord {
 pub struct TestEnv {
     store: Mutex<MemoryStore>,
     workflows: HashMap<&'static str, Registered>,
-    faults: Mutex<Vec<Fault>>,
+    faults: Arc<Mutex<Vec<Fault>>>,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -113,6 +116,9 @@ impl Default for TestEnv {
         Self::new()
     }
 }
+
+/// How many attempts one `run_until_idle` or `run_to_completion` call runs at most.
+pub const MAX_ATTEMPTS_PER_CALL: usize = 10_000;
 
 /// Where the virtual clock starts: 2026-01-01T00:00:00Z.
 #[must_use]
@@ -135,7 +141,7 @@ impl TestEnv {
         Self {
             store: Mutex::new(MemoryStore::new(now)),
             workflows: HashMap::new(),
-            faults: Mutex::new(Vec::new()),
+            faults: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -227,10 +233,15 @@ impl TestEnv {
         Some(self.run_claim(claim).await)
     }
 
-    /// Runs due steps until none is due at the current virtual time.
+    /// Runs due steps until none is due at the current virtual time. Stops after
+    /// 10,000 attempts, so a body that reattempts with no wait forever ends the
+    /// call instead of hanging the test.
     pub async fn run_until_idle(&self) -> Vec<StepRecord> {
         let mut records = Vec::new();
-        while let Some(record) = self.run_next().await {
+        while records.len() < MAX_ATTEMPTS_PER_CALL {
+            let Some(record) = self.run_next().await else {
+                break;
+            };
             records.push(record);
         }
         records
@@ -242,7 +253,7 @@ impl TestEnv {
     pub async fn run_to_completion(&self) -> Vec<StepRecord> {
         let registered: Vec<&str> = self.workflows.keys().copied().collect();
         let mut records = Vec::new();
-        while records.len() < 10_000 {
+        while records.len() < MAX_ATTEMPTS_PER_CALL {
             if let Some(record) = self.run_next().await {
                 records.push(record);
                 continue;
@@ -285,7 +296,9 @@ impl TestEnv {
         let Some(registered) = self.workflows.get(claim.workflow.as_str()) else {
             unreachable!("claims only take registered workflows");
         };
-        let fault = self.take_fault(&claim.workflow, &claim.step_name);
+        let faults = Arc::clone(&self.faults);
+        let (workflow, step) = (claim.workflow.clone(), claim.step_name.clone());
+        let fault: FaultSource = Box::new(move || take_fault(&faults, &workflow, &step));
         let result = (registered.run)(
             AttemptInput {
                 run_id: claim.run_id,
@@ -295,6 +308,7 @@ impl TestEnv {
                 input: claim.input.clone(),
                 outputs: claim.outputs.clone(),
                 timeout_ms: claim.timeout_ms,
+                unreadable: None,
             },
             fault,
         )
@@ -341,16 +355,17 @@ impl TestEnv {
         }
     }
 
-    fn take_fault(&self, workflow: &str, step: &str) -> Option<StepError> {
-        let mut faults = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
-        let fault = faults
-            .iter_mut()
-            .find(|f| f.workflow == workflow && f.step == step && f.remaining > 0)?;
-        fault.remaining -= 1;
-        Some((fault.error)())
-    }
-
     fn store(&self) -> MutexGuard<'_, MemoryStore> {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Takes one use of the first fault armed for this step, if any.
+fn take_fault(faults: &Mutex<Vec<Fault>>, workflow: &str, step: &str) -> Option<StepError> {
+    let mut faults = faults.lock().unwrap_or_else(PoisonError::into_inner);
+    let fault = faults
+        .iter_mut()
+        .find(|f| f.workflow == workflow && f.step == step && f.remaining > 0)?;
+    fault.remaining -= 1;
+    Some((fault.error)())
 }

@@ -8,7 +8,7 @@ mod harness;
 mod memory;
 mod pg;
 
-pub use env::{StepRecord, TestEnv, default_start};
+pub use env::{MAX_ATTEMPTS_PER_CALL, StepRecord, TestEnv, default_start};
 pub use harness::{StepHarness, StepRun};
 pub use memory::TESTKIT_WORKER;
 pub use pg::{TestDatabase, test_database_url};

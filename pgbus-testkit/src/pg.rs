@@ -73,7 +73,12 @@ impl Drop for TestDatabase {
                     return;
                 };
                 if config.get_user().is_none() {
-                    config.user(std::env::var("USER").unwrap_or_else(|_| "postgres".to_owned()));
+                    // The same user `Database::connect` picks.
+                    let user = std::env::var("PGUSER")
+                        .or_else(|_| std::env::var("USER"))
+                        .or_else(|_| std::env::var("LOGNAME"))
+                        .unwrap_or_else(|_| "postgres".to_owned());
+                    config.user(user);
                 }
                 if let Ok((client, connection)) = config.connect(tokio_postgres::NoTls).await {
                     let driver = tokio::spawn(connection);

@@ -70,6 +70,8 @@ pub(crate) struct Claimed {
     pub(crate) started_at: DateTime<Utc>,
     pub(crate) timeout_ms: Option<i64>,
     pub(crate) input: Value,
+    /// Why the input or earlier outputs could not be read, if they could not.
+    pub(crate) unreadable: Option<String>,
     pub(crate) outputs: BTreeMap<String, Value>,
 }
 
@@ -199,7 +201,20 @@ impl PgStore {
                 claimed_rows,
                 row.get("event_rows"),
             )?;
-            let outputs: Value = row.get("outputs");
+            // JSON Postgres stored but the driver cannot read back (nested deeper
+            // than serde_json's limit): hand the attempt a note instead of
+            // panicking, and the executor fails it for the policies.
+            let (input, outputs, unreadable) = match (
+                row.try_get::<_, Value>("input"),
+                row.try_get::<_, Value>("outputs"),
+            ) {
+                (Ok(input), Ok(outputs)) => (input, outputs, None),
+                (Err(error), _) | (_, Err(error)) => (
+                    Value::Null,
+                    Value::Null,
+                    Some(crate::error::display_chain(&error)),
+                ),
+            };
             claimed.push(Claimed {
                 step_id: row.get("id"),
                 run_id: RunId(row.get("run_id")),
@@ -210,7 +225,8 @@ impl PgStore {
                 scheduled_at: row.get("scheduled_at"),
                 started_at: row.get("started_at"),
                 timeout_ms: row.get("timeout_ms"),
-                input: row.get("input"),
+                input,
+                unreadable,
                 outputs: match outputs {
                     Value::Object(map) => map.into_iter().collect(),
                     _ => BTreeMap::new(),
@@ -362,7 +378,9 @@ impl PgStore {
                 ],
             )
             .await?;
-            if next.delay_ms == 0 && plan.run_status == RunStatus::Ready {
+            // Wake workers even for a delayed step: they learn its due time and
+            // sleep until then instead of until the next poll.
+            if plan.run_status == RunStatus::Ready {
                 let statement = tx.prepare_cached(&self.sql.notify).await?;
                 tx.query_one(&statement, &[&self.schema.channel(), &next.queue])
                     .await?;

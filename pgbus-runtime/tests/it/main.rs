@@ -10,6 +10,7 @@ mod engine_pg;
 mod migrate_pg;
 mod pg;
 mod policy_pg;
+mod robust_pg;
 mod worker_pg;
 
 use std::future::Future;

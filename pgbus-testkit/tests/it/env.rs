@@ -133,3 +133,32 @@ async fn idempotent_starts_and_listing() {
         Err(Error::RunNotFound { .. })
     ));
 }
+
+struct Guarded;
+
+#[workflow(name = "stock.guarded", input = bool)]
+impl Guarded {
+    fn skip(&self, cx: &StepCx<bool>) -> bool {
+        *cx.input()
+    }
+
+    #[step(skip_if = skip)]
+    async fn wrap(&self, _cx: &mut StepCx<bool>) {}
+}
+
+#[tokio::test]
+async fn a_fault_is_not_used_up_by_an_attempt_a_guard_stopped() {
+    let env = TestEnv::new().register(Guarded);
+    env.fail_step("stock.guarded", "wrap", 1, || StepError::msg("injected"));
+    env.start::<Guarded>(&true).unwrap();
+    let skipped = env.run_next().await.unwrap();
+    assert_eq!(skipped.outcome, StepOutcome::Skipped);
+    assert!(skipped.error.is_none());
+    env.start::<Guarded>(&false).unwrap();
+    let failed = env.run_next().await.unwrap();
+    assert_eq!(
+        failed.error.unwrap().message,
+        "injected",
+        "the fault waited for a body"
+    );
+}

@@ -1,5 +1,5 @@
 -- Starts a run: the run row, its first step row and the `started` event, in one
--- statement; wakes workers when the step is due at once.
+-- statement; wakes workers, which learn the first step's due time.
 -- $1 workflow, $2 definition digest, $3 options digest, $4 input (jsonb),
 -- $5 idempotency key (NULL for none), $6 first step name, $7 queue, $8 priority,
 -- $9 timeout_ms (NULL for the stall threshold), $10 delay before the first step (ms),
@@ -24,7 +24,7 @@ WITH t AS (
     SELECT run.id, 'started', 'client', run.created_at FROM run
     RETURNING id
 ), wake AS (
-    SELECT pg_notify($12, $7) FROM run WHERE $10::bigint = 0
+    SELECT pg_notify($12, $7) FROM run WHERE $10::bigint >= 0
 )
 SELECT run.id,
        (SELECT count(*) FROM step) AS steps,
