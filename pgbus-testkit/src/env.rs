@@ -314,6 +314,7 @@ impl TestEnv {
         )
         .await;
         let state = pgbus_runtime::engine::RunState {
+            step_names: None,
             status: self
                 .store()
                 .run(claim.run_id)

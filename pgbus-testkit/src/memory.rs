@@ -27,6 +27,7 @@ struct Run {
     error_message: Option<String>,
     paused_at: Option<DateTime<Utc>>,
     cancelled_at: Option<DateTime<Utc>>,
+    step_names: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +121,7 @@ impl MemoryStore {
                 error_message: None,
                 paused_at: None,
                 cancelled_at: None,
+                step_names: pgbus_runtime::engine::live_step_names(definition),
             },
         );
         self.insert_step(id, definition.name, &first);
@@ -200,10 +202,14 @@ impl MemoryStore {
         result: &AttemptResult,
     ) -> Option<Plan> {
         let now = self.now;
-        let status = self.runs.get(&claim.run_id.0)?.summary.status;
+        let run = self.runs.get(&claim.run_id.0)?;
+        let state = RunState {
+            status: run.summary.status,
+            step_names: Some(run.step_names.clone()),
+        };
         let plan = plan_outcome(
             definition,
-            &RunState { status },
+            &state,
             &AttemptState {
                 step_name: claim.step_name.clone(),
                 attempt: claim.attempt,

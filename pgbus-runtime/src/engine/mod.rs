@@ -143,6 +143,20 @@ impl AttemptResult {
 pub struct RunState {
     /// The run's status, read under its row lock.
     pub status: RunStatus,
+    /// The live steps of the definition the run started with, in order (`None`
+    /// for runs from before they were recorded): the run advances along them.
+    pub step_names: Option<Vec<String>>,
+}
+
+/// The live step names of a definition, in order: what a run records at start.
+#[must_use]
+pub fn live_step_names(definition: &WorkflowDefinition) -> Vec<String> {
+    definition
+        .entries
+        .iter()
+        .filter(|entry| entry.kind != EntryKind::Removed)
+        .map(|entry| entry.name.to_owned())
+        .collect()
 }
 
 /// What the engine needs to know about the attempt that ended.
@@ -257,7 +271,15 @@ pub fn plan_outcome(
             } else if !failed {
                 events.push(step_event("step_completed", None));
             }
-            advance(definition, step_index, &mut plan, &mut events, held);
+            advance(
+                definition,
+                run,
+                &attempt.step_name,
+                step_index,
+                &mut plan,
+                &mut events,
+                held,
+            );
         }
         Verb::Finish => {
             plan.step_outcome = StepOutcome::FinishedEarly;
@@ -312,19 +334,55 @@ pub fn plan_outcome(
     plan
 }
 
-/// Schedules the live step after `index`, or finishes the run.
+/// Schedules the step after `current`, or finishes the run. The run's own step
+/// list decides what comes next when it has one, so a worker of another version
+/// never skips a step the run's version has: a step this definition marks removed
+/// is passed over, one it does not know is scheduled anyway (with the workflow's
+/// queue and priority) and pauses the run with `StepNotDefined` when claimed.
 fn advance(
     definition: &WorkflowDefinition,
+    run: &RunState,
+    current: &str,
     index: Option<usize>,
     plan: &mut Plan,
     events: &mut Vec<EventSpec>,
     held: bool,
 ) {
-    let next = index.and_then(|i| definition.next_step_after(i));
+    let along_run = run.step_names.as_ref().and_then(|names| {
+        let position = names.iter().position(|name| name == current)?;
+        Some(
+            names[position + 1..]
+                .iter()
+                .find(|name| {
+                    !definition
+                        .entry(name)
+                        .is_some_and(|(_, entry)| entry.kind == EntryKind::Removed)
+                })
+                .cloned(),
+        )
+    });
+    let next = match along_run {
+        Some(Some(name)) => Some(match definition.entry(&name) {
+            Some((next_index, entry)) => first_attempt(definition, next_index, entry),
+            None => NewStep {
+                step_name: name,
+                attempt: 1,
+                reattempts: 0,
+                queue: definition.queue.to_owned(),
+                priority: definition.priority,
+                timeout_ms: None,
+                delay_ms: 0,
+            },
+        }),
+        Some(None) => None,
+        None => index
+            .and_then(|i| definition.next_step_after(i))
+            .map(|(next_index, entry)| first_attempt(definition, next_index, entry)),
+    };
     match next {
-        Some((next_index, entry)) => {
-            plan.next = Some(first_attempt(definition, next_index, entry));
-            plan.current_step = Some(entry.name.to_owned());
+        Some(next) => {
+            plan.current_step = Some(next.step_name.clone());
+            plan.next = Some(next);
             plan.run_status = if held {
                 RunStatus::Paused
             } else {

@@ -28,11 +28,18 @@ impl Migration {
 }
 
 /// Every migration, in order. Append only: an applied migration is never edited.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init.sql",
-    sql: include_str!("../../../migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init.sql",
+        sql: include_str!("../../../migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_run_step_names.sql",
+        sql: include_str!("../../../migrations/0002_run_step_names.sql"),
+    },
+];
 
 /// Applies the pending migrations to the default schema, `pgbus`.
 ///

@@ -129,6 +129,7 @@ impl PgStore {
                     &delay,
                     &self.clock.now(),
                     &self.schema.channel(),
+                    &crate::engine::live_step_names(definition),
                 ],
             )
             .await?;
@@ -288,13 +289,22 @@ impl PgStore {
             return Ok(Ended::Late);
         };
         let status: String = run.get(0);
+        let step_names: Option<Vec<String>> = run.get(2);
         let run_status: RunStatus = status.parse().map_err(|e| Error::Corrupt(format!("{e}")))?;
         let state = AttemptState {
             step_name: claimed.step_name.clone(),
             attempt: claimed.attempt,
             reattempts: claimed.reattempts,
         };
-        let plan = plan_outcome(definition, &RunState { status: run_status }, &state, result);
+        let plan = plan_outcome(
+            definition,
+            &RunState {
+                status: run_status,
+                step_names,
+            },
+            &state,
+            result,
+        );
 
         let error = result.error.as_ref();
         let causes = error.map(|e| Value::from(e.causes.clone()));

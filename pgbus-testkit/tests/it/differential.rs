@@ -573,3 +573,31 @@ async fn a_completion_that_lost_its_claim_is_ignored_the_same_way() {
     );
     assert_eq!(memory.steps[0].output, None, "the late output is discarded");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_worker_never_skips_a_step_the_run_has() {
+    // The run starts under `Before` (a, b, c); the only worker runs an older
+    // version without `b`. The run follows its own step list: `b` is scheduled and
+    // pauses the run with StepNotDefined instead of being skipped.
+    let projections = both(
+        |env| env.register(AfterLoss),
+        |worker| worker.register(AfterLoss),
+        |driver| async move {
+            let run = driver.start::<Before>(&1).await;
+            drive(&driver).await;
+            (driver, vec![run])
+        },
+    )
+    .await;
+    let run = &projections[0];
+    assert_eq!(run.status, RunStatus::Paused);
+    let names: Vec<&str> = run.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"], "b was not skipped");
+    assert!(
+        run.error
+            .0
+            .as_deref()
+            .unwrap_or_default()
+            .ends_with("StepNotDefined")
+    );
+}
