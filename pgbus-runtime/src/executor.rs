@@ -229,43 +229,21 @@ fn guards<W: Workflow>(
     cx: &StepCx<W::Input>,
     reattempts: i32,
 ) -> Option<AttemptResult> {
-    for guard in definition.cancel_if {
-        match catch(|| workflow.check_guard(*guard, cx)) {
-            Ok(true) => {
-                return Some(AttemptResult::ok(
-                    Verb::Cancel {
-                        reason: format!("cancel_if `{}` is true", guard.method),
-                    },
-                    None,
-                ));
-            }
-            Ok(false) => {}
-            Err(error) => {
-                return Some(failed(
-                    workflow,
-                    definition,
-                    entry,
-                    Some(cx),
-                    &error,
-                    reattempts,
-                    None,
-                ));
-            }
-        }
-    }
-    if let Some(guard) = entry.options.skip_if {
+    let cancels = definition.cancel_if.iter().map(|guard| (*guard, true));
+    let skips = entry.options.skip_if.map(|guard| (guard, false));
+    for (guard, cancels) in cancels.chain(skips) {
         match catch(|| workflow.check_guard(guard, cx)) {
+            Ok(true) if cancels => {
+                let reason = format!("cancel_if `{}` is true", guard.method);
+                return Some(AttemptResult::ok(Verb::Cancel { reason }, None));
+            }
             Ok(true) => {
-                return Some(AttemptResult::ok(
-                    Verb::Skip {
-                        reason: format!("skip_if `{}` is true", guard.method),
-                    },
-                    None,
-                ));
+                let reason = format!("skip_if `{}` is true", guard.method);
+                return Some(AttemptResult::ok(Verb::Skip { reason }, None));
             }
             Ok(false) => {}
             Err(error) => {
-                return Some(failed(
+                let ended = failed(
                     workflow,
                     definition,
                     entry,
@@ -273,7 +251,8 @@ fn guards<W: Workflow>(
                     &error,
                     reattempts,
                     None,
-                ));
+                );
+                return Some(ended);
             }
         }
     }
