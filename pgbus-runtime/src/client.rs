@@ -45,17 +45,16 @@ impl Client {
     /// with one key start one run. (Idempotency keys as in Stripe's API.)
     ///
     /// # Errors
-    /// [`Error::BlankIdempotencyKey`] for an empty or blank key, and the errors of
-    /// [`Client::start`].
+    /// [`Error::BlankIdempotencyKey`] for an empty or blank key,
+    /// [`Error::InvalidIdempotencyKey`] for one over 255 characters or with control
+    /// characters, and the errors of [`Client::start`].
     #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
     pub async fn start_idempotent<W: Workflow>(
         &self,
         input: &W::Input,
         key: &str,
     ) -> Result<Started, Error> {
-        if key.trim().is_empty() {
-            return Err(Error::BlankIdempotencyKey);
-        }
+        check_key(key)?;
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self
             .store
@@ -191,4 +190,20 @@ fn json(row: &tokio_postgres::Row, column: &str) -> Result<Option<Value>, Error>
             crate::error::display_chain(&e)
         ))
     })
+}
+
+/// The rules every store applies to an idempotency key.
+///
+/// # Errors
+/// [`Error::BlankIdempotencyKey`] and [`Error::InvalidIdempotencyKey`].
+pub fn check_key(key: &str) -> Result<(), Error> {
+    if key.trim().is_empty() {
+        return Err(Error::BlankIdempotencyKey);
+    }
+    if key.chars().count() > crate::error::MAX_IDEMPOTENCY_KEY_CHARS
+        || key.chars().any(char::is_control)
+    {
+        return Err(Error::InvalidIdempotencyKey);
+    }
+    Ok(())
 }

@@ -9,6 +9,8 @@ use std::time::Duration;
 /// are cut and end in `…`. NUL characters, which Postgres text cannot hold, are
 /// kept as `U+FFFD`.
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 10_000;
+/// The longest idempotency key accepted, in characters.
+pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
 /// How many causes (the `source()` chain below the error) a step row keeps.
 pub const MAX_ERROR_CAUSES: usize = 5;
 
@@ -136,7 +138,9 @@ pub(crate) fn display_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-fn cap_message(message: &str) -> String {
+/// A message, reason or cause as a row keeps it: NUL characters replaced, at most
+/// [`MAX_ERROR_MESSAGE_CHARS`] characters.
+pub(crate) fn cap_message(message: &str) -> String {
     let message = storable_text(message.to_owned());
     match message.char_indices().nth(MAX_ERROR_MESSAGE_CHARS) {
         None => message,
@@ -276,6 +280,10 @@ pub enum Error {
     /// An idempotency key that is empty or only whitespace.
     #[error("an idempotency key cannot be empty or blank")]
     BlankIdempotencyKey,
+    /// An idempotency key longer than [`MAX_IDEMPOTENCY_KEY_CHARS`] or holding
+    /// control characters.
+    #[error("an idempotency key must be at most 255 characters of visible text")]
+    InvalidIdempotencyKey,
     /// The workflow has no live step to start with.
     #[error("workflow `{workflow}` has no step to run")]
     NoSteps {

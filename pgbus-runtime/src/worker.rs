@@ -16,7 +16,7 @@ use tracing::{Instrument as _, debug, error, info, info_span, warn};
 
 use crate::database::Database;
 use crate::engine::AttemptResult;
-use crate::error::Error;
+use crate::error::{Error, display_chain};
 use crate::executor::{AttemptInput, ErasedWorkflow};
 use crate::pg::store::{Claimed, Ended, PgStore};
 use crate::workflow::Workflow;
@@ -269,7 +269,7 @@ impl Worker {
             )
             .await
         {
-            warn!(pgbus.worker = %inner.id, error = %error, "could not record the worker row; going on");
+            warn!(pgbus.worker = %inner.id, error = %display_chain(&error), "could not record the worker row; going on");
         }
 
         let wake = Arc::new(Notify::new());
@@ -472,12 +472,12 @@ impl Worker {
                     // The outcome itself cannot be stored (an output or text
                     // Postgres refuses): record the attempt as failed with that
                     // reason and no output, so the run pauses instead of hanging.
-                    warn!(error = %error, "the step's outcome could not be stored; pausing the run");
+                    warn!(error = %display_chain(&error), "the step's outcome could not be stored; pausing the run");
                     result = std::borrow::Cow::Owned(unstorable(&error));
                 }
                 Err(error) => {
                     error!(
-                        error = %error,
+                        error = %display_chain(&error),
                         "could not record the step's outcome; the sweep will find the attempt"
                     );
                     return;
@@ -581,9 +581,9 @@ impl Failures {
     fn failed(&mut self, error: &Error) -> Duration {
         self.count += 1;
         if self.count == 1 {
-            error!(error = %error, source = ?std::error::Error::source(error), "database call failed; retrying with backoff");
+            error!(error = %display_chain(error), "database call failed; retrying with backoff");
         } else {
-            debug!(error = %error, failures = self.count, "database still failing");
+            debug!(error = %display_chain(error), failures = self.count, "database still failing");
         }
         let exponent = self.count.min(6);
         Duration::from_millis(100 * 2_u64.pow(exponent)).min(Duration::from_secs(5))
@@ -614,7 +614,7 @@ async fn listen(
             }
             Err(error) => {
                 if failures == 0 {
-                    warn!(error = %error, "notification connection failed; polling until it is back");
+                    warn!(error = %display_chain(&error), "notification connection failed; polling until it is back");
                 }
                 failures = failures.saturating_add(1);
             }

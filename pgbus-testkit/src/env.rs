@@ -183,9 +183,7 @@ impl TestEnv {
         input: &W::Input,
         key: &str,
     ) -> Result<Started, Error> {
-        if key.trim().is_empty() {
-            return Err(Error::BlankIdempotencyKey);
-        }
+        pgbus_runtime::client::check_key(key)?;
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self.store().start_run(W::DEFINITION, input, Some(key))?;
         Ok(Started { run_id, created })

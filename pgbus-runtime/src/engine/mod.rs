@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::definition::{
     Entry, EntryKind, ExceptionPolicy, FailureAction, PolicyAction, Report, WorkflowDefinition,
 };
-use crate::error::{StepError, storable_text};
+use crate::error::{StepError, cap_message};
 use crate::flow::Flow;
 
 mod status;
@@ -21,7 +21,7 @@ pub use status::{RunStatus, StepOutcome, StepStatus, UnknownStatus};
 /// What to do next, once a step attempt has ended: a [`Flow`] verb with its wait
 /// normalized to milliseconds (at most [`MAX_DURATION_MS`], the longest duration
 /// the option grammar accepts, so a due time always fits a `timestamptz`) and its
-/// reason storable (NUL characters become `U+FFFD`).
+/// reason storable (NUL characters become `U+FFFD`, at most 10,000 characters).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verb {
     /// Advance to the next step, or finish.
@@ -56,13 +56,13 @@ impl From<Flow> for Verb {
             Flow::Complete => Self::Complete,
             Flow::Finish => Self::Finish,
             Flow::Pause { reason } => Self::Pause {
-                reason: storable_text(reason),
+                reason: cap_message(&reason),
             },
             Flow::Cancel { reason } => Self::Cancel {
-                reason: storable_text(reason),
+                reason: cap_message(&reason),
             },
             Flow::Skip { reason } => Self::Skip {
-                reason: storable_text(reason),
+                reason: cap_message(&reason),
             },
             Flow::Reattempt { wait } => Self::Reattempt {
                 wait_ms: u64::try_from(wait.as_millis())

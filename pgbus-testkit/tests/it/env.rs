@@ -162,3 +162,26 @@ async fn a_fault_is_not_used_up_by_an_attempt_a_guard_stopped() {
         "the fault waited for a body"
     );
 }
+
+#[tokio::test]
+async fn idempotency_keys_are_short_visible_text() {
+    let env = TestEnv::new().register(Restock);
+    let long = "k".repeat(256);
+    assert!(matches!(
+        env.start_idempotent::<Restock>(&1, &long),
+        Err(Error::InvalidIdempotencyKey)
+    ));
+    assert!(matches!(
+        env.start_idempotent::<Restock>(&1, "a\0b"),
+        Err(Error::InvalidIdempotencyKey)
+    ));
+    assert!(
+        env.start_idempotent::<Restock>(&1, &"é".repeat(255))
+            .is_ok(),
+        "255 characters, not bytes"
+    );
+    assert!(
+        env.list_runs(&RunFilter::default()).len() == 1,
+        "nothing started for a refused key"
+    );
+}
