@@ -208,6 +208,20 @@ pub struct Unstorable {
     pub reason: String,
 }
 
+/// The sweep found the attempt stalled: past its `stall_at` (`timeout`) or
+/// claimed by a worker that stopped heartbeating (`worker_lost`). Applied with the
+/// worker's stall action and a `stall_detected` event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("attempt {attempt} of step `{step}` stalled ({detection})")]
+pub struct StepStalled {
+    /// `timeout` or `worker_lost`.
+    pub detection: String,
+    /// The step.
+    pub step: String,
+    /// The attempt.
+    pub attempt: i32,
+}
+
 /// The step needs a feature this release does not run yet (signals, fan-out).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("step `{step}` uses {feature}, which this release cannot run yet")]

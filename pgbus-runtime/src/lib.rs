@@ -29,13 +29,14 @@ pub use definition::{
 };
 pub use engine::{RunStatus, StepOutcome, StepStatus};
 pub use error::{
-    BadInput, Error, Message, Panicked, StepError, StepNotDefined, Timeout, Unsupported,
+    BadInput, Error, Message, Panicked, StepError, StepNotDefined, StepStalled, Timeout,
+    Unstorable, Unsupported,
 };
 pub use fan_out::{ChildRun, FanOut};
 pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
 pub use pg::{MIGRATIONS, Migration, Schema, migrate, migrate_schema};
 pub use view::{EventView, RunFilter, RunSummary, RunView, StepView};
-pub use worker::{ErrorReport, Worker, WorkerBuilder};
+pub use worker::{ErrorReport, StallAction, SweepReport, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};
 
 pub use pgbus_core::{definition_digest, format_duration_ms, parse_duration_ms};

@@ -54,6 +54,35 @@ pub struct WorkerBuilder {
     shutdown_grace: Duration,
     notifications: bool,
     error_hook: Option<ErrorHook>,
+    stall_action: StallAction,
+    heartbeat_interval: Duration,
+    lost_worker_threshold: Duration,
+    sweep_interval: Duration,
+}
+
+/// What the sweep does with a stalled attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StallAction {
+    /// Pause the run (the default); an operator decides.
+    #[default]
+    Pause,
+    /// Run the step again after `wait` (only for workflows this worker registered;
+    /// others are paused).
+    Reattempt {
+        /// Delay before the new attempt.
+        wait: Duration,
+    },
+    /// Cancel the run.
+    Cancel,
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Stalled attempts repaired with the stall action.
+    pub repaired: usize,
+    /// Stalled attempts that ended on their own before the sweep got to them.
+    pub left_alone: usize,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -77,7 +106,40 @@ impl WorkerBuilder {
             shutdown_grace: Duration::from_secs(30),
             notifications: true,
             error_hook: None,
+            stall_action: StallAction::Pause,
+            heartbeat_interval: Duration::from_secs(5),
+            lost_worker_threshold: Duration::from_secs(30),
+            sweep_interval: Duration::from_secs(10),
         }
+    }
+
+    /// What the sweep does with a stalled attempt (default: pause the run).
+    #[must_use]
+    pub const fn stall_action(mut self, action: StallAction) -> Self {
+        self.stall_action = action;
+        self
+    }
+
+    /// How often the worker refreshes its heartbeat while it runs (default 5 s).
+    #[must_use]
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval.max(Duration::from_millis(100));
+        self
+    }
+
+    /// How old a worker's heartbeat may be before its attempts count as lost
+    /// (default 30 s).
+    #[must_use]
+    pub const fn lost_worker_threshold(mut self, threshold: Duration) -> Self {
+        self.lost_worker_threshold = threshold;
+        self
+    }
+
+    /// How often the worker sweeps while it runs (default 10 s).
+    #[must_use]
+    pub fn sweep_interval(mut self, interval: Duration) -> Self {
+        self.sweep_interval = interval.max(Duration::from_millis(100));
+        self
     }
 
     /// Registers a workflow value. The worker claims only steps of registered
@@ -199,6 +261,12 @@ impl WorkerBuilder {
                 shutdown_grace: self.shutdown_grace,
                 notifications: self.notifications,
                 error_hook: self.error_hook,
+                stall_action: self.stall_action,
+                heartbeat_interval: self.heartbeat_interval,
+                lost_worker_ms: i64::try_from(self.lost_worker_threshold.as_millis())
+                    .unwrap_or(i64::MAX),
+                sweep_interval: self.sweep_interval,
+                registered: AtomicBool::new(false),
             }),
         })
     }
@@ -233,6 +301,13 @@ struct Inner {
     shutdown_grace: Duration,
     notifications: bool,
     error_hook: Option<ErrorHook>,
+    stall_action: StallAction,
+    heartbeat_interval: Duration,
+    lost_worker_ms: i64,
+    sweep_interval: Duration,
+    /// Whether the worker row exists (claims write this worker's id on rows the
+    /// sweep checks against it).
+    registered: AtomicBool,
 }
 
 impl Worker {
@@ -259,19 +334,6 @@ impl Worker {
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let inner = &self.inner;
         info!(pgbus.worker = %inner.id, pgbus.queues = ?inner.queues, "worker started");
-        if let Err(error) = inner
-            .store
-            .register_worker(
-                &inner.id,
-                &host(),
-                i32::try_from(std::process::id()).unwrap_or(0),
-                &inner.queues,
-            )
-            .await
-        {
-            warn!(pgbus.worker = %inner.id, error = %display_chain(&error), "could not record the worker row; going on");
-        }
-
         let wake = Arc::new(Notify::new());
         let stop_listening = Arc::new(AtomicBool::new(false));
         let listener = inner.notifications.then(|| {
@@ -282,6 +344,8 @@ impl Worker {
                 Arc::clone(&stop_listening),
             ))
         });
+
+        let upkeep = tokio::spawn(self.clone().upkeep());
 
         let slots = Arc::new(Semaphore::new(inner.concurrency));
         let mut tasks = JoinSet::new();
@@ -337,6 +401,7 @@ impl Worker {
         if let Some(listener) = listener {
             listener.abort();
         }
+        upkeep.abort();
         let drained = tokio::time::timeout(inner.shutdown_grace, async {
             while tasks.join_next().await.is_some() {}
         })
@@ -351,6 +416,96 @@ impl Worker {
         }
         info!(pgbus.worker = %inner.id, "worker stopped");
         Ok(())
+    }
+
+    /// Heartbeats and sweeps on their intervals while the worker runs.
+    async fn upkeep(self) {
+        let inner = &self.inner;
+        let mut heartbeat = tokio::time::interval(inner.heartbeat_interval);
+        let mut sweep = tokio::time::interval(inner.sweep_interval);
+        loop {
+            tokio::select! {
+                _ = heartbeat.tick() => {
+                    if inner.registered.load(Ordering::Acquire)
+                        && let Err(error) = inner.store.heartbeat(&inner.id).await
+                    {
+                        debug!(error = %display_chain(&error), "heartbeat failed");
+                    }
+                }
+                _ = sweep.tick() => {
+                    match self.sweep().await {
+                        Ok(report) if report.repaired > 0 => {
+                            warn!(repaired = report.repaired, "sweep repaired stalled attempts");
+                        }
+                        Ok(_) => {}
+                        Err(error) => debug!(error = %display_chain(&error), "sweep failed"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Repairs stalled attempts once: each in-progress attempt past its stall
+    /// horizon (detection `timeout`) or held by a worker whose heartbeat is older
+    /// than the lost-worker threshold (detection `worker_lost`) ends with a
+    /// [`StepStalled`](crate::StepStalled) error, the stall action and a
+    /// `stall_detected` event. Fenced: an attempt that ended meanwhile is left
+    /// alone. Safe to run from many workers at once; runs inside `run_until` on
+    /// the sweep interval.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn sweep(&self) -> Result<SweepReport, Error> {
+        let inner = &self.inner;
+        let mut report = SweepReport::default();
+        for (claim, worker_id, detection) in inner.store.stalled(inner.lost_worker_ms, 100).await? {
+            let error = crate::StepError::from(crate::StepStalled {
+                detection: detection.clone(),
+                step: claim.step_name.clone(),
+                attempt: claim.attempt,
+            });
+            let reason = error.message();
+            let registered = inner.registry.get(claim.workflow.as_str());
+            let (definition, verb) = match (registered, inner.stall_action) {
+                (_, StallAction::Cancel) => (
+                    registered.map_or(&crate::__private::STAND_IN_DEFINITION, |w| w.definition()),
+                    crate::engine::Verb::Cancel { reason },
+                ),
+                (Some(workflow), StallAction::Reattempt { wait }) => (
+                    workflow.definition(),
+                    crate::engine::Verb::Reattempt {
+                        wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    },
+                ),
+                (registered, _) => (
+                    registered.map_or(&crate::__private::STAND_IN_DEFINITION, |w| w.definition()),
+                    crate::engine::Verb::Pause { reason },
+                ),
+            };
+            let result = AttemptResult {
+                verb,
+                error: Some(crate::engine::ErrorRecord::of(&error)),
+                output: None,
+                report: true,
+                handler_error: None,
+            };
+            match inner
+                .store
+                .sweep_attempt(definition, &claim, &worker_id, &result, &detection)
+                .await?
+            {
+                Ended::Applied(_) => {
+                    report.repaired += 1;
+                    metrics::counter!("pgbus_stalls_total", "detection" => detection.clone())
+                        .increment(1);
+                    if let Some(record) = &result.error {
+                        self.report(&claim, &result, record, "stalled attempt repaired");
+                    }
+                }
+                Ended::Late => report.left_alone += 1,
+            }
+        }
+        Ok(report)
     }
 
     /// Claims what is due now (up to the concurrency) and runs it all to the end.
@@ -388,6 +543,17 @@ impl Worker {
 
     async fn claim(&self, limit: usize) -> Result<Vec<Claimed>, Error> {
         let inner = &self.inner;
+        if !inner.registered.swap(true, Ordering::AcqRel) {
+            let pid = i32::try_from(std::process::id()).unwrap_or(0);
+            if let Err(error) = inner
+                .store
+                .register_worker(&inner.id, &host(), pid, &inner.queues)
+                .await
+            {
+                inner.registered.store(false, Ordering::Release);
+                return Err(error);
+            }
+        }
         inner
             .store
             .claim(

@@ -106,6 +106,8 @@ statements! {
     list_runs => "list_runs.sql",
     register_worker => "register_worker.sql",
     late_completion => "late_completion.sql",
+    stalled => "stalled.sql",
+    heartbeat => "heartbeat.sql",
 }
 
 #[cfg(test)]

@@ -270,10 +270,79 @@ impl PgStore {
     ) -> Result<Ended, Error> {
         let now = self.clock.now();
         in_tx!(self.pool, |tx| self.end_attempt_in(
-            &tx, definition, claimed, worker_id, result, now
+            &tx, definition, claimed, worker_id, result, now, None
         ))
     }
 
+    /// Ends a stalled attempt for the sweep: fenced on the row's own claim, with a
+    /// `stall_detected` event before the plan's; an attempt that ended meanwhile is
+    /// left alone (no late-completion event: nothing was late).
+    pub(crate) async fn sweep_attempt(
+        &self,
+        definition: &'static WorkflowDefinition,
+        claimed: &Claimed,
+        worker_id: &str,
+        result: &AttemptResult,
+        detection: &str,
+    ) -> Result<Ended, Error> {
+        let now = self.clock.now();
+        in_tx!(self.pool, |tx| self.end_attempt_in(
+            &tx,
+            definition,
+            claimed,
+            worker_id,
+            result,
+            now,
+            Some(detection)
+        ))
+    }
+
+    /// Attempts the sweep should repair: in progress past their `stall_at`
+    /// (`timeout`), or claimed by a worker whose row is gone or whose heartbeat is
+    /// older than `lost_ms` (`worker_lost`). `(claim, worker id, detection)`.
+    pub(crate) async fn stalled(
+        &self,
+        lost_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<(Claimed, String, String)>, Error> {
+        let client = self.pool.get().await?;
+        let statement = client.prepare_cached(&self.sql.stalled).await?;
+        let rows = client
+            .query(&statement, &[&self.clock.now(), &lost_ms, &limit])
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let claim = Claimed {
+                    step_id: row.get("id"),
+                    run_id: RunId(row.get("run_id")),
+                    workflow: row.get("workflow"),
+                    step_name: row.get("step_name"),
+                    attempt: row.get("attempt"),
+                    reattempts: row.get("reattempts"),
+                    scheduled_at: row.get("scheduled_at"),
+                    started_at: row.get("started_at"),
+                    timeout_ms: row.get("timeout_ms"),
+                    input: Value::Null,
+                    unreadable: None,
+                    outputs: BTreeMap::new(),
+                };
+                (claim, row.get("worker_id"), row.get("detection"))
+            })
+            .collect())
+    }
+
+    /// Refreshes a worker's heartbeat.
+    pub(crate) async fn heartbeat(&self, id: &str) -> Result<(), Error> {
+        let client = self.pool.get().await?;
+        let statement = client.prepare_cached(&self.sql.heartbeat).await?;
+        client
+            .execute(&statement, &[&id, &self.clock.now()])
+            .await?;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)] // one transaction, its parts named
     async fn end_attempt_in(
         &self,
         tx: &Transaction<'_>,
@@ -282,6 +351,7 @@ impl PgStore {
         worker_id: &str,
         result: &AttemptResult,
         now: Option<DateTime<Utc>>,
+        sweep: Option<&str>,
     ) -> Result<Ended, Error> {
         let lock = tx.prepare_cached(&self.sql.lock_run).await?;
         let Some(run) = tx.query_opt(&lock, &[&claimed.run_id.0]).await? else {
@@ -296,7 +366,7 @@ impl PgStore {
             attempt: claimed.attempt,
             reattempts: claimed.reattempts,
         };
-        let plan = plan_outcome(
+        let mut plan = plan_outcome(
             definition,
             &RunState {
                 status: run_status,
@@ -305,6 +375,16 @@ impl PgStore {
             &state,
             result,
         );
+        if let Some(detection) = sweep {
+            plan.events.insert(
+                0,
+                crate::engine::EventSpec {
+                    event: "stall_detected",
+                    about_step: true,
+                    reason: Some(detection.to_owned()),
+                },
+            );
+        }
 
         let error = result.error.as_ref();
         let causes = error.map(|e| Value::from(e.causes.clone()));
@@ -329,6 +409,9 @@ impl PgStore {
         // The fence's `finished_at` is the time the whole transition uses: one
         // reading of the store's clock, no extra round trip.
         let Some(fenced) = fenced else {
+            if sweep.is_some() {
+                return Ok(Ended::Late);
+            }
             let statement = tx.prepare_cached(&self.sql.late_completion).await?;
             let details = serde_json::json!({
                 "verb": format!("{:?}", result.verb),
@@ -351,7 +434,8 @@ impl PgStore {
         };
         let db_now: DateTime<Utc> = fenced.get(0);
 
-        self.apply_plan(tx, &claimed.workflow, claimed, &plan, worker_id, db_now)
+        let actor = if sweep.is_some() { "sweep" } else { worker_id };
+        self.apply_plan(tx, &claimed.workflow, claimed, &plan, actor, db_now)
             .await?;
         Ok(Ended::Applied(Box::new(plan)))
     }

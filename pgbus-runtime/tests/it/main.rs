@@ -11,6 +11,7 @@ mod migrate_pg;
 mod pg;
 mod policy_pg;
 mod robust_pg;
+mod sweep_pg;
 mod worker_pg;
 
 use std::future::Future;
