@@ -75,6 +75,27 @@ pub(crate) struct Claimed {
     pub(crate) outputs: BTreeMap<String, Value>,
 }
 
+impl Claimed {
+    /// The step columns of a claim or sweep row; no input or outputs (the sweep
+    /// needs none, the claim fills them in).
+    fn from_step_row(row: &tokio_postgres::Row) -> Self {
+        Self {
+            step_id: row.get("id"),
+            run_id: RunId(row.get("run_id")),
+            workflow: row.get("workflow"),
+            step_name: row.get("step_name"),
+            attempt: row.get("attempt"),
+            reattempts: row.get("reattempts"),
+            scheduled_at: row.get("scheduled_at"),
+            started_at: row.get("started_at"),
+            timeout_ms: row.get("timeout_ms"),
+            input: Value::Null,
+            unreadable: None,
+            outputs: BTreeMap::new(),
+        }
+    }
+}
+
 /// What ending an attempt did.
 #[derive(Debug)]
 pub(crate) enum Ended {
@@ -217,21 +238,13 @@ impl PgStore {
                 ),
             };
             claimed.push(Claimed {
-                step_id: row.get("id"),
-                run_id: RunId(row.get("run_id")),
-                workflow: row.get("workflow"),
-                step_name: row.get("step_name"),
-                attempt: row.get("attempt"),
-                reattempts: row.get("reattempts"),
-                scheduled_at: row.get("scheduled_at"),
-                started_at: row.get("started_at"),
-                timeout_ms: row.get("timeout_ms"),
                 input,
                 unreadable,
                 outputs: match outputs {
                     Value::Object(map) => map.into_iter().collect(),
                     _ => BTreeMap::new(),
                 },
+                ..Claimed::from_step_row(row)
             });
         }
         if i64::try_from(claimed.len()).unwrap_or(i64::MAX) > limit {
@@ -313,21 +326,11 @@ impl PgStore {
         Ok(rows
             .iter()
             .map(|row| {
-                let claim = Claimed {
-                    step_id: row.get("id"),
-                    run_id: RunId(row.get("run_id")),
-                    workflow: row.get("workflow"),
-                    step_name: row.get("step_name"),
-                    attempt: row.get("attempt"),
-                    reattempts: row.get("reattempts"),
-                    scheduled_at: row.get("scheduled_at"),
-                    started_at: row.get("started_at"),
-                    timeout_ms: row.get("timeout_ms"),
-                    input: Value::Null,
-                    unreadable: None,
-                    outputs: BTreeMap::new(),
-                };
-                (claim, row.get("worker_id"), row.get("detection"))
+                (
+                    Claimed::from_step_row(row),
+                    row.get("worker_id"),
+                    row.get("detection"),
+                )
             })
             .collect())
     }
