@@ -334,6 +334,11 @@ impl Worker {
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let inner = &self.inner;
         info!(pgbus.worker = %inner.id, pgbus.queues = ?inner.queues, "worker started");
+        if let Err(error) = self.ensure_registered().await {
+            // The first claim tries again; claims fail until the row exists.
+            warn!(pgbus.worker = %inner.id, error = %display_chain(&error), "could not record the worker row yet");
+        }
+
         let wake = Arc::new(Notify::new());
         let stop_listening = Arc::new(AtomicBool::new(false));
         let listener = inner.notifications.then(|| {
@@ -415,6 +420,24 @@ impl Worker {
             tasks.abort_all();
         }
         info!(pgbus.worker = %inner.id, "worker stopped");
+        Ok(())
+    }
+
+    /// Writes the worker row once, before the first claim: claims put this id on
+    /// step rows, and the sweep checks those against the row's heartbeat.
+    async fn ensure_registered(&self) -> Result<(), Error> {
+        let inner = &self.inner;
+        if !inner.registered.swap(true, Ordering::AcqRel) {
+            let pid = i32::try_from(std::process::id()).unwrap_or(0);
+            if let Err(error) = inner
+                .store
+                .register_worker(&inner.id, &host(), pid, &inner.queues)
+                .await
+            {
+                inner.registered.store(false, Ordering::Release);
+                return Err(error);
+            }
+        }
         Ok(())
     }
 
@@ -543,17 +566,7 @@ impl Worker {
 
     async fn claim(&self, limit: usize) -> Result<Vec<Claimed>, Error> {
         let inner = &self.inner;
-        if !inner.registered.swap(true, Ordering::AcqRel) {
-            let pid = i32::try_from(std::process::id()).unwrap_or(0);
-            if let Err(error) = inner
-                .store
-                .register_worker(&inner.id, &host(), pid, &inner.queues)
-                .await
-            {
-                inner.registered.store(false, Ordering::Release);
-                return Err(error);
-            }
-        }
+        self.ensure_registered().await?;
         inner
             .store
             .claim(
