@@ -4,7 +4,7 @@ use serde_json::Value;
 use tracing::instrument;
 
 use crate::context::RunId;
-use crate::engine::{RunStatus, StepOutcome, StepStatus};
+use crate::engine::{Action, RunStatus, StepOutcome, StepStatus};
 use crate::error::Error;
 use crate::pg::store::PgStore;
 use crate::view::{EventView, RunFilter, RunSummary, RunView, StepView};
@@ -63,11 +63,92 @@ impl Client {
         Ok(Started { run_id, created })
     }
 
+    /// Pauses a run: nothing new of it is claimed until [`Client::resume`]. A step
+    /// that is running when the pause lands still records its outcome, and its
+    /// next row is scheduled but held; if it was the last step, the run finishes.
+    /// `actor` (who, e.g. `alice@ops`) and `reason` go on the `paused` event.
+    /// Returns the run's new status.
+    ///
+    /// # Errors
+    /// [`Error::IllegalMove`] when the run is already paused or has ended,
+    /// [`Error::RunNotFound`], [`Error::InvalidActor`], and database errors.
+    #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
+    pub async fn pause(
+        &self,
+        run_id: RunId,
+        actor: &str,
+        reason: &str,
+    ) -> Result<RunStatus, Error> {
+        self.act(run_id, Action::Pause, actor, reason).await
+    }
+
+    /// Resumes a paused run: a held row goes on; a step that failed and paused
+    /// the run runs again now as a new attempt, with its reattempt count reset; a
+    /// step that paused the run with `Flow::Pause` is followed by the next step
+    /// (after its `wait`), or the run finishes. Writes a `resumed` event.
+    ///
+    /// # Errors
+    /// [`Error::IllegalMove`] when the run is not paused, and the errors of
+    /// [`Client::pause`].
+    #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
+    pub async fn resume(
+        &self,
+        run_id: RunId,
+        actor: &str,
+        reason: &str,
+    ) -> Result<RunStatus, Error> {
+        self.act(run_id, Action::Resume, actor, reason).await
+    }
+
+    /// Cancels a run that has not ended: every open step row is cancelled, and a
+    /// body still running has its completion ignored (and is told through
+    /// [`StepCx::cancelled`](crate::StepCx::cancelled) at the worker's next
+    /// heartbeat). Writes a `cancelled` event.
+    ///
+    /// # Errors
+    /// [`Error::IllegalMove`] when the run has ended, and the errors of
+    /// [`Client::pause`].
+    #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
+    pub async fn cancel(
+        &self,
+        run_id: RunId,
+        actor: &str,
+        reason: &str,
+    ) -> Result<RunStatus, Error> {
+        self.act(run_id, Action::Cancel, actor, reason).await
+    }
+
+    /// Skips the step a paused run would run on resume, and lets the run go on
+    /// from the step after it (or finish): a held row is marked `skipped`; a
+    /// failed step is passed over. Writes `step_skipped`, then `resumed` (or
+    /// `finished`).
+    ///
+    /// # Errors
+    /// [`Error::IllegalMove`] when the run is not paused, its step is still
+    /// running, or nothing is pending (the step completed and paused the run with
+    /// `Flow::Pause`: resume instead), and the errors of [`Client::pause`].
+    #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
+    pub async fn skip(&self, run_id: RunId, actor: &str, reason: &str) -> Result<RunStatus, Error> {
+        self.act(run_id, Action::Skip, actor, reason).await
+    }
+
+    async fn act(
+        &self,
+        run_id: RunId,
+        action: Action,
+        actor: &str,
+        reason: &str,
+    ) -> Result<RunStatus, Error> {
+        check_actor(actor)?;
+        let reason = crate::error::cap_message(reason);
+        self.store.act(run_id, action, actor, &reason).await
+    }
+
     /// A run with its step attempts and events.
     ///
     /// # Errors
     /// [`Error::RunNotFound`], and database errors.
-    #[instrument(skip_all, fields(pgbus.run_id = %run_id), err)]
+    #[instrument(skip_all, fields(pgbus.run_id = %run_id), err(level = "debug"))]
     pub async fn run(&self, run_id: RunId) -> Result<RunView, Error> {
         let client = self.store.pool.get().await?;
         let sql = &self.store.sql;
@@ -190,6 +271,28 @@ fn json(row: &tokio_postgres::Row, column: &str) -> Result<Option<Value>, Error>
             crate::error::display_chain(&e)
         ))
     })
+}
+
+/// The rules every store applies to an operator action's actor: 1 to 255
+/// characters of visible text: no control characters, no invisible formatting
+/// characters (zero-width spaces and joiners, direction marks and overrides, the
+/// byte-order mark), no whitespace at either end.
+///
+/// # Errors
+/// [`Error::InvalidActor`].
+pub fn check_actor(actor: &str) -> Result<(), Error> {
+    let invisible = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{00ad}')
+    };
+    if actor.is_empty()
+        || actor.trim() != actor
+        || actor.chars().count() > crate::error::MAX_IDEMPOTENCY_KEY_CHARS
+        || actor.chars().any(invisible)
+    {
+        return Err(Error::InvalidActor);
+    }
+    Ok(())
 }
 
 /// The rules every store applies to an idempotency key.

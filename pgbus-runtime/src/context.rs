@@ -6,6 +6,7 @@ use std::fmt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+pub use tokio_util::sync::CancellationToken;
 
 use crate::error::StepError;
 
@@ -66,6 +67,7 @@ pub struct StepCx<I> {
     outputs: BTreeMap<String, Value>,
     output: Option<Value>,
     signal: Option<Signal>,
+    cancellation: CancellationToken,
 }
 
 impl<I> StepCx<I> {
@@ -80,7 +82,36 @@ impl<I> StepCx<I> {
             outputs: BTreeMap::new(),
             output: None,
             signal: None,
+            cancellation: CancellationToken::new(),
         }
+    }
+
+    /// Ties the context to a cancellation token: cancelling it tells the body
+    /// through [`StepCx::cancelled`] and [`StepCx::is_cancelled`].
+    #[must_use]
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancellation = token;
+        self
+    }
+
+    /// Whether this attempt lost its claim while it runs: the run was cancelled,
+    /// the sweep took the attempt as stalled, or another worker holds it now.
+    /// Whatever the body returns from then on is ignored (a
+    /// `late_completion_ignored` event), so a long body should check this, or
+    /// race [`StepCx::cancelled`], and stop early.
+    ///
+    /// The worker learns of a lost claim at its next heartbeat (every 5 s by
+    /// default). Cancellation is cooperative, as with Temporal's activity
+    /// cancellation through heartbeats: the body is never aborted mid-await.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancellation.is_cancelled()
+    }
+
+    /// Completes when this attempt loses its claim (see [`StepCx::is_cancelled`]);
+    /// pending forever while it holds it. For `tokio::select!` beside the body's
+    /// own work.
+    pub async fn cancelled(&self) {
+        self.cancellation.cancelled().await;
     }
 
     /// Adds the outputs of earlier steps, by durable step name.

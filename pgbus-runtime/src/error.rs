@@ -138,9 +138,11 @@ pub(crate) fn display_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// A message, reason or cause as a row keeps it: NUL characters replaced, at most
-/// [`MAX_ERROR_MESSAGE_CHARS`] characters.
-pub(crate) fn cap_message(message: &str) -> String {
+/// A message, reason or cause as a row keeps it: NUL characters replaced by
+/// `U+FFFD`, at most [`MAX_ERROR_MESSAGE_CHARS`] characters (a longer one is cut
+/// and ends in `…`).
+#[must_use]
+pub fn cap_message(message: &str) -> String {
     let message = storable_text(message.to_owned());
     match message.char_indices().nth(MAX_ERROR_MESSAGE_CHARS) {
         None => message,
@@ -291,6 +293,24 @@ pub enum Error {
         /// The id asked for.
         run_id: crate::RunId,
     },
+    /// An operator action that is not legal from the run's state (pause of a
+    /// paused run, resume of a running one, anything on an ended run, ...).
+    #[error("cannot {action} run {run_id}: {why}")]
+    IllegalMove {
+        /// The run.
+        run_id: crate::RunId,
+        /// What was asked.
+        action: crate::engine::Action,
+        /// Why it is refused.
+        why: crate::engine::IllegalMove,
+    },
+    /// An operator action's actor that is empty, over 255 characters, holds
+    /// control or invisible formatting characters, or starts or ends with
+    /// whitespace.
+    #[error(
+        "an actor must be 1 to 255 characters of visible text, without whitespace at either end"
+    )]
+    InvalidActor,
     /// An idempotency key that is empty or only whitespace.
     #[error("an idempotency key cannot be empty or blank")]
     BlankIdempotencyKey,
@@ -332,25 +352,42 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether trying again may succeed: the connection failed or was closed, the
-    /// server is shutting down or starting, or the pool timed out. Constraint
-    /// violations, bad values and the like are not transient.
+    /// Whether trying again may succeed: the connection failed or was closed
+    /// (a server restart, a terminated backend, a network error), the server is
+    /// starting, stopping or full, the pool timed out, or Postgres reported a
+    /// serialization failure or a deadlock. Constraint violations, values that
+    /// do not convert, a dropped database and the like are not transient.
     #[must_use]
     pub fn is_transient(&self) -> bool {
-        match self {
-            Self::Pool(_) => true,
-            Self::Database(error) => {
-                error.is_closed()
-                    || error.code().is_none_or(|code| {
-                        let code = code.code();
-                        // Class 08: connection exceptions; 57P0x: shutdown, crash,
-                        // cannot connect now; 40001/40P01: serialization, deadlock.
-                        code.starts_with("08")
-                            || code.starts_with("57P0")
-                            || code == "40001"
-                            || code == "40P01"
-                    })
+        /// Whether a driver error says the connection or the server went away,
+        /// rather than that a statement or a value is wrong.
+        fn connection_lost(error: &tokio_postgres::Error) -> bool {
+            if error.is_closed() {
+                return true;
             }
+            if let Some(code) = error.code() {
+                let code = code.code();
+                // 08: connection exceptions. 57P01 admin shutdown (a restart or
+                // pg_terminate_backend), 57P02 crash shutdown, 57P03 cannot
+                // connect now (starting or stopping), 57P05 idle session timeout;
+                // not 57P04, database dropped. 53300: too many connections.
+                // 40001, 40P01: serialization failure, deadlock.
+                return code.starts_with("08")
+                    || matches!(
+                        code,
+                        "57P01" | "57P02" | "57P03" | "57P05" | "53300" | "40001" | "40P01"
+                    );
+            }
+            // No SQLSTATE: transient when the socket failed (connecting, reading,
+            // writing), not when a value did not convert or a reply did not fit.
+            std::error::Error::source(error)
+                .is_some_and(<dyn std::error::Error>::is::<std::io::Error>)
+        }
+        match self {
+            Self::Database(error) | Self::Pool(deadpool_postgres::PoolError::Backend(error)) => {
+                connection_lost(error)
+            }
+            Self::Pool(deadpool_postgres::PoolError::Timeout(_)) => true,
             _ => false,
         }
     }

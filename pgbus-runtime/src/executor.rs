@@ -39,6 +39,9 @@ pub struct AttemptInput {
     /// the attempt then fails with an [`Unstorable`](crate::error::Unstorable)
     /// error for the policies.
     pub unreadable: Option<String>,
+    /// Cancelled when the attempt loses its claim while it runs; handed to the
+    /// body's [`StepCx`].
+    pub cancellation: tokio_util::sync::CancellationToken,
 }
 
 /// A registered workflow with its type erased, as a worker holds it.
@@ -112,7 +115,8 @@ pub async fn run_attempt_with_fault<W: Workflow>(
     };
     let attempt = u32::try_from(input.attempt).unwrap_or(1);
     let mut cx = StepCx::new(typed, input.run_id, input.step_name.clone(), attempt)
-        .with_outputs(input.outputs.clone());
+        .with_outputs(input.outputs.clone())
+        .with_cancellation(input.cancellation.clone());
 
     if let Some(ended) = guards(workflow, definition, entry, &cx, input.reattempts) {
         return ended;

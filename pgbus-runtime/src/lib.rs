@@ -27,7 +27,7 @@ pub use definition::{
     Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy, FailureAction, GuardRef,
     HandlerRef, OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,
 };
-pub use engine::{RunStatus, StepOutcome, StepStatus};
+pub use engine::{Action, IllegalMove, RunStatus, StepOutcome, StepStatus};
 pub use error::{
     BadInput, Error, Message, Panicked, StepError, StepNotDefined, StepStalled, Timeout,
     Unstorable, Unsupported,
@@ -39,7 +39,7 @@ pub use view::{EventView, RunFilter, RunSummary, RunView, StepView};
 pub use worker::{ErrorReport, StallAction, SweepReport, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};
 
-pub use pgbus_core::{definition_digest, format_duration_ms, parse_duration_ms};
+pub use pgbus_core::{MAX_DURATION_MS, definition_digest, format_duration_ms, parse_duration_ms};
 pub use pgbus_macros::{fan_out, on_exception, removed_step, step, workflow};
 
 /// What a workflow module needs in one `use`: the macros, the step types and

@@ -12,6 +12,7 @@ use futures_util::StreamExt as _;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, error, info, info_span, warn};
 
 use crate::database::Database;
@@ -58,23 +59,23 @@ pub struct WorkerBuilder {
     heartbeat_interval: Duration,
     lost_worker_threshold: Duration,
     sweep_interval: Duration,
+    retention: Option<Duration>,
 }
 
-/// What the sweep does with a stalled attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum StallAction {
-    /// Pause the run (the default); an operator decides.
-    #[default]
-    Pause,
-    /// Run the step again after `wait` (only for workflows this worker registered;
-    /// others are paused).
-    Reattempt {
-        /// Delay before the new attempt.
-        wait: Duration,
-    },
-    /// Cancel the run.
-    Cancel,
-}
+/// How long finished and cancelled runs are kept by default: 30 days, so the
+/// longest insight window (30 d) still sees every run it counts.
+pub const DEFAULT_RETENTION: Duration = Duration::from_hours(24 * 30);
+
+/// How many runs one retention batch deletes; a sweep deletes at most
+/// [`RETENTION_BATCHES`] batches, so no sweep holds locks or runs long.
+pub const RETENTION_BATCH: i64 = 500;
+/// How many retention batches one sweep deletes at most.
+pub const RETENTION_BATCHES: usize = 10;
+/// How long a worker row may go without a heartbeat before the sweep removes it
+/// (at least the lost-worker threshold).
+pub const WORKER_ROW_EXPIRY: Duration = Duration::from_hours(1);
+
+pub use crate::engine::StallAction;
 
 /// What one sweep did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,6 +84,10 @@ pub struct SweepReport {
     pub repaired: usize,
     /// Stalled attempts that ended on their own before the sweep got to them.
     pub left_alone: usize,
+    /// Finished and cancelled runs deleted by retention.
+    pub runs_deleted: u64,
+    /// Worker rows removed after a long silence.
+    pub workers_removed: u64,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -110,7 +115,18 @@ impl WorkerBuilder {
             heartbeat_interval: Duration::from_secs(5),
             lost_worker_threshold: Duration::from_secs(30),
             sweep_interval: Duration::from_secs(10),
+            retention: Some(DEFAULT_RETENTION),
         }
+    }
+
+    /// How long finished and cancelled runs are kept, counted from their last
+    /// change, before the sweep deletes them with their steps, events and signals
+    /// (default [`DEFAULT_RETENTION`], 30 days; at most `36500d`, a longer one is
+    /// cut to it); `None` keeps them forever.
+    #[must_use]
+    pub const fn retention(mut self, retention: Option<Duration>) -> Self {
+        self.retention = retention;
+        self
     }
 
     /// What the sweep does with a stalled attempt (default: pause the run).
@@ -128,7 +144,7 @@ impl WorkerBuilder {
     }
 
     /// How old a worker's heartbeat may be before its attempts count as lost
-    /// (default 30 s).
+    /// (default 30 s; at most `36500d`).
     #[must_use]
     pub const fn lost_worker_threshold(mut self, threshold: Duration) -> Self {
         self.lost_worker_threshold = threshold;
@@ -252,21 +268,18 @@ impl WorkerBuilder {
                 id: format!("worker-{}", uuid::Uuid::new_v4()),
                 concurrency: self.concurrency,
                 poll_interval: self.poll_interval,
-                stall_threshold_ms: i64::try_from(
-                    self.stall_threshold
-                        .as_millis()
-                        .min(u128::from(pgbus_core::MAX_DURATION_MS)),
-                )
-                .unwrap_or(i64::MAX),
+                stall_threshold_ms: capped_ms(self.stall_threshold),
                 shutdown_grace: self.shutdown_grace,
                 notifications: self.notifications,
                 error_hook: self.error_hook,
                 stall_action: self.stall_action,
                 heartbeat_interval: self.heartbeat_interval,
-                lost_worker_ms: i64::try_from(self.lost_worker_threshold.as_millis())
-                    .unwrap_or(i64::MAX),
+                lost_worker_ms: capped_ms(self.lost_worker_threshold),
                 sweep_interval: self.sweep_interval,
+                retention_ms: self.retention.map(capped_ms),
                 registered: AtomicBool::new(false),
+                loops: std::sync::atomic::AtomicUsize::new(0),
+                running: std::sync::Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -305,6 +318,13 @@ struct Inner {
     heartbeat_interval: Duration,
     lost_worker_ms: i64,
     sweep_interval: Duration,
+    retention_ms: Option<i64>,
+    /// Cancellation tokens of the attempts running here, by step id: cancelled
+    /// when a heartbeat finds the claim lost.
+    running: std::sync::Mutex<HashMap<i64, CancellationToken>>,
+    /// How many `run_until` loops of this worker (and its clones) are running: the
+    /// last one to stop removes the worker row.
+    loops: std::sync::atomic::AtomicUsize,
     /// Whether the worker row exists (claims write this worker's id on rows the
     /// sweep checks against it).
     registered: AtomicBool,
@@ -333,6 +353,7 @@ impl Worker {
     /// None today; the `Result` leaves room for fatal setup errors.
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let inner = &self.inner;
+        inner.loops.fetch_add(1, Ordering::AcqRel);
         info!(pgbus.worker = %inner.id, pgbus.queues = ?inner.queues, "worker started");
         if let Err(error) = self.ensure_registered().await {
             // The first claim tries again; claims fail until the row exists.
@@ -406,11 +427,13 @@ impl Worker {
         if let Some(listener) = listener {
             listener.abort();
         }
-        upkeep.abort();
+        // Heartbeats go on while bodies drain, so their claims are not taken
+        // for lost.
         let drained = tokio::time::timeout(inner.shutdown_grace, async {
             while tasks.join_next().await.is_some() {}
         })
         .await;
+        upkeep.abort();
         if drained.is_err() {
             warn!(
                 pgbus.worker = %inner.id,
@@ -418,6 +441,24 @@ impl Worker {
                 "shutdown grace ran out; abandoning running bodies to the sweep"
             );
             tasks.abort_all();
+            // Let the aborted bodies be dropped (each takes its claim off the
+            // running list as it goes).
+            while tasks.join_next().await.is_some() {}
+        }
+        // The last loop to stop removes the row, unless bodies still run here
+        // (another clone's `run_once`): whatever this worker abandoned then
+        // counts as lost at once. A later claim writes the row again.
+        let last = inner.loops.fetch_sub(1, Ordering::AcqRel) == 1;
+        let idle = inner
+            .running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_empty();
+        if last && idle {
+            inner.registered.store(false, Ordering::Release);
+            if let Err(error) = inner.store.delete_workers(Some(&inner.id), None).await {
+                debug!(error = %display_chain(&error), "could not remove the worker row");
+            }
         }
         info!(pgbus.worker = %inner.id, "worker stopped");
         Ok(())
@@ -450,17 +491,25 @@ impl Worker {
             tokio::select! {
                 _ = heartbeat.tick() => {
                     if inner.registered.load(Ordering::Acquire)
-                        && let Err(error) = inner.store.heartbeat(&inner.id).await
+                        && let Err(error) = self.heartbeat().await
                     {
                         debug!(error = %display_chain(&error), "heartbeat failed");
                     }
                 }
                 _ = sweep.tick() => {
                     match self.sweep().await {
-                        Ok(report) if report.repaired > 0 => {
-                            warn!(repaired = report.repaired, "sweep repaired stalled attempts");
+                        Ok(report) => {
+                            if report.repaired > 0 {
+                                warn!(repaired = report.repaired, "sweep repaired stalled attempts");
+                            }
+                            if report.runs_deleted > 0 || report.workers_removed > 0 {
+                                info!(
+                                    runs_deleted = report.runs_deleted,
+                                    workers_removed = report.workers_removed,
+                                    "sweep applied retention"
+                                );
+                            }
                         }
-                        Ok(_) => {}
                         Err(error) => debug!(error = %display_chain(&error), "sweep failed"),
                     }
                 }
@@ -468,13 +517,59 @@ impl Worker {
         }
     }
 
+    /// Refreshes this worker's heartbeat, writes its row again if the sweep
+    /// removed it, and tells the bodies whose attempts lost their claim (the run
+    /// was cancelled, the sweep stalled the attempt, or another worker claimed
+    /// it) through [`StepCx::cancelled`](crate::StepCx::cancelled). `run_until`
+    /// does this every heartbeat interval; call it yourself when you drive the
+    /// worker with `run_once`.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn heartbeat(&self) -> Result<(), Error> {
+        let inner = &self.inner;
+        let running: Vec<i64> = inner
+            .running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect();
+        let (present, lost) = inner.store.heartbeat(&inner.id, &running).await?;
+        if !present {
+            warn!(pgbus.worker = %inner.id, "the worker row was gone; writing it again");
+            inner.registered.store(false, Ordering::Release);
+            self.ensure_registered().await?;
+        }
+        if !lost.is_empty() {
+            let running = inner
+                .running
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for step_id in lost {
+                if let Some(token) = running.get(&step_id) {
+                    info!(
+                        pgbus.step_id = step_id,
+                        "attempt lost its claim; telling its body"
+                    );
+                    token.cancel();
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Repairs stalled attempts once: each in-progress attempt past its stall
     /// horizon (detection `timeout`) or held by a worker whose heartbeat is older
     /// than the lost-worker threshold (detection `worker_lost`) ends with a
     /// [`StepStalled`](crate::StepStalled) error, the stall action and a
     /// `stall_detected` event. Fenced: an attempt that ended meanwhile is left
-    /// alone. Safe to run from many workers at once; runs inside `run_until` on
-    /// the sweep interval.
+    /// alone. Then retention: finished and cancelled runs last changed before the
+    /// retention age are deleted with their rows, at most [`RETENTION_BATCHES`]
+    /// batches of [`RETENTION_BATCH`] per sweep (the next sweep goes on), and
+    /// worker rows silent for [`WORKER_ROW_EXPIRY`] are removed. Safe to run from
+    /// many workers at once (`SKIP LOCKED`, fenced updates); runs inside
+    /// `run_until` on the sweep interval.
     ///
     /// # Errors
     /// Database errors.
@@ -482,36 +577,16 @@ impl Worker {
         let inner = &self.inner;
         let mut report = SweepReport::default();
         for (claim, worker_id, detection) in inner.store.stalled(inner.lost_worker_ms, 100).await? {
-            let error = crate::StepError::from(crate::StepStalled {
-                detection: detection.clone(),
-                step: claim.step_name.clone(),
-                attempt: claim.attempt,
-            });
-            let reason = error.message();
             let registered = inner.registry.get(claim.workflow.as_str());
-            let (definition, verb) = match (registered, inner.stall_action) {
-                (_, StallAction::Cancel) => (
-                    registered.map_or(&crate::__private::STAND_IN_DEFINITION, |w| w.definition()),
-                    crate::engine::Verb::Cancel { reason },
-                ),
-                (Some(workflow), StallAction::Reattempt { wait }) => (
-                    workflow.definition(),
-                    crate::engine::Verb::Reattempt {
-                        wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                    },
-                ),
-                (registered, _) => (
-                    registered.map_or(&crate::__private::STAND_IN_DEFINITION, |w| w.definition()),
-                    crate::engine::Verb::Pause { reason },
-                ),
-            };
-            let result = AttemptResult {
-                verb,
-                error: Some(crate::engine::ErrorRecord::of(&error)),
-                output: None,
-                report: true,
-                handler_error: None,
-            };
+            let definition =
+                registered.map_or(&crate::__private::STAND_IN_DEFINITION, |w| w.definition());
+            let result = crate::engine::stalled_result(
+                inner.stall_action,
+                registered.is_some(),
+                &claim.step_name,
+                claim.attempt,
+                &detection,
+            );
             match inner
                 .store
                 .sweep_attempt(definition, &claim, &worker_id, &result, &detection)
@@ -527,6 +602,23 @@ impl Worker {
                 }
                 Ended::Late => report.left_alone += 1,
             }
+        }
+        if let Some(retention_ms) = inner.retention_ms {
+            for _ in 0..RETENTION_BATCHES {
+                let deleted = inner
+                    .store
+                    .delete_expired_runs(retention_ms, RETENTION_BATCH)
+                    .await?;
+                report.runs_deleted += deleted;
+                if deleted < u64::try_from(RETENTION_BATCH).unwrap_or(0) {
+                    break;
+                }
+            }
+        }
+        let silent_ms = capped_ms(WORKER_ROW_EXPIRY).max(inner.lost_worker_ms);
+        report.workers_removed = inner.store.delete_workers(None, Some(silent_ms)).await?;
+        if report.runs_deleted > 0 {
+            metrics::counter!("pgbus_runs_deleted_total").increment(report.runs_deleted);
         }
         Ok(report)
     }
@@ -603,6 +695,8 @@ impl Worker {
                 .record(pickup.as_secs_f64());
             debug!("step started");
             let began = Instant::now();
+            let cancellation = CancellationToken::new();
+            let _running = Running::new(inner, claim.step_id, cancellation.clone());
             let result = workflow
                 .attempt(AttemptInput {
                     run_id: claim.run_id,
@@ -613,6 +707,7 @@ impl Worker {
                     outputs: claim.outputs.clone(),
                     timeout_ms: claim.timeout_ms,
                     unreadable: claim.unreadable.clone(),
+                    cancellation,
                 })
                 .await;
             let ran = began.elapsed();
@@ -622,8 +717,17 @@ impl Worker {
         .await;
     }
 
-    /// Records an attempt's outcome, retrying while the database is away; reports
-    /// after commit.
+    /// Records an attempt's outcome; reports after commit.
+    ///
+    /// While the database is away (a restart, a terminated backend, a network
+    /// error) it retries, from 50 ms doubling up to 1 s between tries, until the
+    /// outcome is stored or the worker drops the task at the end of its shutdown
+    /// grace. It does not give up sooner: the body has run, and an outcome
+    /// never recorded would leave the attempt in progress under a live,
+    /// heartbeating worker until its stall horizon (five minutes by default),
+    /// and then run the step again or pause the run. Retrying late is safe: if
+    /// the sweep took the attempt meanwhile, the fence turns the retry into a
+    /// late completion.
     async fn finish(
         &self,
         definition: &'static crate::WorkflowDefinition,
@@ -632,7 +736,7 @@ impl Worker {
         ran: Duration,
     ) {
         let inner = &self.inner;
-        let mut failures = Failures::default();
+        let mut failures = Failures::with_pauses(Duration::from_millis(50), Duration::from_secs(1));
         let mut result = std::borrow::Cow::Borrowed(result);
         let ended = loop {
             match inner
@@ -641,13 +745,18 @@ impl Worker {
                 .await
             {
                 Ok(ended) => break ended,
-                Err(error) if error.is_transient() && failures.count < 5 => {
-                    let pause = failures.failed(&error);
-                    tokio::time::sleep(pause).await;
+                Err(error) if error.is_transient() => {
+                    if failures.record() {
+                        warn!(
+                            error = %display_chain(&error),
+                            "could not record the step's outcome yet; retrying until the database answers"
+                        );
+                    } else {
+                        debug!(error = %display_chain(&error), failures = failures.count, "still cannot record the step's outcome");
+                    }
+                    tokio::time::sleep(failures.pause()).await;
                 }
-                Err(error)
-                    if !error.is_transient() && !matches!(result, std::borrow::Cow::Owned(_)) =>
-                {
+                Err(error) if !matches!(result, std::borrow::Cow::Owned(_)) => {
                     // The outcome itself cannot be stored (an output or text
                     // Postgres refuses): record the attempt as failed with that
                     // reason and no output, so the run pauses instead of hanging.
@@ -663,8 +772,19 @@ impl Worker {
                 }
             }
         };
+        if failures.count > 0 {
+            info!(
+                failures = failures.count,
+                "the database answers again; the step's outcome is settled"
+            );
+        }
         let result = result.as_ref();
         match ended {
+            Ended::Late if failures.count > 0 => {
+                warn!(
+                    "late completion ignored: the attempt was stalled, cancelled or claimed again while the database was away, or a try whose reply was lost with the connection had recorded it"
+                );
+            }
             Ended::Late => {
                 warn!(
                     "late completion ignored: the attempt was stalled, cancelled or claimed again"
@@ -733,6 +853,46 @@ impl Worker {
     }
 }
 
+/// An attempt on the worker's running list for as long as it lives: taken off
+/// when its task ends, or is dropped at shutdown.
+struct Running<'a> {
+    inner: &'a Inner,
+    step_id: i64,
+}
+
+impl<'a> Running<'a> {
+    fn new(inner: &'a Inner, step_id: i64, cancellation: CancellationToken) -> Self {
+        inner
+            .running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(step_id, cancellation);
+        Self { inner, step_id }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.inner
+            .running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.step_id);
+    }
+}
+
+/// A duration in milliseconds for SQL interval arithmetic: at most `36500d`, the
+/// longest duration the option grammar accepts, so `now - it` never leaves the
+/// range of a `timestamptz`.
+fn capped_ms(duration: Duration) -> i64 {
+    i64::try_from(
+        duration
+            .as_millis()
+            .min(u128::from(pgbus_core::MAX_DURATION_MS)),
+    )
+    .unwrap_or(i64::MAX)
+}
+
 /// What is recorded when an attempt's outcome cannot be stored as it is.
 fn unstorable(error: &Error) -> AttemptResult {
     let error = crate::StepError::from(crate::error::Unstorable {
@@ -749,23 +909,68 @@ fn unstorable(error: &Error) -> AttemptResult {
     }
 }
 
-/// Consecutive database failures: logged once at `error`, then quietly, with a
-/// growing pause, until a success.
-#[derive(Default)]
+/// Consecutive failures of one kind of database call, and the growing pause
+/// between tries: from `first_pause`, doubling, up to `longest_pause`, each cut
+/// by up to a quarter at random so workers that failed together do not come back
+/// in step. The claim loop logs the first failure of a streak (`warn` when it is
+/// a connection or server going away, `error` otherwise), the others only at
+/// `debug`, and the recovery once at `info`: one outage, one line each way,
+/// however long it lasts.
 struct Failures {
     count: u32,
+    first_pause: Duration,
+    longest_pause: Duration,
+}
+
+impl Default for Failures {
+    /// The claim loop's: 100 ms doubling up to 5 s.
+    fn default() -> Self {
+        Self::with_pauses(Duration::from_millis(100), Duration::from_secs(5))
+    }
 }
 
 impl Failures {
+    const fn with_pauses(first_pause: Duration, longest_pause: Duration) -> Self {
+        Self {
+            count: 0,
+            first_pause,
+            longest_pause,
+        }
+    }
+
+    /// Counts a failed claim round, logs it (see above) and returns the pause
+    /// before the next.
     fn failed(&mut self, error: &Error) -> Duration {
-        self.count += 1;
-        if self.count == 1 {
-            error!(error = %display_chain(error), "database call failed; retrying with backoff");
+        if self.record() {
+            if error.is_transient() {
+                warn!(error = %display_chain(error), "database unavailable; retrying with backoff");
+            } else {
+                error!(error = %display_chain(error), "database call failed; retrying with backoff");
+            }
         } else {
             debug!(error = %display_chain(error), failures = self.count, "database still failing");
         }
-        let exponent = self.count.min(6);
-        Duration::from_millis(100 * 2_u64.pow(exponent)).min(Duration::from_secs(5))
+        self.pause()
+    }
+
+    /// Counts a failure; whether it is the first of a streak.
+    fn record(&mut self) -> bool {
+        self.count = self.count.saturating_add(1);
+        self.count == 1
+    }
+
+    /// The pause after the failures counted so far.
+    fn pause(&self) -> Duration {
+        let doublings = self.count.saturating_sub(1).min(16);
+        let full = self
+            .first_pause
+            .saturating_mul(1 << doublings)
+            .min(self.longest_pause);
+        let noise = std::hash::BuildHasher::hash_one(
+            &std::collections::hash_map::RandomState::new(),
+            self.count,
+        ) % 1024;
+        full.saturating_sub((full / 4).mul_f64(noise as f64 / 1024.0))
     }
 
     fn recovered(&mut self) {
@@ -777,68 +982,87 @@ impl Failures {
 }
 
 /// Holds a `LISTEN` connection and turns notifications into wake-ups. Reconnects
-/// with backoff; while it is down the worker still polls.
+/// with backoff; while it is down the worker still polls. An outage is logged
+/// once when it begins (`warn`) and once when the session is back (`info`).
 async fn listen(
     config: tokio_postgres::Config,
     channel: String,
     wake: Arc<Notify>,
     stop: Arc<AtomicBool>,
 ) {
-    let mut failures = 0_u32;
+    let mut failures = Failures::default();
+    // Whether the session is known to be gone (logged already).
+    let mut down = false;
     while !stop.load(Ordering::Relaxed) {
-        match listen_once(&config, &channel, &wake).await {
-            Ok(()) => {
-                failures = 0;
-                warn!("notification connection closed; polling until it is back");
+        let ended = listen_once(&config, &channel, &wake, &mut down).await;
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if down {
+            if let Err(error) = &ended {
+                debug!(error = %display_chain(error), "notification connection still failing");
             }
-            Err(error) => {
-                if failures == 0 {
-                    warn!(error = %display_chain(&error), "notification connection failed; polling until it is back");
-                }
-                failures = failures.saturating_add(1);
+        } else {
+            // It was listening (or never tried): the outage begins now, and the
+            // first reconnect comes quickly.
+            down = true;
+            failures = Failures::default();
+            match &ended {
+                Ok(()) => warn!("notification connection closed; polling until it is back"),
+                Err(error) => warn!(
+                    error = %display_chain(error),
+                    "notification connection lost; polling until it is back"
+                ),
             }
         }
-        tokio::time::sleep(Duration::from_millis(
-            200 * u64::from(failures.clamp(1, 25)),
-        ))
-        .await;
+        failures.record();
+        tokio::time::sleep(failures.pause()).await;
     }
 }
 
-/// One `LISTEN` session, until its connection ends.
+/// One `LISTEN` session: connects, listens, wakes the worker on each
+/// notification, and returns when the connection ends: `Ok` when the server
+/// closed it cleanly, else why it failed. Clears `down` (and says the session is
+/// back) once `LISTEN` took.
 async fn listen_once(
     config: &tokio_postgres::Config,
     channel: &str,
-    wake: &Notify,
+    wake: &Arc<Notify>,
+    down: &mut bool,
 ) -> Result<(), Error> {
     let (client, mut connection) = config.connect(NoTls).await?;
-    let (sender, mut received) = tokio::sync::mpsc::unbounded_channel::<()>();
-    // The connection has to be driven for anything, LISTEN included, to happen.
+    let notify = Arc::clone(wake);
+    // The connection has to be driven for anything, LISTEN included, to happen;
+    // the driver ends with the connection and says why it ended.
     let driver = tokio::spawn(async move {
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(message) = messages.next().await {
             match message {
-                Ok(AsyncMessage::Notification(_)) => {
-                    if sender.send(()).is_err() {
-                        break;
-                    }
-                }
+                Ok(AsyncMessage::Notification(_)) => notify.notify_one(),
                 Ok(_) => {}
-                Err(_) => break,
+                Err(error) => return Err(error),
             }
         }
+        Ok(())
     });
-    client
-        .batch_execute(&format!("LISTEN \"{channel}\""))
-        .await?;
+    if let Err(error) = client.batch_execute(&format!("LISTEN \"{channel}\"")).await {
+        driver.abort();
+        return Err(error.into());
+    }
+    if std::mem::take(down) {
+        info!("notification connection is back");
+    }
     debug!(channel, "listening for wake-ups");
     // Something may have become due while nobody listened.
     wake.notify_one();
-    while received.recv().await.is_some() {
-        wake.notify_one();
+    // `client` lives until the connection ends: dropping it would close the
+    // session.
+    let ended = driver.await;
+    drop(client);
+    match ended {
+        Ok(Ok(())) | Err(_) => Ok(()),
+        Ok(Err(error)) => Err(error.into()),
     }
-    driver.abort();
-    Ok(())
 }
 
 fn host() -> String {

@@ -6,10 +6,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone as _, Utc};
 use futures_util::future::BoxFuture;
-use pgbus_runtime::engine::{ErrorRecord, RunStatus, StepOutcome, StepStatus, Verb};
+use pgbus_runtime::engine::{
+    Action, ErrorRecord, RunStatus, StallAction, StepOutcome, StepStatus, Verb,
+};
 use pgbus_runtime::executor::{AttemptInput, run_attempt_with_fault};
 use pgbus_runtime::{
-    Error, RunFilter, RunId, RunSummary, RunView, Started, StepError, Workflow, WorkflowDefinition,
+    Error, RunFilter, RunId, RunSummary, RunView, Started, StepError, SweepReport, Workflow,
+    WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -100,6 +103,9 @@ pub struct TestEnv {
     store: Mutex<MemoryStore>,
     workflows: HashMap<&'static str, Registered>,
     faults: Arc<Mutex<Vec<Fault>>>,
+    stall_action: StallAction,
+    lost_worker_threshold: Duration,
+    retention: Option<Duration>,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -142,6 +148,112 @@ impl TestEnv {
             store: Mutex::new(MemoryStore::new(now)),
             workflows: HashMap::new(),
             faults: Arc::new(Mutex::new(Vec::new())),
+            stall_action: StallAction::default(),
+            lost_worker_threshold: Duration::from_secs(30),
+            retention: Some(pgbus_runtime::worker::DEFAULT_RETENTION),
+        }
+    }
+
+    /// What [`TestEnv::sweep`] does with a stalled attempt, as
+    /// `WorkerBuilder::stall_action` (default: pause the run).
+    #[must_use]
+    pub const fn stall_action(mut self, action: StallAction) -> Self {
+        self.stall_action = action;
+        self
+    }
+
+    /// How long a crashed worker stays silent before [`TestEnv::sweep`] takes
+    /// its attempts as lost, as `WorkerBuilder::lost_worker_threshold` (default
+    /// 30 s).
+    #[must_use]
+    pub const fn lost_worker_threshold(mut self, threshold: Duration) -> Self {
+        self.lost_worker_threshold = threshold;
+        self
+    }
+
+    /// How long [`TestEnv::sweep`] keeps finished and cancelled runs, as
+    /// `WorkerBuilder::retention` (default 30 days; `None` keeps them).
+    #[must_use]
+    pub const fn retention(mut self, retention: Option<Duration>) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Pauses a run, as `Client::pause`.
+    ///
+    /// # Errors
+    /// As `Client::pause`: [`Error::IllegalMove`], [`Error::RunNotFound`],
+    /// [`Error::InvalidActor`].
+    pub fn pause(&self, run_id: RunId, actor: &str, reason: &str) -> Result<RunStatus, Error> {
+        self.act(run_id, Action::Pause, actor, reason)
+    }
+
+    /// Resumes a paused run, as `Client::resume`.
+    ///
+    /// # Errors
+    /// As `Client::resume`.
+    pub fn resume(&self, run_id: RunId, actor: &str, reason: &str) -> Result<RunStatus, Error> {
+        self.act(run_id, Action::Resume, actor, reason)
+    }
+
+    /// Cancels a run, as `Client::cancel`; a body still running is told at once
+    /// through its context.
+    ///
+    /// # Errors
+    /// As `Client::cancel`.
+    pub fn cancel(&self, run_id: RunId, actor: &str, reason: &str) -> Result<RunStatus, Error> {
+        self.act(run_id, Action::Cancel, actor, reason)
+    }
+
+    /// Skips the step a paused run would run next, as `Client::skip`.
+    ///
+    /// # Errors
+    /// As `Client::skip`.
+    pub fn skip(&self, run_id: RunId, actor: &str, reason: &str) -> Result<RunStatus, Error> {
+        self.act(run_id, Action::Skip, actor, reason)
+    }
+
+    fn act(
+        &self,
+        run_id: RunId,
+        action: Action,
+        actor: &str,
+        reason: &str,
+    ) -> Result<RunStatus, Error> {
+        pgbus_runtime::client::check_actor(actor)?;
+        let reason = pgbus_runtime::error::cap_message(reason);
+        self.store().act(run_id, action, actor, &reason)
+    }
+
+    /// Claims the next due step for a worker that dies at once (as if killed with
+    /// SIGKILL right after its claim): the row stays `in_progress`, the run
+    /// `performing`, until [`TestEnv::sweep`] finds it, after the lost-worker
+    /// threshold (`worker_lost`) or the step's stall horizon (`timeout`).
+    /// Returns the run whose step was claimed, if any was due.
+    pub fn crash_next(&self) -> Option<RunId> {
+        let registered: Vec<&str> = self.workflows.keys().copied().collect();
+        self.store().crash_next(&registered)
+    }
+
+    /// Sweeps once, as `Worker::sweep`: stalled attempts end with the stall
+    /// action, a `StepStalled` error and a `stall_detected` event; finished and
+    /// cancelled runs older than the retention are deleted.
+    pub fn sweep(&self) -> SweepReport {
+        let definitions = self
+            .workflows
+            .iter()
+            .map(|(name, registered)| (*name, registered.definition))
+            .collect();
+        let (repaired, deleted) = self.store().sweep(
+            &definitions,
+            self.stall_action,
+            millis(self.lost_worker_threshold),
+            self.retention.map(millis),
+        );
+        SweepReport {
+            repaired,
+            runs_deleted: deleted as u64,
+            ..SweepReport::default()
         }
     }
 
@@ -195,11 +307,15 @@ impl TestEnv {
         self.store().now
     }
 
-    /// Moves the virtual clock forward; steps whose time has come become due.
+    /// Moves the virtual clock forward; steps whose time has come become due. A
+    /// jump past the last time the clock can show (year 262143) stops there.
     pub fn advance(&self, by: Duration) {
         let mut store = self.store();
         let by = chrono::Duration::from_std(by).unwrap_or(chrono::Duration::MAX);
-        store.now = store.now.checked_add_signed(by).unwrap_or(store.now);
+        store.now = store
+            .now
+            .checked_add_signed(by)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
     }
 
     /// Makes the next `times` attempts of `step` of `workflow` fail with
@@ -307,12 +423,14 @@ impl TestEnv {
                 outputs: claim.outputs.clone(),
                 timeout_ms: claim.timeout_ms,
                 unreadable: None,
+                cancellation: claim.cancellation.clone(),
             },
             fault,
         )
         .await;
         let state = pgbus_runtime::engine::RunState {
             step_names: None,
+            step_plan: None,
             status: self
                 .store()
                 .run(claim.run_id)
@@ -357,6 +475,16 @@ impl TestEnv {
     fn store(&self) -> MutexGuard<'_, MemoryStore> {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Milliseconds, cut to `36500d` as the worker cuts its durations.
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(
+        duration
+            .as_millis()
+            .min(u128::from(pgbus_runtime::MAX_DURATION_MS)),
+    )
+    .unwrap_or(i64::MAX)
 }
 
 /// Takes one use of the first fault armed for this step, if any.

@@ -4,9 +4,11 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use pgbus_runtime::context::CancellationToken;
 use pgbus_runtime::engine::{
-    AttemptResult, AttemptState, NewStep, Plan, RunState, RunStatus, StepOutcome, StepStatus,
-    first_attempt, plan_outcome,
+    Action, ActionRun, AttemptResult, AttemptState, ErrorRecord, EventSpec, LatestStep, NewStep,
+    Plan, PlannedStep, RunState, RunStatus, StallAction, StepOutcome, StepStatus, first_attempt,
+    plan_action, plan_outcome, stalled_result,
 };
 use pgbus_runtime::{
     Error, EventView, RunFilter, RunId, RunSummary, RunView, StepView, WorkflowDefinition,
@@ -28,6 +30,7 @@ struct Run {
     paused_at: Option<DateTime<Utc>>,
     cancelled_at: Option<DateTime<Utc>>,
     step_names: Vec<String>,
+    step_plan: Vec<PlannedStep>,
 }
 
 #[derive(Debug, Clone)]
@@ -38,6 +41,10 @@ struct Step {
     reattempts: i32,
     timeout_ms: Option<i64>,
 }
+
+/// The worker a crashed claim names, with a number ([`MemoryStore::crash_next`]):
+/// it stopped heartbeating at the claim.
+pub(crate) const CRASHED_WORKER: &str = "crashed";
 
 /// A claimed attempt, as the memory store hands it out.
 #[derive(Debug, Clone)]
@@ -51,6 +58,17 @@ pub(crate) struct Claim {
     pub(crate) timeout_ms: Option<i64>,
     pub(crate) input: Value,
     pub(crate) outputs: BTreeMap<String, Value>,
+    pub(crate) cancellation: CancellationToken,
+}
+
+/// The run-level changes of an outcome or action plan.
+struct Change<'a> {
+    cancel_open_steps: bool,
+    next: Option<&'a NewStep>,
+    run_status: RunStatus,
+    current_step: Option<&'a str>,
+    run_error: Option<&'a ErrorRecord>,
+    events: &'a [EventSpec],
 }
 
 /// Runs, step rows and events in memory.
@@ -63,6 +81,10 @@ pub(crate) struct MemoryStore {
     next_run: i64,
     next_step: i64,
     next_event: i64,
+    /// Cancellation of the attempts in progress, by step id.
+    tokens: BTreeMap<i64, CancellationToken>,
+    /// Workers that died, with the time their heartbeat stopped.
+    crashed: BTreeMap<String, DateTime<Utc>>,
 }
 
 impl MemoryStore {
@@ -75,6 +97,8 @@ impl MemoryStore {
             next_run: 1,
             next_step: 1,
             next_event: 1,
+            tokens: BTreeMap::new(),
+            crashed: BTreeMap::new(),
         }
     }
 
@@ -122,6 +146,7 @@ impl MemoryStore {
                 paused_at: None,
                 cancelled_at: None,
                 step_names: pgbus_runtime::engine::live_step_names(definition),
+                step_plan: pgbus_runtime::engine::step_plan(definition),
             },
         );
         self.insert_step(id, definition.name, &first);
@@ -132,6 +157,11 @@ impl MemoryStore {
     /// The due step that a claim would take first, for workflows in `registered`:
     /// lowest priority number, then earliest due, then oldest row; runs `ready`.
     pub(crate) fn claim(&mut self, registered: &[&str]) -> Option<Claim> {
+        self.claim_as(registered, TESTKIT_WORKER)
+    }
+
+    /// Claims the next due step as `worker` would.
+    fn claim_as(&mut self, registered: &[&str], worker: &str) -> Option<Claim> {
         let now = self.now;
         let (&step_id, _) = self
             .steps
@@ -149,7 +179,7 @@ impl MemoryStore {
         let step = self.steps.get_mut(&step_id)?;
         step.view.status = StepStatus::InProgress;
         step.view.started_at = Some(now);
-        step.view.worker_id = Some(TESTKIT_WORKER.to_owned());
+        step.view.worker_id = Some(worker.to_owned());
         let stall_ms = step.timeout_ms.unwrap_or(300_000);
         step.view.stall_at = now.checked_add_signed(chrono::Duration::milliseconds(stall_ms));
         let step = step.clone();
@@ -157,13 +187,9 @@ impl MemoryStore {
         run.summary.status = RunStatus::Performing;
         run.summary.updated_at = now;
         let input = run.input.clone();
-        self.event(
-            step.run_id,
-            Some(&step),
-            "step_started",
-            TESTKIT_WORKER,
-            None,
-        );
+        self.event(step.run_id, Some(&step), "step_started", worker, None);
+        let cancellation = CancellationToken::new();
+        self.tokens.insert(step_id, cancellation.clone());
         Some(Claim {
             step_id,
             run_id: step.run_id,
@@ -174,7 +200,21 @@ impl MemoryStore {
             timeout_ms: step.timeout_ms,
             input,
             outputs: self.outputs(step.run_id),
+            cancellation,
         })
+    }
+
+    /// Claims the next due step for a worker that dies at once: the row stays in
+    /// progress under a worker named after [`CRASHED_WORKER`], whose heartbeat
+    /// stopped now. Returns the
+    /// run, if a step was due.
+    pub(crate) fn crash_next(&mut self, registered: &[&str]) -> Option<RunId> {
+        let worker = format!("{CRASHED_WORKER}-{}", self.crashed.len() + 1);
+        let claim = self.claim_as(registered, &worker)?;
+        self.tokens.remove(&claim.step_id);
+        let now = self.now;
+        self.crashed.insert(worker, now);
+        Some(claim.run_id)
     }
 
     /// Milliseconds until the next claimable step is due, if any.
@@ -201,13 +241,28 @@ impl MemoryStore {
         claim: &Claim,
         result: &AttemptResult,
     ) -> Option<Plan> {
+        self.end_attempt_as(definition, claim, result, TESTKIT_WORKER, None)
+    }
+
+    /// Ends an attempt fenced on `worker`'s claim; for the sweep (`detection`
+    /// given) with a `stall_detected` event first, and no late-completion event
+    /// when the fence fails.
+    fn end_attempt_as(
+        &mut self,
+        definition: &'static WorkflowDefinition,
+        claim: &Claim,
+        result: &AttemptResult,
+        worker: &str,
+        detection: Option<&str>,
+    ) -> Option<Plan> {
         let now = self.now;
         let run = self.runs.get(&claim.run_id.0)?;
         let state = RunState {
             status: run.summary.status,
             step_names: Some(run.step_names.clone()),
+            step_plan: Some(run.step_plan.clone()),
         };
-        let plan = plan_outcome(
+        let mut plan = plan_outcome(
             definition,
             &state,
             &AttemptState {
@@ -217,12 +272,26 @@ impl MemoryStore {
             },
             result,
         );
+        if let Some(detection) = detection {
+            plan.events.insert(
+                0,
+                EventSpec {
+                    event: "stall_detected",
+                    about_step: true,
+                    reason: Some(detection.to_owned()),
+                },
+            );
+        }
+        let actor = if detection.is_some() { "sweep" } else { worker };
         let fenced = self.steps.get_mut(&claim.step_id).filter(|step| {
             step.view.status == StepStatus::InProgress
                 && step.view.attempt == claim.attempt
-                && step.view.worker_id.as_deref() == Some(TESTKIT_WORKER)
+                && step.view.worker_id.as_deref() == Some(worker)
         });
         let Some(step) = fenced else {
+            if detection.is_some() {
+                return None;
+            }
             let step = self.steps.get(&claim.step_id).cloned();
             self.event(
                 claim.run_id,
@@ -231,6 +300,13 @@ impl MemoryStore {
                 TESTKIT_WORKER,
                 None,
             );
+            // What the Postgres store records beside it: what was discarded.
+            if let Some((_, event)) = self.events.last_mut() {
+                event.details = Some(serde_json::json!({
+                    "verb": format!("{:?}", result.verb),
+                    "error": result.error.as_ref().map(|e| e.message.clone()),
+                }));
+            }
             return None;
         };
         step.view.status = plan.step_status;
@@ -245,10 +321,38 @@ impl MemoryStore {
             .unwrap_or_default();
         step.view.finished_at = Some(now);
         let step = step.clone();
+        self.tokens.remove(&claim.step_id);
+        self.apply_change(
+            claim.run_id,
+            &claim.workflow,
+            &Change {
+                cancel_open_steps: plan.cancel_open_steps,
+                next: plan.next.as_ref(),
+                run_status: plan.run_status,
+                current_step: plan.current_step.as_deref(),
+                run_error: plan.run_error.as_ref(),
+                events: &plan.events,
+            },
+            Some(&step),
+            actor,
+        );
+        Some(plan)
+    }
 
-        if plan.cancel_open_steps {
-            for other in self.steps.values_mut() {
-                if other.run_id == claim.run_id
+    /// The run-level part of an outcome or action: open rows, the next row, the
+    /// run row, the events.
+    fn apply_change(
+        &mut self,
+        run_id: RunId,
+        workflow: &str,
+        change: &Change<'_>,
+        step: Option<&Step>,
+        actor: &str,
+    ) {
+        let now = self.now;
+        if change.cancel_open_steps {
+            for (id, other) in &mut self.steps {
+                if other.run_id == run_id
                     && matches!(
                         other.view.status,
                         StepStatus::Scheduled | StepStatus::InProgress | StepStatus::Waiting
@@ -257,51 +361,219 @@ impl MemoryStore {
                     other.view.status = StepStatus::Cancelled;
                     other.view.outcome = Some(StepOutcome::Cancelled);
                     other.view.finished_at = Some(now);
+                    if let Some(token) = self.tokens.remove(id) {
+                        token.cancel();
+                    }
                 }
             }
         }
-        if let Some(next) = &plan.next {
-            self.insert_step(claim.run_id, &claim.workflow, next);
+        if let Some(next) = change.next {
+            self.insert_step(run_id, workflow, next);
         }
-        if let Some(run) = self.runs.get_mut(&claim.run_id.0) {
-            if plan.run_status == RunStatus::Paused && run.summary.status != RunStatus::Paused {
+        if let Some(run) = self.runs.get_mut(&run_id.0) {
+            if change.run_status == RunStatus::Paused && run.summary.status != RunStatus::Paused {
                 run.paused_at = Some(now);
             }
-            if plan.run_status == RunStatus::Cancelled {
+            if change.run_status == RunStatus::Cancelled {
                 run.cancelled_at = Some(now);
             }
-            if plan.run_status == RunStatus::Finished {
+            if change.run_status == RunStatus::Finished {
                 run.summary.finished_at = Some(now);
             }
-            run.summary.status = plan.run_status;
-            run.summary.current_step.clone_from(&plan.current_step);
+            run.summary.status = change.run_status;
+            run.summary.current_step = change.current_step.map(str::to_owned);
             run.summary.updated_at = now;
-            run.error_class = plan.run_error.as_ref().map(|e| e.class.clone());
-            run.error_message = plan.run_error.as_ref().map(|e| e.message.clone());
+            run.error_class = change.run_error.map(|e| e.class.clone());
+            run.error_message = change.run_error.map(|e| e.message.clone());
         }
-        for event in &plan.events {
-            let about = event.about_step.then_some(&step);
-            self.event(
-                claim.run_id,
-                about,
-                event.event,
-                TESTKIT_WORKER,
-                event.reason.clone(),
+        for event in change.events {
+            let about = if event.about_step { step } else { None };
+            self.event(run_id, about, event.event, actor, event.reason.clone());
+        }
+    }
+
+    /// As `Client::pause` and friends: plan an operator action and apply it.
+    pub(crate) fn act(
+        &mut self,
+        run_id: RunId,
+        action: Action,
+        actor: &str,
+        reason: &str,
+    ) -> Result<RunStatus, Error> {
+        let run = self
+            .runs
+            .get(&run_id.0)
+            .ok_or(Error::RunNotFound { run_id })?;
+        let workflow = run.summary.workflow.clone();
+        let run_error = run.error_class.clone().map(|class| ErrorRecord {
+            class,
+            message: run.error_message.clone().unwrap_or_default(),
+            causes: Vec::new(),
+        });
+        let latest = self
+            .steps
+            .values()
+            .filter(|step| step.run_id == run_id)
+            .max_by_key(|step| step.view.id)
+            .cloned();
+        let state = ActionRun {
+            status: run.summary.status,
+            current_step: run.summary.current_step.clone(),
+            step_plan: Some(run.step_plan.clone()),
+            latest: latest.as_ref().map(|step| LatestStep {
+                id: step.view.id,
+                step_name: step.view.step_name.clone(),
+                attempt: step.view.attempt,
+                status: step.view.status,
+                outcome: step.view.outcome,
+                queue: step.view.queue.clone(),
+                priority: step.view.priority,
+                timeout_ms: step.timeout_ms,
+            }),
+        };
+        let plan = plan_action(action, &state, reason).map_err(|why| Error::IllegalMove {
+            run_id,
+            action,
+            why,
+        })?;
+        let now = self.now;
+        if plan.skip_latest
+            && let Some(latest) = &latest
+            && let Some(row) = self.steps.get_mut(&latest.view.id)
+        {
+            row.view.status = StepStatus::Skipped;
+            row.view.outcome = Some(StepOutcome::Skipped);
+            row.view.finished_at = Some(now);
+        }
+        self.apply_change(
+            run_id,
+            &workflow,
+            &Change {
+                cancel_open_steps: plan.cancel_open_steps,
+                next: plan.next.as_ref(),
+                run_status: plan.run_status,
+                current_step: plan.current_step.as_deref(),
+                run_error: if plan.clear_error {
+                    None
+                } else {
+                    run_error.as_ref()
+                },
+                events: &plan.events,
+            },
+            latest.as_ref(),
+            actor,
+        );
+        Ok(plan.run_status)
+    }
+
+    /// As the worker's sweep: ends stalled attempts (past `stall_at`: `timeout`;
+    /// held by a crashed worker silent for longer than `lost_ms`: `worker_lost`)
+    /// with `action`, then deletes finished and cancelled runs last changed more
+    /// than `retention_ms` ago. `definitions` are the registered workflows.
+    /// Returns (repaired, runs deleted).
+    pub(crate) fn sweep(
+        &mut self,
+        definitions: &BTreeMap<&str, &'static WorkflowDefinition>,
+        action: StallAction,
+        lost_ms: i64,
+        retention_ms: Option<i64>,
+    ) -> (usize, usize) {
+        let now = self.now;
+        let before = |ms: i64| {
+            now.checked_sub_signed(chrono::Duration::milliseconds(ms))
+                .unwrap_or(DateTime::<Utc>::MIN_UTC)
+        };
+        let lost_before = before(lost_ms);
+        let stalled: Vec<(i64, &'static str)> = self
+            .steps
+            .iter()
+            .filter(|(_, step)| step.view.status == StepStatus::InProgress)
+            .filter_map(|(id, step)| {
+                if step.view.stall_at.is_some_and(|at| at <= now) {
+                    return Some((*id, "timeout"));
+                }
+                let silent_since = step
+                    .view
+                    .worker_id
+                    .as_deref()
+                    .and_then(|worker| self.crashed.get(worker));
+                silent_since
+                    .is_some_and(|since| *since < lost_before)
+                    .then_some((*id, "worker_lost"))
+            })
+            .collect();
+        let mut repaired = 0;
+        for (id, detection) in stalled {
+            let Some(step) = self.steps.get(&id).cloned() else {
+                continue;
+            };
+            let registered = definitions.get(step.workflow.as_str()).copied();
+            let definition = registered.unwrap_or(&pgbus_runtime::__private::STAND_IN_DEFINITION);
+            let result = stalled_result(
+                action,
+                registered.is_some(),
+                &step.view.step_name,
+                step.view.attempt,
+                detection,
             );
+            let claim = Claim {
+                step_id: id,
+                run_id: step.run_id,
+                workflow: step.workflow.clone(),
+                step_name: step.view.step_name.clone(),
+                attempt: step.view.attempt,
+                reattempts: step.reattempts,
+                timeout_ms: step.timeout_ms,
+                input: Value::Null,
+                outputs: BTreeMap::new(),
+                cancellation: CancellationToken::new(),
+            };
+            let worker = step.view.worker_id.clone().unwrap_or_default();
+            if let Some(token) = self.tokens.remove(&id) {
+                token.cancel();
+            }
+            if self
+                .end_attempt_as(definition, &claim, &result, &worker, Some(detection))
+                .is_some()
+            {
+                repaired += 1;
+            }
         }
-        Some(plan)
+        let mut deleted = 0;
+        if let Some(retention_ms) = retention_ms {
+            let expired_before = before(retention_ms);
+            let expired: Vec<i64> = self
+                .runs
+                .iter()
+                .filter(|(_, run)| {
+                    run.summary.status.is_terminal() && run.summary.updated_at < expired_before
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            for id in expired {
+                self.runs.remove(&id);
+                self.steps.retain(|_, step| step.run_id.0 != id);
+                self.events.retain(|(run, _)| run.0 != id);
+                deleted += 1;
+            }
+        }
+        (repaired, deleted)
     }
 
     /// Moves the in-progress claim of `run_id` to another worker, as a sweep or a
-    /// second worker would take it; `false` when nothing of the run is in progress.
+    /// second worker would take it, and tells the body; `false` when nothing of
+    /// the run is in progress.
     pub(crate) fn lose_claim(&mut self, run_id: RunId) -> bool {
         let step = self
             .steps
-            .values_mut()
-            .find(|step| step.run_id == run_id && step.view.status == StepStatus::InProgress);
+            .iter_mut()
+            .find(|(_, step)| step.run_id == run_id && step.view.status == StepStatus::InProgress);
         match step {
-            Some(step) => {
+            Some((id, step)) => {
                 step.view.worker_id = Some("elsewhere".to_owned());
+                if let Some(token) = self.tokens.remove(id) {
+                    token.cancel();
+                }
                 true
             }
             None => false,

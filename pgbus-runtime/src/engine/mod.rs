@@ -14,8 +14,10 @@ use crate::definition::{
 use crate::error::{StepError, cap_message};
 use crate::flow::Flow;
 
+mod operator;
 mod status;
 
+pub use operator::{Action, ActionPlan, ActionRun, IllegalMove, LatestStep, plan_action};
 pub use status::{RunStatus, StepOutcome, StepStatus, UnknownStatus};
 
 /// What to do next, once a step attempt has ended: a [`Flow`] verb with its wait
@@ -146,6 +148,9 @@ pub struct RunState {
     /// The live steps of the definition the run started with, in order (`None`
     /// for runs from before they were recorded): the run advances along them.
     pub step_names: Option<Vec<String>>,
+    /// Where each of those steps goes (`None` for runs from before it was
+    /// recorded): used for a step the deciding definition lacks.
+    pub step_plan: Option<Vec<PlannedStep>>,
 }
 
 /// The live step names of a definition, in order: what a run records at start.
@@ -156,6 +161,60 @@ pub fn live_step_names(definition: &WorkflowDefinition) -> Vec<String> {
         .iter()
         .filter(|entry| entry.kind != EntryKind::Removed)
         .map(|entry| entry.name.to_owned())
+        .collect()
+}
+
+/// One live step of the definition a run started with, as the run records it
+/// (`runs.step_plan`): enough to schedule the step without the definition, which
+/// an operator's resume or skip does not have.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlannedStep {
+    /// The durable step name.
+    pub name: String,
+    /// Its queue.
+    pub queue: String,
+    /// Its priority; lower runs first.
+    pub priority: i16,
+    /// Its own timeout, in milliseconds, if any.
+    pub timeout_ms: Option<i64>,
+    /// Its `wait` before the first attempt, in milliseconds.
+    pub wait_ms: u64,
+}
+
+impl PlannedStep {
+    /// The first attempt of this step.
+    #[must_use]
+    pub fn first_attempt(&self) -> NewStep {
+        NewStep {
+            step_name: self.name.clone(),
+            attempt: 1,
+            reattempts: 0,
+            queue: self.queue.clone(),
+            priority: self.priority,
+            timeout_ms: self.timeout_ms,
+            delay_ms: self.wait_ms,
+        }
+    }
+}
+
+/// The step plan a run of `definition` records at start: its live steps, in order.
+#[must_use]
+pub fn step_plan(definition: &WorkflowDefinition) -> Vec<PlannedStep> {
+    definition
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, entry)| entry.kind != EntryKind::Removed)
+        .map(|(index, entry)| {
+            let first = first_attempt(definition, index, entry);
+            PlannedStep {
+                name: first.step_name,
+                queue: first.queue,
+                priority: first.priority,
+                timeout_ms: first.timeout_ms,
+                wait_ms: first.delay_ms,
+            }
+        })
         .collect()
 }
 
@@ -337,8 +396,9 @@ pub fn plan_outcome(
 /// Schedules the step after `current`, or finishes the run. The run's own step
 /// list decides what comes next when it has one, so a worker of another version
 /// never skips a step the run's version has: a step this definition marks removed
-/// is passed over, one it does not know is scheduled anyway (with the workflow's
-/// queue and priority) and pauses the run with `StepNotDefined` when claimed.
+/// is passed over, one it does not know is scheduled anyway (where the run's step
+/// plan places it, else on the workflow's queue and priority) and pauses the run
+/// with `StepNotDefined` when claimed.
 fn advance(
     definition: &WorkflowDefinition,
     run: &RunState,
@@ -364,15 +424,22 @@ fn advance(
     let next = match along_run {
         Some(Some(name)) => Some(match definition.entry(&name) {
             Some((next_index, entry)) => first_attempt(definition, next_index, entry),
-            None => NewStep {
-                step_name: name,
-                attempt: 1,
-                reattempts: 0,
-                queue: definition.queue.to_owned(),
-                priority: definition.priority,
-                timeout_ms: None,
-                delay_ms: 0,
-            },
+            None => run
+                .step_plan
+                .as_ref()
+                .and_then(|plan| plan.iter().find(|step| step.name == name))
+                .map_or_else(
+                    || NewStep {
+                        step_name: name.clone(),
+                        attempt: 1,
+                        reattempts: 0,
+                        queue: definition.queue.to_owned(),
+                        priority: definition.priority,
+                        timeout_ms: None,
+                        delay_ms: 0,
+                    },
+                    PlannedStep::first_attempt,
+                ),
         }),
         Some(None) => None,
         None => index
@@ -549,6 +616,59 @@ fn apply_policy(policy: &ExceptionPolicy, error: &StepError, reattempts: i32) ->
             handler,
             report: report_terminal,
         },
+    }
+}
+
+/// What the sweep does with a stalled attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StallAction {
+    /// Pause the run (the default); an operator decides.
+    #[default]
+    Pause,
+    /// Run the step again after `wait` (only for workflows the sweeping worker
+    /// registered; others are paused).
+    Reattempt {
+        /// Delay before the new attempt.
+        wait: std::time::Duration,
+    },
+    /// Cancel the run.
+    Cancel,
+}
+
+/// How the sweep ends a stalled attempt: with a
+/// [`StepStalled`](crate::StepStalled) error (always reported) and the stall
+/// action's verb. `registered` says whether the sweeper has the workflow's own
+/// definition: a reattempt needs it, so without it the run pauses instead.
+/// `detection` is `timeout` or `worker_lost`.
+#[must_use]
+pub fn stalled_result(
+    action: StallAction,
+    registered: bool,
+    step: &str,
+    attempt: i32,
+    detection: &str,
+) -> AttemptResult {
+    let error = StepError::from(crate::StepStalled {
+        detection: detection.to_owned(),
+        step: step.to_owned(),
+        attempt,
+    });
+    let reason = error.message();
+    let verb = match action {
+        StallAction::Cancel => Verb::Cancel { reason },
+        StallAction::Reattempt { wait } if registered => Verb::Reattempt {
+            wait_ms: u64::try_from(wait.as_millis())
+                .unwrap_or(u64::MAX)
+                .min(MAX_DURATION_MS),
+        },
+        StallAction::Reattempt { .. } | StallAction::Pause => Verb::Pause { reason },
+    };
+    AttemptResult {
+        verb,
+        error: Some(ErrorRecord::of(&error)),
+        output: None,
+        report: true,
+        handler_error: None,
     }
 }
 

@@ -56,6 +56,7 @@ fn attempt(step: &str, attempt: i32, reattempts: i32) -> AttemptState {
 fn ready() -> RunState {
     RunState {
         step_names: None,
+        step_plan: None,
         status: RunStatus::Performing,
     }
 }
@@ -244,6 +245,7 @@ fn a_reattempt_is_the_same_step_one_attempt_later() {
 fn an_outside_pause_holds_the_run_but_the_last_step_still_finishes_it() {
     let held = RunState {
         step_names: None,
+        step_plan: None,
         status: RunStatus::Paused,
     };
     let plan = plan_outcome(

@@ -67,3 +67,36 @@ fn a_message_error_has_its_own_type() {
     assert!(error.is::<Message>());
     assert_eq!(error.to_string(), "nope");
 }
+
+#[tokio::test]
+async fn a_refused_connection_is_transient_and_a_malformed_request_is_not() {
+    // Port 1 on the loopback: nothing listens, the kernel refuses at once.
+    let mut config = tokio_postgres::Config::new();
+    config.host("127.0.0.1").port(1).user("pgbus");
+    let refused = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .err()
+        .expect("nothing listens on port 1");
+    assert!(Error::Database(refused).is_transient());
+
+    let malformed = "host=127.0.0.1 port=not-a-port"
+        .parse::<tokio_postgres::Config>()
+        .expect_err("a bad port");
+    assert!(!Error::Database(malformed).is_transient());
+}
+
+#[test]
+fn a_pool_that_timed_out_is_transient_and_a_closed_pool_is_not() {
+    use deadpool_postgres::{PoolError, TimeoutType};
+    assert!(Error::Pool(PoolError::Timeout(TimeoutType::Wait)).is_transient());
+    assert!(!Error::Pool(PoolError::Closed).is_transient());
+    assert!(
+        !Error::RowCount {
+            statement: "update_run",
+            expected: 1,
+            found: 0
+        }
+        .is_transient()
+    );
+}

@@ -39,6 +39,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0002_run_step_names.sql",
         sql: include_str!("../../../migrations/0002_run_step_names.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_run_step_plan.sql",
+        sql: include_str!("../../../migrations/0003_run_step_plan.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

@@ -108,6 +108,10 @@ statements! {
     late_completion => "late_completion.sql",
     stalled => "stalled.sql",
     heartbeat => "heartbeat.sql",
+    latest_step => "latest_step.sql",
+    skip_step => "skip_step.sql",
+    delete_expired_runs => "delete_expired_runs.sql",
+    delete_worker => "delete_worker.sql",
 }
 
 #[cfg(test)]

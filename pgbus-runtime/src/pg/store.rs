@@ -15,7 +15,8 @@ use crate::clock::Clock;
 use crate::context::RunId;
 use crate::definition::WorkflowDefinition;
 use crate::engine::{
-    AttemptResult, AttemptState, Plan, RunState, RunStatus, first_attempt, plan_outcome,
+    Action, ActionRun, AttemptResult, AttemptState, ErrorRecord, EventSpec, LatestStep, NewStep,
+    Plan, PlannedStep, RunState, RunStatus, first_attempt, plan_action, plan_outcome,
 };
 use crate::error::Error;
 
@@ -151,6 +152,7 @@ impl PgStore {
                     &self.clock.now(),
                     &self.schema.channel(),
                     &crate::engine::live_step_names(definition),
+                    &serde_json::to_value(crate::engine::step_plan(definition))?,
                 ],
             )
             .await?;
@@ -335,14 +337,47 @@ impl PgStore {
             .collect())
     }
 
-    /// Refreshes a worker's heartbeat.
-    pub(crate) async fn heartbeat(&self, id: &str) -> Result<(), Error> {
+    /// Refreshes a worker's heartbeat. Returns whether its row was there, and
+    /// which of `running` (step ids) lost their claim.
+    pub(crate) async fn heartbeat(
+        &self,
+        id: &str,
+        running: &[i64],
+    ) -> Result<(bool, Vec<i64>), Error> {
         let client = self.pool.get().await?;
         let statement = client.prepare_cached(&self.sql.heartbeat).await?;
-        client
-            .execute(&statement, &[&id, &self.clock.now()])
+        let row = client
+            .query_one(&statement, &[&id, &self.clock.now(), &running])
             .await?;
-        Ok(())
+        Ok((row.get::<_, i64>("beats") > 0, row.get("lost")))
+    }
+
+    /// Deletes up to `batch` finished or cancelled runs older than `retention_ms`;
+    /// returns how many.
+    pub(crate) async fn delete_expired_runs(
+        &self,
+        retention_ms: i64,
+        batch: i64,
+    ) -> Result<u64, Error> {
+        let client = self.pool.get().await?;
+        let statement = client.prepare_cached(&self.sql.delete_expired_runs).await?;
+        Ok(client
+            .execute(&statement, &[&self.clock.now(), &retention_ms, &batch])
+            .await?)
+    }
+
+    /// Deletes the row of worker `id` and of every worker silent for longer than
+    /// `silent_ms` (each if given); returns how many.
+    pub(crate) async fn delete_workers(
+        &self,
+        id: Option<&str>,
+        silent_ms: Option<i64>,
+    ) -> Result<u64, Error> {
+        let client = self.pool.get().await?;
+        let statement = client.prepare_cached(&self.sql.delete_worker).await?;
+        Ok(client
+            .execute(&statement, &[&id, &self.clock.now(), &silent_ms])
+            .await?)
     }
 
     #[allow(clippy::too_many_arguments)] // one transaction, its parts named
@@ -357,12 +392,13 @@ impl PgStore {
         sweep: Option<&str>,
     ) -> Result<Ended, Error> {
         let lock = tx.prepare_cached(&self.sql.lock_run).await?;
-        let Some(run) = tx.query_opt(&lock, &[&claimed.run_id.0]).await? else {
+        let Some(run) = tx.query_opt(&lock, &[&claimed.run_id.0, &now]).await? else {
             // The run was deleted (retention) while the step ran.
             return Ok(Ended::Late);
         };
-        let status: String = run.get(0);
-        let step_names: Option<Vec<String>> = run.get(2);
+        let status: String = run.get("status");
+        let step_names: Option<Vec<String>> = run.get("step_names");
+        let step_plan = read_step_plan(&run);
         let run_status: RunStatus = status.parse().map_err(|e| Error::Corrupt(format!("{e}")))?;
         let state = AttemptState {
             step_name: claimed.step_name.clone(),
@@ -374,6 +410,7 @@ impl PgStore {
             &RunState {
                 status: run_status,
                 step_names,
+                step_plan,
             },
             &state,
             result,
@@ -438,26 +475,151 @@ impl PgStore {
         let db_now: DateTime<Utc> = fenced.get(0);
 
         let actor = if sweep.is_some() { "sweep" } else { worker_id };
-        self.apply_plan(tx, &claimed.workflow, claimed, &plan, actor, db_now)
-            .await?;
+        let step = StepRef {
+            id: claimed.step_id,
+            name: &claimed.step_name,
+            attempt: claimed.attempt,
+        };
+        let change = RunChange {
+            run_id: claimed.run_id.0,
+            workflow: &claimed.workflow,
+            cancel_open_steps: plan.cancel_open_steps,
+            next: plan.next.as_ref(),
+            run_status: plan.run_status,
+            current_step: plan.current_step.as_deref(),
+            run_error: plan.run_error.as_ref(),
+            events: &plan.events,
+        };
+        self.apply_change(tx, &change, &step, actor, db_now).await?;
         Ok(Ended::Applied(Box::new(plan)))
     }
 
-    async fn apply_plan(
+    /// Carries out an operator action on a run, in one transaction under its row
+    /// lock. Returns the run's new status.
+    pub(crate) async fn act(
+        &self,
+        run_id: RunId,
+        action: Action,
+        actor: &str,
+        reason: &str,
+    ) -> Result<RunStatus, Error> {
+        let now = self.clock.now();
+        in_tx!(self.pool, |tx| self
+            .act_in(&tx, run_id, action, actor, reason, now))
+    }
+
+    async fn act_in(
         &self,
         tx: &Transaction<'_>,
-        workflow: &str,
-        claimed: &Claimed,
-        plan: &Plan,
+        run_id: RunId,
+        action: Action,
+        actor: &str,
+        reason: &str,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<RunStatus, Error> {
+        let lock = tx.prepare_cached(&self.sql.lock_run).await?;
+        let Some(run) = tx.query_opt(&lock, &[&run_id.0, &now]).await? else {
+            return Err(Error::RunNotFound { run_id });
+        };
+        let db_now: DateTime<Utc> = run.get("now");
+        let workflow: String = run.get("workflow");
+        let statement = tx.prepare_cached(&self.sql.latest_step).await?;
+        let latest = tx
+            .query_opt(&statement, &[&run_id.0])
+            .await?
+            .map(|row| -> Result<LatestStep, Error> {
+                let outcome: Option<String> = row.get("outcome");
+                Ok(LatestStep {
+                    id: row.get("id"),
+                    step_name: row.get("step_name"),
+                    attempt: row.get("attempt"),
+                    status: parse_stored(&row.get::<_, String>("status"))?,
+                    outcome: outcome.as_deref().map(parse_stored).transpose()?,
+                    queue: row.get("queue"),
+                    priority: row.get("priority"),
+                    timeout_ms: row.get("timeout_ms"),
+                })
+            })
+            .transpose()?;
+        let state = ActionRun {
+            status: parse_stored(&run.get::<_, String>("status"))?,
+            current_step: run.get("current_step"),
+            step_plan: read_step_plan(&run),
+            latest,
+        };
+        let plan = plan_action(action, &state, reason).map_err(|why| Error::IllegalMove {
+            run_id,
+            action,
+            why,
+        })?;
+        let step = state.latest.as_ref().map_or(
+            StepRef {
+                id: 0,
+                name: "",
+                attempt: 0,
+            },
+            |latest| StepRef {
+                id: latest.id,
+                name: &latest.step_name,
+                attempt: latest.attempt,
+            },
+        );
+        if plan.skip_latest {
+            let statement = tx.prepare_cached(&self.sql.skip_step).await?;
+            let skipped = tx.execute(&statement, &[&step.id, &db_now]).await?;
+            check_count("skip_step", 1, i64::try_from(skipped).unwrap_or(0))?;
+        }
+        let kept_error = match (
+            plan.clear_error,
+            run.get::<_, Option<String>>("error_class"),
+            run.get::<_, Option<String>>("error_message"),
+        ) {
+            (false, Some(class), message) => Some(ErrorRecord {
+                class,
+                message: message.unwrap_or_default(),
+                causes: Vec::new(),
+            }),
+            _ => None,
+        };
+        let change = RunChange {
+            run_id: run_id.0,
+            workflow: &workflow,
+            cancel_open_steps: plan.cancel_open_steps,
+            next: plan.next.as_ref(),
+            run_status: plan.run_status,
+            current_step: plan.current_step.as_deref(),
+            run_error: kept_error.as_ref(),
+            events: &plan.events,
+        };
+        self.apply_change(tx, &change, &step, actor, db_now).await?;
+        if plan.next.is_none()
+            && plan.run_status == RunStatus::Ready
+            && let Some(latest) = &state.latest
+        {
+            // A held row can be claimed again: wake its queue's workers.
+            let statement = tx.prepare_cached(&self.sql.notify).await?;
+            tx.query_one(&statement, &[&self.schema.channel(), &latest.queue])
+                .await?;
+        }
+        Ok(plan.run_status)
+    }
+
+    async fn apply_change(
+        &self,
+        tx: &Transaction<'_>,
+        change: &RunChange<'_>,
+        step: &StepRef<'_>,
         actor: &str,
         now: DateTime<Utc>,
     ) -> Result<(), Error> {
-        let run_id = claimed.run_id.0;
+        let run_id = change.run_id;
+        let workflow = change.workflow;
+        let plan = change;
         if plan.cancel_open_steps {
             let statement = tx.prepare_cached(&self.sql.cancel_open_steps).await?;
             tx.execute(&statement, &[&run_id, &now]).await?;
         }
-        if let Some(next) = &plan.next {
+        if let Some(next) = plan.next {
             let statement = tx.prepare_cached(&self.sql.insert_step).await?;
             tx.query_one(
                 &statement,
@@ -491,8 +653,8 @@ impl PgStore {
                     &run_id,
                     &plan.run_status.as_str(),
                     &plan.current_step,
-                    &plan.run_error.as_ref().map(|e| e.class.as_str()),
-                    &plan.run_error.as_ref().map(|e| e.message.as_str()),
+                    &plan.run_error.map(|e| e.class.as_str()),
+                    &plan.run_error.map(|e| e.message.as_str()),
                     &now,
                 ],
             )
@@ -505,10 +667,10 @@ impl PgStore {
             let mut attempts = Vec::new();
             let mut events = Vec::new();
             let mut reasons = Vec::new();
-            for event in &plan.events {
-                step_ids.push(event.about_step.then_some(claimed.step_id));
-                step_names.push(event.about_step.then(|| claimed.step_name.clone()));
-                attempts.push(event.about_step.then_some(claimed.attempt));
+            for event in plan.events {
+                step_ids.push(event.about_step.then_some(step.id));
+                step_names.push(event.about_step.then(|| step.name.to_owned()));
+                attempts.push(event.about_step.then_some(step.attempt));
                 events.push(event.event);
                 reasons.push(event.reason.clone());
             }
@@ -552,6 +714,40 @@ impl PgStore {
             .await?;
         Ok(())
     }
+}
+
+/// A step row that events of a change are about.
+struct StepRef<'a> {
+    id: i64,
+    name: &'a str,
+    attempt: i32,
+}
+
+/// The run-level changes of an outcome plan or an action plan.
+struct RunChange<'a> {
+    run_id: i64,
+    workflow: &'a str,
+    cancel_open_steps: bool,
+    next: Option<&'a NewStep>,
+    run_status: RunStatus,
+    current_step: Option<&'a str>,
+    run_error: Option<&'a ErrorRecord>,
+    events: &'a [EventSpec],
+}
+
+/// The run's recorded step plan; a value this version cannot read counts as none
+/// (operator actions that need it then refuse, rather than guess).
+fn read_step_plan(row: &tokio_postgres::Row) -> Option<Vec<PlannedStep>> {
+    row.try_get::<_, Option<Value>>("step_plan")
+        .ok()
+        .flatten()
+        .and_then(|value| serde_json::from_value(value).ok())
+}
+
+fn parse_stored<T: std::str::FromStr<Err = crate::engine::UnknownStatus>>(
+    text: &str,
+) -> Result<T, Error> {
+    text.parse().map_err(|e| Error::Corrupt(format!("{e}")))
 }
 
 fn retryable(error: &tokio_postgres::Error) -> bool {

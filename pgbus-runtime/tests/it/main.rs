@@ -4,10 +4,12 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 mod client_pg;
+mod connection_pg;
 mod definition;
 mod dispatch;
 mod engine_pg;
 mod migrate_pg;
+mod operator_pg;
 mod pg;
 mod policy_pg;
 mod robust_pg;

@@ -156,3 +156,303 @@ async fn a_worker_that_stopped_heartbeating_loses_its_attempts_which_are_reattem
             .any(|e| e.event == "late_completion_ignored")
     );
 }
+
+/// Inserts `count` runs of `status` last changed `age` before the pinned clock,
+/// each with a step row, an event and a signal, straight in SQL.
+async fn seed_runs(t: &TestDb, count: i32, status: &str, age_secs: i64) {
+    t.execute(
+        "WITH r AS (
+             INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, input,
+                                        created_at, updated_at, finished_at)
+             SELECT 'sweep.hung', 'd', 'o', $2, 'null', t, t, t
+             FROM generate_series(1, $1) AS g(i),
+                  LATERAL (SELECT $3::timestamptz - $4::bigint * interval '1 second') AS at(t)
+             RETURNING id, created_at
+         ), s AS (
+             INSERT INTO {schema}.steps (run_id, workflow, step_name, attempt, status, queue,
+                                         priority, scheduled_at, created_at)
+             SELECT id, 'sweep.hung', 'slow', 1, 'completed', 'default', 0, created_at, created_at
+             FROM r
+         ), e AS (
+             INSERT INTO {schema}.events (run_id, event, actor, created_at)
+             SELECT id, 'started', 'client', created_at FROM r
+         )
+         INSERT INTO {schema}.signals (run_id, name, created_at)
+         SELECT id, 'sig', created_at FROM r",
+        &[&count, &status, &t.clock.now(), &age_secs],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn retention_deletes_old_ended_runs_with_their_rows_in_bounded_batches() {
+    let t = TestDb::new().await;
+    let gate = Arc::new(Gate::default());
+    let sweeper =
+        t.db.worker()
+            .notifications(false)
+            .retention(Some(Duration::from_hours(1)))
+            .register(Hung {
+                gate: Arc::clone(&gate),
+            })
+            .build()
+            .expect("worker");
+    let per_sweep = pgbus_runtime::worker::RETENTION_BATCH
+        * i64::try_from(pgbus_runtime::worker::RETENTION_BATCHES).expect("small");
+    let old = i32::try_from(per_sweep + 7).expect("small");
+    seed_runs(&t, old - 100, "finished", 7200).await;
+    seed_runs(&t, 100, "cancelled", 7200).await;
+    // Kept: ended too recently, or old but not ended.
+    seed_runs(&t, 3, "finished", 1800).await;
+    seed_runs(&t, 3, "paused", 7200).await;
+    seed_runs(&t, 3, "ready", 7200).await;
+
+    let first = sweeper.sweep().await.expect("sweep");
+    assert_eq!(
+        first.runs_deleted,
+        u64::try_from(per_sweep).expect("positive"),
+        "one sweep deletes at most its batches"
+    );
+    let second = sweeper.sweep().await.expect("sweep");
+    assert_eq!(second.runs_deleted, 7);
+    assert_eq!(sweeper.sweep().await.expect("sweep").runs_deleted, 0);
+
+    assert_eq!(t.count("SELECT count(*) FROM {schema}.runs", &[]).await, 9);
+    for table in ["steps", "events", "signals"] {
+        assert_eq!(
+            t.count(
+                &format!(
+                    "SELECT count(*) FROM {{schema}}.{table} x
+                     WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.runs r WHERE r.id = x.run_id)"
+                ),
+                &[]
+            )
+            .await,
+            0,
+            "no {table} row outlives its run"
+        );
+        assert_eq!(
+            t.count(&format!("SELECT count(*) FROM {{schema}}.{table}"), &[])
+                .await,
+            9
+        );
+    }
+
+    // Without retention nothing goes.
+    let keeper =
+        t.db.worker()
+            .notifications(false)
+            .retention(None)
+            .register(Hung {
+                gate: Arc::clone(&gate),
+            })
+            .build()
+            .expect("worker");
+    t.clock.advance(Duration::from_hours(365 * 24));
+    assert_eq!(keeper.sweep().await.expect("sweep").runs_deleted, 0);
+    // A retention beyond any date is cut to 36500d, not an SQL range error.
+    let forever =
+        t.db.worker()
+            .notifications(false)
+            .retention(Some(Duration::MAX))
+            .lost_worker_threshold(Duration::MAX)
+            .register(Hung {
+                gate: Arc::default(),
+            })
+            .build()
+            .expect("worker");
+    assert_eq!(forever.sweep().await.expect("sweep").runs_deleted, 0);
+}
+
+#[tokio::test]
+async fn worker_rows_are_removed_after_a_long_silence_and_written_again_on_heartbeat() {
+    let t = TestDb::new().await;
+    let gate = Arc::new(Gate::default());
+    let a = worker(&t, &gate, StallAction::Pause);
+    let b = worker(&t, &gate, StallAction::Pause);
+    // Claims register the worker rows.
+    a.run_once().await.expect("run");
+    b.run_once().await.expect("run");
+    let rows = "SELECT count(*) FROM {schema}.workers";
+    assert_eq!(t.count(rows, &[]).await, 2);
+
+    t.clock.advance(Duration::from_secs(3599));
+    assert_eq!(b.sweep().await.expect("sweep").workers_removed, 0);
+    b.heartbeat().await.expect("heartbeat");
+    t.clock.advance(Duration::from_secs(2));
+    assert_eq!(
+        b.sweep().await.expect("sweep").workers_removed,
+        1,
+        "a's row, silent for over an hour"
+    );
+    a.heartbeat().await.expect("heartbeat");
+    assert_eq!(t.count(rows, &[]).await, 2, "a wrote its row again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_worker_removes_its_row_so_what_it_abandoned_is_lost_at_once() {
+    let t = TestDb::new().await;
+    let gate = Arc::new(Gate::default());
+    let a =
+        t.db.worker()
+            .notifications(false)
+            .shutdown_grace(Duration::ZERO)
+            .register(Hung {
+                gate: Arc::clone(&gate),
+            })
+            .build()
+            .expect("worker");
+    let sweeper = worker(
+        &t,
+        &gate,
+        StallAction::Reattempt {
+            wait: Duration::ZERO,
+        },
+    );
+    let run = t.client().start::<Hung>(&()).await.expect("start");
+    let stop = Arc::new(Notify::new());
+    let running = tokio::spawn({
+        let (a, stop) = (a.clone(), Arc::clone(&stop));
+        async move { a.run_until(stop.notified()).await }
+    });
+    gate.entered.notified().await;
+    stop.notify_one();
+    running.await.expect("join").expect("stopped");
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM {schema}.workers WHERE id = $1",
+            &[&a.id()]
+        )
+        .await,
+        0
+    );
+    // No clock movement: the abandoned attempt is lost now, not 30 s later.
+    assert_eq!(sweeper.sweep().await.expect("sweep").repaired, 1);
+    let view = t.run(run).await;
+    let stall = view
+        .events
+        .iter()
+        .find(|e| e.event == "stall_detected")
+        .expect("stall_detected");
+    assert_eq!(stall.reason.as_deref(), Some("worker_lost"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_sweepers_at_once_repair_each_stalled_attempt_exactly_once() {
+    let t = TestDb::new().await;
+    let gate = Arc::new(Gate::default());
+    let client = t.client();
+    let mut runs = Vec::new();
+    for _ in 0..40 {
+        runs.push(client.start::<Hung>(&()).await.expect("start"));
+    }
+    // Claimed by a worker that died without ever writing its row.
+    t.execute(
+        "UPDATE {schema}.steps SET status = 'in_progress', worker_id = 'ghost',
+                started_at = $1, stall_at = $1::timestamptz + interval '5 minutes'",
+        &[&t.clock.now()],
+    )
+    .await;
+    t.execute("UPDATE {schema}.runs SET status = 'performing'", &[])
+        .await;
+    let sweepers: Vec<Worker> = (0..4)
+        .map(|_| {
+            worker(
+                &t,
+                &gate,
+                StallAction::Reattempt {
+                    wait: Duration::ZERO,
+                },
+            )
+        })
+        .collect();
+    let reports = futures_util::future::join_all(sweepers.iter().map(Worker::sweep)).await;
+    let repaired: usize = reports
+        .into_iter()
+        .map(|r| r.expect("sweep").repaired)
+        .sum();
+    assert_eq!(repaired, 40, "every attempt repaired, none twice");
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM {schema}.events WHERE event = 'stall_detected'",
+            &[]
+        )
+        .await,
+        40
+    );
+    for run in runs {
+        let view = t.run(run).await;
+        assert_eq!(
+            crate::pg::steps(&view),
+            ["slow#1 failed/reattempted", "slow#2 scheduled/-"]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_row_stays_while_a_clone_still_runs_and_comes_back_with_the_next_claim() {
+    let t = TestDb::new().await;
+    let gate = Arc::new(Gate::default());
+    let a = worker(&t, &gate, StallAction::Pause);
+    let row = "SELECT count(*) FROM {schema}.workers WHERE id = $1";
+    let id = a.id().to_owned();
+
+    // Two loops of one worker: the row goes with the last.
+    let (stop1, stop2) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let loop1 = tokio::spawn({
+        let (a, stop) = (a.clone(), Arc::clone(&stop1));
+        async move { a.run_until(stop.notified()).await }
+    });
+    let loop2 = tokio::spawn({
+        let (a, stop) = (a.clone(), Arc::clone(&stop2));
+        async move { a.run_until(stop.notified()).await }
+    });
+    assert!(
+        crate::pg::eventually(Duration::from_secs(10), || async {
+            t.count(row, &[&id]).await == 1
+        })
+        .await
+    );
+    stop1.notify_one();
+    loop1.await.expect("join").expect("stopped");
+    assert_eq!(t.count(row, &[&id]).await, 1, "the other loop still runs");
+    stop2.notify_one();
+    loop2.await.expect("join").expect("stopped");
+    assert_eq!(t.count(row, &[&id]).await, 0);
+
+    // A body running through `run_once` on a clone keeps the row when a loop
+    // stops (were it removed, the sweep would take the body's attempt for
+    // lost); and the claim wrote the row again after it was removed.
+    let run = t.client().start::<Hung>(&()).await.expect("start");
+    let hung = hang_on(&a, &gate).await;
+    assert_eq!(
+        t.count(row, &[&id]).await,
+        1,
+        "the claim wrote the row again"
+    );
+    let stop = Arc::new(Notify::new());
+    let idle_loop = tokio::spawn({
+        let (a, stop) = (a.clone(), Arc::clone(&stop));
+        async move { a.run_until(stop.notified()).await }
+    });
+    stop.notify_one();
+    idle_loop.await.expect("join").expect("stopped");
+    assert_eq!(t.count(row, &[&id]).await, 1, "a body still runs here");
+    let sweeper = worker(&t, &gate, StallAction::Pause);
+    assert_eq!(sweeper.sweep().await.expect("sweep").repaired, 0);
+    gate.release.notify_one();
+    assert_eq!(hung.await.expect("join"), 1);
+    assert_eq!(
+        t.run(run).await.run.status,
+        RunStatus::Ready,
+        "not taken for lost"
+    );
+}
+
+/// Runs `a.run_once()` in the background until its body holds the gate.
+async fn hang_on(a: &Worker, gate: &Arc<Gate>) -> tokio::task::JoinHandle<usize> {
+    let a = a.clone();
+    let hung = tokio::spawn(async move { a.run_once().await.expect("run") });
+    gate.entered.notified().await;
+    hung
+}

@@ -3,11 +3,13 @@
 //! histories and events, ids and actors aside. A change to one store that the
 //! other lacks fails here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
 use pgbus_runtime::{
-    Client, Clock, ManualClock, RunStatus, RunView, StepOutcome, StepStatus, Worker,
+    Action, Client, Clock, Error, ManualClock, RunStatus, RunView, StallAction, StepOutcome,
+    StepStatus, Worker,
 };
 use pgbus_testkit::{TestDatabase, TestEnv, default_start};
 
@@ -144,7 +146,7 @@ impl AfterLoss {
 /// What a store must let a scenario do.
 #[allow(clippy::large_enum_variant)] // two values per test; size does not matter
 enum Driver {
-    Memory(TestEnv),
+    Memory(Arc<TestEnv>),
     Postgres {
         db: TestDatabase,
         clock: ManualClock,
@@ -217,6 +219,85 @@ impl Driver {
             Self::Postgres { client, .. } => client.run(run).await.expect("run"),
         }
     }
+
+    /// Whether the run still exists.
+    async fn exists(&self, run: RunId) -> bool {
+        let found = match self {
+            Self::Memory(env) => env.run(run).map(drop),
+            Self::Postgres { client, .. } => client.run(run).await.map(drop),
+        };
+        match found {
+            Ok(()) => true,
+            Err(Error::RunNotFound { .. }) => false,
+            Err(other) => panic!("reading run {run}: {other}"),
+        }
+    }
+
+    /// An operator action; the error, if refused, as text both stores must share.
+    async fn act(&self, run: RunId, action: Action, reason: &str) -> Result<RunStatus, String> {
+        let result = match (self, action) {
+            (Self::Memory(env), Action::Pause) => env.pause(run, "ops", reason),
+            (Self::Memory(env), Action::Resume) => env.resume(run, "ops", reason),
+            (Self::Memory(env), Action::Cancel) => env.cancel(run, "ops", reason),
+            (Self::Memory(env), Action::Skip) => env.skip(run, "ops", reason),
+            (Self::Postgres { client, .. }, Action::Pause) => {
+                client.pause(run, "ops", reason).await
+            }
+            (Self::Postgres { client, .. }, Action::Resume) => {
+                client.resume(run, "ops", reason).await
+            }
+            (Self::Postgres { client, .. }, Action::Cancel) => {
+                client.cancel(run, "ops", reason).await
+            }
+            (Self::Postgres { client, .. }, Action::Skip) => client.skip(run, "ops", reason).await,
+        };
+        result.map_err(|e| e.to_string())
+    }
+
+    /// Sweeps once: (repaired, runs deleted).
+    async fn sweep(&self) -> (usize, u64) {
+        let report = match self {
+            Self::Memory(env) => env.sweep(),
+            Self::Postgres { worker, .. } => worker.sweep().await.expect("sweep"),
+        };
+        (report.repaired, report.runs_deleted)
+    }
+
+    /// Runs the next due attempt in the background.
+    fn spawn_next(&self) -> tokio::task::JoinHandle<()> {
+        match self {
+            Self::Memory(env) => {
+                let env = Arc::clone(env);
+                tokio::spawn(async move {
+                    env.run_next().await;
+                })
+            }
+            Self::Postgres { worker, .. } => {
+                let worker = worker.clone();
+                tokio::spawn(async move {
+                    worker.run_once().await.expect("run");
+                })
+            }
+        }
+    }
+
+    /// Claims the next due step for a worker that dies at once. Postgres: the
+    /// worker claims and its body (which signals `entered` and then hangs on a
+    /// first attempt) is dropped mid-flight, as a SIGKILL would; the worker never
+    /// heartbeats after its claim, like a dead one.
+    async fn crash_next(&self, entered: &tokio::sync::Notify) {
+        match self {
+            Self::Memory(env) => {
+                env.crash_next().expect("a step was due");
+            }
+            Self::Postgres { .. } => {
+                let running = self.spawn_next();
+                entered.notified().await;
+                running.abort();
+                assert!(running.await.is_err_and(|e| e.is_cancelled()));
+            }
+        }
+    }
 }
 
 /// A run as both stores must agree on it: everything but ids and actors, times as
@@ -231,8 +312,14 @@ struct Projection {
     events: Vec<EventLine>,
 }
 
-/// Event name, step name, attempt, reason.
-type EventLine = (String, Option<String>, Option<i32>, Option<String>);
+/// Event name, step name, attempt, reason, details.
+type EventLine = (
+    String,
+    Option<String>,
+    Option<i32>,
+    Option<String>,
+    Option<serde_json::Value>,
+);
 
 #[derive(Debug, PartialEq)]
 struct StepLine {
@@ -287,6 +374,7 @@ fn project(view: &RunView) -> Projection {
                     e.step_name.clone(),
                     e.attempt,
                     e.reason.clone(),
+                    e.details.clone(),
                 )
             })
             .collect(),
@@ -303,7 +391,8 @@ where
     F: Fn(Driver) -> Fut,
     Fut: std::future::Future<Output = (Driver, Vec<RunId>)>,
 {
-    let (memory, memory_runs) = scenario(Driver::Memory(register_memory(TestEnv::new()))).await;
+    let (memory, memory_runs) =
+        scenario(Driver::Memory(Arc::new(register_memory(TestEnv::new())))).await;
     let (postgres, pg_runs) = scenario(Driver::postgres(register_pg).await).await;
     assert_eq!(memory_runs.len(), pg_runs.len());
     let mut projections = Vec::new();
@@ -418,8 +507,14 @@ async fn a_gravestone_is_skipped_and_a_lost_step_pauses_the_same_way() {
                 let run = driver.start::<Before>(&1).await;
                 driver.run_until_idle().await; // `a`; `b` is parked a minute out
                 let driver = match driver {
-                    Driver::Memory(env) if lost => Driver::Memory(env.register(AfterLoss)),
-                    Driver::Memory(env) => Driver::Memory(env.register(AfterRemoval)),
+                    Driver::Memory(env) => {
+                        let env = Arc::try_unwrap(env).expect("the only handle");
+                        Driver::Memory(Arc::new(if lost {
+                            env.register(AfterLoss)
+                        } else {
+                            env.register(AfterRemoval)
+                        }))
+                    }
                     Driver::Postgres {
                         db, clock, client, ..
                     } => {
@@ -600,4 +695,256 @@ async fn an_older_worker_never_skips_a_step_the_run_has() {
             .unwrap_or_default()
             .ends_with("StepNotDefined")
     );
+}
+
+// ---- operator actions, stalls and retention -------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_actions_leave_the_same_history_and_refusals() {
+    let projections = both(
+        |env| env.register(Verbs),
+        |worker| worker.register(Verbs),
+        |driver| async move {
+            let asked = driver.start::<Verbs>(&script("pause")).await;
+            let failed = driver.start::<Verbs>(&script("other_error")).await;
+            let early = driver.start::<Verbs>(&script("complete")).await;
+            let held = driver.start::<Verbs>(&script("complete")).await;
+            let dropped = driver.start::<Verbs>(&script("complete")).await;
+            assert_eq!(
+                driver.act(early, Action::Pause, "before it starts").await,
+                Ok(RunStatus::Paused)
+            );
+            driver.run_until_idle().await;
+
+            // A `Pause` verb: nothing to skip; resume schedules `follow` 5 min on.
+            let refused = driver.act(asked, Action::Skip, "r").await;
+            assert!(
+                refused
+                    .as_ref()
+                    .is_err_and(|e| e.contains("nothing to skip")),
+                "{refused:?}"
+            );
+            assert_eq!(
+                driver.act(asked, Action::Resume, "go on").await,
+                Ok(RunStatus::Ready)
+            );
+            // An error pause: resume runs a new attempt (which fails again), then
+            // skip passes over it.
+            driver.advance(Duration::from_secs(7));
+            assert_eq!(
+                driver.act(failed, Action::Resume, "retry").await,
+                Ok(RunStatus::Ready)
+            );
+            driver.run_until_idle().await;
+            assert_eq!(
+                driver.act(failed, Action::Skip, "give up").await,
+                Ok(RunStatus::Ready)
+            );
+            // Paused before its first step: resume lets it start.
+            assert_eq!(
+                driver.act(early, Action::Resume, "r").await,
+                Ok(RunStatus::Ready)
+            );
+            // A held row: skipped; cancel a scheduled one.
+            assert_eq!(
+                driver.act(held, Action::Pause, "r").await,
+                Ok(RunStatus::Paused)
+            );
+            assert_eq!(
+                driver.act(held, Action::Skip, "not this one").await,
+                Ok(RunStatus::Finished)
+            );
+            assert_eq!(
+                driver.act(dropped, Action::Cancel, "bye").await,
+                Ok(RunStatus::Cancelled)
+            );
+            let refused = driver.act(dropped, Action::Resume, "r").await;
+            assert!(
+                refused
+                    .as_ref()
+                    .is_err_and(|e| e.contains("has ended (cancelled)")),
+                "{refused:?}"
+            );
+            let refused = driver.act(early, Action::Resume, "r").await;
+            assert!(
+                refused.as_ref().is_err_and(|e| e.contains("not paused")),
+                "{refused:?}"
+            );
+            drive(&driver).await;
+            (driver, vec![asked, failed, early, held, dropped])
+        },
+    )
+    .await;
+    let status: Vec<RunStatus> = projections.iter().map(|p| p.status).collect();
+    assert_eq!(
+        status,
+        [
+            RunStatus::Finished,
+            RunStatus::Finished,
+            RunStatus::Finished,
+            RunStatus::Finished,
+            RunStatus::Cancelled
+        ]
+    );
+}
+
+/// `work` hangs on its first attempt (after saying so), for a worker to die in.
+struct Fragile {
+    entered: Arc<tokio::sync::Notify>,
+}
+
+#[workflow(name = "diff.fragile", input = u8)]
+impl Fragile {
+    #[step(timeout = "1m")]
+    async fn work(&self, cx: &mut StepCx<u8>) {
+        if cx.attempt() == 1 {
+            self.entered.notify_one();
+            std::future::pending::<()>().await;
+        }
+    }
+
+    #[step]
+    async fn after(&self, _cx: &mut StepCx<u8>) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_worker_is_swept_the_same_way() {
+    // Lost worker (30 s of silence), reattempted; and past the step's timeout
+    // (the lost-worker threshold set beyond it), paused, then resumed.
+    for (action, silence, lost_after, expected) in [
+        (
+            StallAction::Reattempt {
+                wait: Duration::from_secs(10),
+            },
+            Duration::from_secs(31),
+            Duration::from_secs(30),
+            ("worker_lost", RunStatus::Finished),
+        ),
+        (
+            StallAction::Pause,
+            Duration::from_secs(61),
+            Duration::from_mins(10),
+            ("timeout", RunStatus::Paused),
+        ),
+    ] {
+        let entered = Arc::new(tokio::sync::Notify::new());
+        let projections = both(
+            |env| {
+                env.stall_action(action)
+                    .lost_worker_threshold(lost_after)
+                    .register(Fragile {
+                        entered: Arc::clone(&entered),
+                    })
+            },
+            |worker| {
+                worker
+                    .stall_action(action)
+                    .lost_worker_threshold(lost_after)
+                    .register(Fragile {
+                        entered: Arc::clone(&entered),
+                    })
+            },
+            |driver| {
+                let entered = Arc::clone(&entered);
+                async move {
+                    let run = driver.start::<Fragile>(&1).await;
+                    driver.crash_next(&entered).await;
+                    driver.advance(silence.saturating_sub(Duration::from_secs(2)));
+                    assert_eq!(driver.sweep().await, (0, 0), "not yet");
+                    driver.advance(Duration::from_secs(2));
+                    assert_eq!(driver.sweep().await, (1, 0));
+                    assert_eq!(driver.sweep().await, (0, 0), "repaired once");
+                    drive(&driver).await;
+                    (driver, vec![run])
+                }
+            },
+        )
+        .await;
+        let run = &projections[0];
+        assert_eq!(run.status, expected.1);
+        let stall = run
+            .events
+            .iter()
+            .find(|e| e.0 == "stall_detected")
+            .expect("stall_detected");
+        assert_eq!(stall.3.as_deref(), Some(expected.0));
+        assert!(
+            run.steps[0]
+                .error
+                .0
+                .as_deref()
+                .unwrap_or_default()
+                .ends_with("StepStalled")
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_the_same_runs() {
+    both(
+        |env| env.register(Verbs),
+        |worker| worker.register(Verbs),
+        |driver| async move {
+            let finished = driver.start::<Verbs>(&script("finish")).await;
+            let paused = driver.start::<Verbs>(&script("pause")).await;
+            driver.run_until_idle().await;
+            driver.advance(pgbus_runtime::worker::DEFAULT_RETENTION);
+            assert_eq!(driver.sweep().await, (0, 0), "exactly the retention: kept");
+            driver.advance(Duration::from_secs(1));
+            let later = driver.start::<Verbs>(&script("finish")).await;
+            driver.run_until_idle().await;
+            assert_eq!(driver.sweep().await, (0, 1));
+            assert!(!driver.exists(finished).await);
+            assert!(driver.exists(paused).await, "only ended runs go");
+            assert!(driver.exists(later).await, "a recent run stays");
+            (driver, vec![paused, later])
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_cancel_during_a_step_race_the_same_way() {
+    for action in [Action::Pause, Action::Cancel] {
+        let gate = Arc::new(Gate::default());
+        let projections = both(
+            |env| {
+                env.register(Gated {
+                    gate: Arc::clone(&gate),
+                })
+            },
+            |worker| {
+                worker.register(Gated {
+                    gate: Arc::clone(&gate),
+                })
+            },
+            |driver| {
+                let gate = Arc::clone(&gate);
+                async move {
+                    let run = driver.start::<Gated>(&1).await;
+                    let running = driver.spawn_next();
+                    gate.entered.notified().await;
+                    driver.act(run, action, "mid-step").await.expect("legal");
+                    gate.release.notify_one();
+                    running.await.expect("join");
+                    driver.run_until_idle().await;
+                    (driver, vec![run])
+                }
+            },
+        )
+        .await;
+        let run = &projections[0];
+        let names: Vec<&str> = run.events.iter().map(|e| e.0.as_str()).collect();
+        match action {
+            Action::Pause => {
+                assert_eq!(run.status, RunStatus::Paused, "held");
+                assert_eq!(run.steps[1].status, StepStatus::Scheduled, "next row held");
+            }
+            _ => {
+                assert_eq!(run.status, RunStatus::Cancelled);
+                assert_eq!(run.steps.len(), 1, "no further step");
+                assert_eq!(names.last(), Some(&"late_completion_ignored"));
+            }
+        }
+    }
 }

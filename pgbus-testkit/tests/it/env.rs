@@ -185,3 +185,117 @@ async fn idempotency_keys_are_short_visible_text() {
         "nothing started for a refused key"
     );
 }
+
+/// `watch` records whether its context was cancelled while it ran.
+struct Watched {
+    entered: std::sync::Arc<tokio::sync::Notify>,
+    saw: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[workflow(name = "env.watched")]
+impl Watched {
+    #[step]
+    async fn watch(&self, cx: &mut StepCx<()>) {
+        self.entered.notify_one();
+        cx.cancelled().await;
+        self.saw
+            .store(cx.is_cancelled(), std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_tells_the_running_body_at_once() {
+    let entered = std::sync::Arc::new(tokio::sync::Notify::new());
+    let saw = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let env = std::sync::Arc::new(TestEnv::new().register(Watched {
+        entered: std::sync::Arc::clone(&entered),
+        saw: std::sync::Arc::clone(&saw),
+    }));
+    let run = env.start::<Watched>(&()).expect("start");
+    let running = tokio::spawn({
+        let env = std::sync::Arc::clone(&env);
+        async move { env.run_next().await }
+    });
+    entered.notified().await;
+    assert_eq!(
+        env.cancel(run, "ops", "stop").expect("cancel"),
+        RunStatus::Cancelled
+    );
+    let record = running.await.expect("join").expect("an attempt");
+    assert!(saw.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(record.late, "its completion was ignored");
+    assert_eq!(env.run(run).expect("run").run.status, RunStatus::Cancelled);
+}
+
+#[tokio::test]
+async fn a_crashed_step_waits_for_the_sweep_and_an_operator() {
+    let env = TestEnv::new().register(Restock);
+    let run = env.start::<Restock>(&1).expect("start");
+    assert_eq!(env.crash_next(), Some(run));
+    assert!(
+        env.run_until_idle().await.is_empty(),
+        "in progress elsewhere"
+    );
+    env.advance(Duration::from_secs(30));
+    assert_eq!(env.sweep().repaired, 0, "30 s of silence is not yet lost");
+    env.advance(Duration::from_millis(1));
+    assert_eq!(env.sweep().repaired, 1);
+    let view = env.run(run).expect("run");
+    assert_eq!(
+        view.run.status,
+        RunStatus::Paused,
+        "the default stall action"
+    );
+    assert!(matches!(env.resume(run, "", "r"), Err(Error::InvalidActor)));
+    env.resume(run, "ops", "worker replaced").expect("resume");
+    env.run_to_completion().await;
+    let view = env.run(run).expect("run");
+    assert_eq!(view.run.status, RunStatus::Finished);
+    assert_eq!(
+        view.steps[1].attempt, 2,
+        "a new attempt of the crashed step"
+    );
+}
+
+#[test]
+fn durations_past_any_date_are_cut_not_a_panic() {
+    let env = TestEnv::new()
+        .register(Restock)
+        .retention(Some(Duration::MAX))
+        .lost_worker_threshold(Duration::MAX);
+    let run = env.start::<Restock>(&1).expect("start");
+    assert_eq!(env.crash_next(), Some(run));
+    env.advance(Duration::from_hours(24));
+    assert_eq!(env.sweep().repaired, 1, "past the stall horizon, not lost");
+    env.advance(Duration::MAX);
+    assert_eq!(
+        env.now(),
+        chrono::DateTime::<chrono::Utc>::MAX_UTC,
+        "the clock stops at its end"
+    );
+    assert_eq!(env.sweep().runs_deleted, 0, "a paused run is kept");
+}
+
+#[test]
+fn actors_are_visible_text() {
+    let env = TestEnv::new().register(Restock);
+    let run = env.start::<Restock>(&1).expect("start");
+    for actor in [
+        "",
+        " alice",
+        "alice ",
+        "\u{200b}",
+        "a\u{202e}b",
+        "\u{feff}ops",
+        "a\tb",
+    ] {
+        assert!(
+            matches!(env.pause(run, actor, "r"), Err(Error::InvalidActor)),
+            "{actor:?}"
+        );
+    }
+    assert_eq!(
+        env.pause(run, "Zoë (on call)", "r").expect("pause"),
+        RunStatus::Paused
+    );
+}

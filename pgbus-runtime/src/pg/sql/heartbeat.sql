@@ -1,2 +1,16 @@
--- A worker is alive. $1 worker id, $2 now (NULL = clock_timestamp())
-UPDATE {schema}.workers SET heartbeat_at = coalesce($2::timestamptz, clock_timestamp()) WHERE id = $1
+-- A worker is alive: refreshes its row and returns which of the attempts it runs
+-- have lost their claim (cancelled, stalled by the sweep, or claimed again), so it
+-- can tell their bodies. `beats` is 0 when the row is gone (the sweep removed it
+-- after a long silence): the worker writes it again.
+-- $1 worker id, $2 now (NULL = clock_timestamp()), $3 step ids it runs
+WITH beat AS (
+    UPDATE {schema}.workers
+    SET heartbeat_at = coalesce($2::timestamptz, clock_timestamp())
+    WHERE id = $1
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM beat) AS beats,
+       coalesce(array_agg(c.id) FILTER (WHERE s.id IS NULL), '{}') AS lost
+FROM unnest($3::bigint[]) AS c(id)
+LEFT JOIN {schema}.steps s
+       ON s.id = c.id AND s.status = 'in_progress' AND s.worker_id = $1

@@ -4,13 +4,14 @@
 -- $5 idempotency key (NULL for none), $6 first step name, $7 queue, $8 priority,
 -- $9 timeout_ms (NULL for the stall threshold), $10 delay before the first step (ms),
 -- $11 now (NULL = clock_timestamp()), $12 notification channel,
--- $13 the definition's live step names in order
+-- $13 the definition's live step names in order, $14 their step plan (jsonb)
 WITH t AS (
     SELECT coalesce($11::timestamptz, clock_timestamp()) AS now
 ), run AS (
     INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, current_step,
-                               input, idempotency_key, step_names, created_at, updated_at)
-    SELECT $1, $2, $3, 'ready', $6, $4, $5, $13::text[], t.now, t.now FROM t
+                               input, idempotency_key, step_names, step_plan, created_at,
+                               updated_at)
+    SELECT $1, $2, $3, 'ready', $6, $4, $5, $13::text[], $14::jsonb, t.now, t.now FROM t
     ON CONFLICT (workflow, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, created_at
 ), step AS (
