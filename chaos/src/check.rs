@@ -1,0 +1,538 @@
+//! The end of a chaos run: what must hold, checked against the rows, and the
+//! figures.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use pgbus_runtime::Database;
+
+use crate::workflow::STEPS;
+
+/// A worker the supervisor killed.
+pub(crate) struct Kill {
+    pub(crate) label: String,
+    /// Its pgbus worker id (the `worker_id` on the step rows it claimed).
+    pub(crate) worker_id: String,
+    /// When the SIGKILL was sent.
+    pub(crate) at: SystemTime,
+    /// The attempts it held in progress then (`None`: the database could not
+    /// say, e.g. while it restarted).
+    pub(crate) held: Option<i64>,
+}
+
+/// When to kill and restart (in completed steps), and what was done.
+pub(crate) struct Schedule {
+    kill_points: Vec<u64>,
+    restart_points: Vec<u64>,
+    kills: Vec<Kill>,
+    restarts: Vec<Duration>,
+}
+
+impl Schedule {
+    pub(crate) const fn new(kill_points: Vec<u64>, restart_points: Vec<u64>) -> Self {
+        Self {
+            kill_points,
+            restart_points,
+            kills: Vec::new(),
+            restarts: Vec::new(),
+        }
+    }
+
+    /// After how many completed steps the next kill is due.
+    pub(crate) fn next_kill(&self) -> Option<u64> {
+        self.kill_points.get(self.kills.len()).copied()
+    }
+
+    pub(crate) fn killed(&mut self, kill: Kill) {
+        self.kills.push(kill);
+    }
+
+    /// After how many completed steps the next restart is due.
+    pub(crate) fn next_restart(&self) -> Option<u64> {
+        self.restart_points.get(self.restarts.len()).copied()
+    }
+
+    pub(crate) fn restarted(&mut self, away: Duration) {
+        self.restarts.push(away);
+    }
+}
+
+/// How long it took.
+pub(crate) struct Wall {
+    /// From the start of the command, cluster set-up included.
+    pub(crate) total: Duration,
+    /// From the first run started to the last run finished.
+    pub(crate) processing: Duration,
+}
+
+/// What the workers logged at `warn` and `error`.
+pub(crate) struct LogCounts {
+    pub(crate) processes: usize,
+    pub(crate) unexpected_exits: usize,
+    pub(crate) warnings: usize,
+    pub(crate) errors: usize,
+    /// Lines per message, most frequent first.
+    pub(crate) by_message: Vec<(String, usize)>,
+}
+
+struct Check {
+    name: &'static str,
+    passed: bool,
+    detail: String,
+}
+
+/// The checks and the figures.
+pub(crate) struct Report {
+    checks: Vec<Check>,
+    figures: Vec<(&'static str, String)>,
+}
+
+impl Report {
+    pub(crate) fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.passed)
+    }
+
+    pub(crate) fn print(&self) {
+        println!("checks");
+        for check in &self.checks {
+            println!(
+                "  {:<5} {}: {}",
+                if check.passed { "ok" } else { "FAIL" },
+                check.name,
+                check.detail
+            );
+        }
+        println!("figures");
+        for (name, value) in &self.figures {
+            println!("  {name:<20} {value}");
+        }
+        if self.passed() {
+            println!("result: all checks passed");
+        } else {
+            println!("result: CHECKS FAILED");
+        }
+    }
+}
+
+/// Reads the rows and checks them.
+pub(crate) async fn run(
+    db: &Database,
+    runs: u32,
+    started: &BTreeSet<i64>,
+    schedule: &Schedule,
+    wall: &Wall,
+    logs: &LogCounts,
+) -> Result<Report, String> {
+    let rows = Rows::read(db).await?;
+    let runs = i64::from(runs);
+    let mut figures = counts(&rows, runs);
+    figures.extend(chaos(&rows, schedule));
+    figures.extend(effort(&rows, wall, logs));
+    let mut checks = checks(&rows, runs, started);
+    checks.push(detected(&rows, schedule));
+    Ok(Report { checks, figures })
+}
+
+/// What must hold.
+fn checks(rows: &Rows, runs: i64, started: &BTreeSet<i64>) -> Vec<Check> {
+    let mut checks = Vec::new();
+
+    checks.push(Check {
+        name: "every run finished",
+        passed: rows.runs == runs && rows.finished == runs,
+        detail: format!(
+            "{} of {runs} ({} paused, {} cancelled, {} still going)",
+            rows.finished,
+            rows.paused,
+            rows.cancelled,
+            rows.runs - rows.finished - rows.paused - rows.cancelled
+        ),
+    });
+    let stored: BTreeSet<i64> = rows.run_ids.iter().copied().collect();
+    checks.push(Check {
+        name: "no run lost, none extra",
+        passed: started.len() == usize::try_from(runs).unwrap_or(0) && stored == *started,
+        detail: format!(
+            "{} runs started, {} in the database, {} started but missing, {} not started but present",
+            started.len(),
+            stored.len(),
+            started.difference(&stored).count(),
+            stored.difference(started).count()
+        ),
+    });
+    checks.push(Check {
+        name: "each step of each run completed exactly once",
+        passed: rows.steps_not_once == 0,
+        detail: format!(
+            "{} (run, step) pairs of {} without exactly one completed attempt",
+            rows.steps_not_once,
+            rows.runs * i64::try_from(STEPS.len()).unwrap_or(0)
+        ),
+    });
+    checks.push(Check {
+        name: "no step attempt completed twice",
+        passed: rows.completed_twice == 0,
+        detail: format!(
+            "{} attempts with more than one `step_completed` event",
+            rows.completed_twice
+        ),
+    });
+    checks.push(Check {
+        name: "no step attempt's body ran twice",
+        passed: rows.ran_twice == 0,
+        detail: format!(
+            "{} attempts whose side effect was recorded more than once",
+            rows.ran_twice
+        ),
+    });
+    checks.push(Check {
+        name: "every completed attempt's body ran",
+        passed: rows.completed_without_effect == 0,
+        detail: format!(
+            "{} completed attempts without a side effect",
+            rows.completed_without_effect
+        ),
+    });
+    checks.push(Check {
+        name: "nothing left open",
+        passed: rows.open == 0,
+        detail: format!("{} step rows scheduled, in progress or waiting", rows.open),
+    });
+    checks
+}
+
+/// Whether every attempt a killed worker held was ended by the sweep.
+fn detected(rows: &Rows, schedule: &Schedule) -> Check {
+    let mut stalls: HashMap<&str, i64> = HashMap::new();
+    for (_, worker, _) in &rows.stalls {
+        *stalls.entry(worker.as_str()).or_default() += 1;
+    }
+    let mut held = 0;
+    let mut missed = 0;
+    let mut unknown = 0;
+    for kill in &schedule.kills {
+        match kill.held {
+            Some(n) => {
+                held += n;
+                missed += (n - stalls.get(kill.worker_id.as_str()).copied().unwrap_or(0)).max(0);
+            }
+            None => unknown += 1,
+        }
+    }
+    Check {
+        name: "every attempt a killed worker held was detected as stalled",
+        passed: missed == 0,
+        detail: format!(
+            "{held} held at the kills, {missed} not detected{}",
+            if unknown > 0 {
+                format!(" ({unknown} kills during a restart not counted)")
+            } else {
+                String::new()
+            }
+        ),
+    }
+}
+
+/// Runs, steps, attempts, executions.
+fn counts(rows: &Rows, runs: i64) -> Vec<(&'static str, String)> {
+    let mut figures = Vec::new();
+    figures.push(("runs", format!("{runs}")));
+    figures.push(("steps completed", format!("{}", rows.completed)));
+    figures.push((
+        "step attempts",
+        format!(
+            "{} ({} reattempted: {} after a stall, {} after the body failed)",
+            rows.attempts,
+            rows.reattempted,
+            rows.reattempted_stalled,
+            rows.reattempted - rows.reattempted_stalled
+        ),
+    ));
+    figures.push((
+        "body executions",
+        format!(
+            "{} ({} attempts ran their body)",
+            rows.executions, rows.effects
+        ),
+    ));
+
+    figures
+}
+
+/// Kills, restarts, stalls and how long they took to detect.
+fn chaos(rows: &Rows, schedule: &Schedule) -> Vec<(&'static str, String)> {
+    let mut figures = Vec::new();
+    let killed: HashMap<&str, &Kill> = schedule
+        .kills
+        .iter()
+        .map(|k| (k.worker_id.as_str(), k))
+        .collect();
+    let mut delays = Vec::new();
+    let mut of_live = 0;
+    let mut by_detection: HashMap<&str, usize> = HashMap::new();
+    for (at, worker, detection) in &rows.stalls {
+        *by_detection.entry(detection.as_str()).or_default() += 1;
+        match killed.get(worker.as_str()) {
+            Some(kill) => {
+                let killed_at = kill
+                    .at
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                delays.push(at - killed_at);
+            }
+            None => of_live += 1,
+        }
+    }
+    delays.sort_by(f64::total_cmp);
+    let holding = schedule
+        .kills
+        .iter()
+        .filter(|k| k.held.is_some_and(|n| n > 0))
+        .count();
+    let held: i64 = schedule.kills.iter().filter_map(|k| k.held).sum();
+    figures.push((
+        "kills (SIGKILL)",
+        format!(
+            "{} ({holding} held attempts mid-step, {held} attempts in all)",
+            schedule.kills.len(),
+        ),
+    ));
+    let mut away = String::new();
+    for (i, down) in schedule.restarts.iter().enumerate() {
+        let _ = write!(
+            away,
+            "{}{:.2} s",
+            if i == 0 { "" } else { ", " },
+            down.as_secs_f64()
+        );
+    }
+    figures.push((
+        "postgres restarts",
+        format!(
+            "{} (immediate stop, then start; away {})",
+            schedule.restarts.len(),
+            if away.is_empty() { "-" } else { &away }
+        ),
+    ));
+    let mut detections: Vec<String> = by_detection
+        .iter()
+        .map(|(d, n)| format!("{d} {n}"))
+        .collect();
+    detections.sort();
+    figures.push((
+        "stalls detected",
+        format!(
+            "{}: {} of killed workers, {} of live workers (after a restart); by detection: {}",
+            rows.stalls.len(),
+            delays.len(),
+            of_live,
+            if detections.is_empty() {
+                "-".to_owned()
+            } else {
+                detections.join(", ")
+            }
+        ),
+    ));
+    figures.push((
+        "detection delay",
+        match (delays.last(), delays.get(delays.len() / 2)) {
+            (Some(longest), Some(median)) => format!(
+                "longest {longest:.2} s, median {median:.2} s (stall_detected time minus the SIGKILL time, over the attempts of killed workers)"
+            ),
+            _ => "- (no attempt of a killed worker)".to_owned(),
+        },
+    ));
+    figures.push((
+        "late completions",
+        format!(
+            "{} (`late_completion_ignored`: outcomes the fence refused)",
+            rows.late
+        ),
+    ));
+    figures
+}
+
+/// The workers' processes and logs, and the time it took.
+fn effort(rows: &Rows, wall: &Wall, logs: &LogCounts) -> Vec<(&'static str, String)> {
+    let mut figures = Vec::new();
+    figures.push((
+        "worker processes",
+        format!(
+            "{} started, {} exited on their own",
+            logs.processes, logs.unexpected_exits
+        ),
+    ));
+    let mut logged = format!("{} warnings, {} errors", logs.warnings, logs.errors);
+    for (message, count) in &logs.by_message {
+        let _ = write!(logged, "\n  {:<20} {count:>6}  {message}", "");
+    }
+    figures.push(("worker log", logged));
+    figures.push((
+        "wall time",
+        format!(
+            "{:.1} s ({:.1} s from the first run started to the last finished)",
+            wall.total.as_secs_f64(),
+            wall.processing.as_secs_f64()
+        ),
+    ));
+    figures.push((
+        "steps/s",
+        format!(
+            "{:.0} (completed steps over that processing time)",
+            rows.completed as f64 / wall.processing.as_secs_f64().max(0.001)
+        ),
+    ));
+    figures
+}
+
+/// What the checks and figures read.
+struct Rows {
+    runs: i64,
+    finished: i64,
+    paused: i64,
+    cancelled: i64,
+    run_ids: Vec<i64>,
+    steps_not_once: i64,
+    completed_twice: i64,
+    ran_twice: i64,
+    completed_without_effect: i64,
+    open: i64,
+    completed: i64,
+    attempts: i64,
+    reattempted: i64,
+    reattempted_stalled: i64,
+    effects: i64,
+    executions: i64,
+    late: i64,
+    /// Per `stall_detected` event: its time (seconds since the epoch), the
+    /// worker that held the attempt, the detection.
+    stalls: Vec<(f64, String, String)>,
+}
+
+impl Rows {
+    async fn read(db: &Database) -> Result<Self, String> {
+        let client = db
+            .pool()
+            .get()
+            .await
+            .map_err(|e| format!("cannot read the results: {e}"))?;
+        let runs = client
+            .query_one(
+                "SELECT count(*), count(*) FILTER (WHERE status = 'finished'),
+                        count(*) FILTER (WHERE status = 'paused'),
+                        count(*) FILTER (WHERE status = 'cancelled')
+                 FROM chaos.runs",
+                &[],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let run_ids = client
+            .query("SELECT id FROM chaos.runs", &[])
+            .await
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|row| row.get::<_, i64>(0))
+            .collect();
+        let steps: Vec<String> = STEPS.iter().map(|s| (*s).to_owned()).collect();
+        let steps_not_once: i64 = client
+            .query_one(
+                "SELECT count(*) FROM (
+                     SELECT r.id, n.step_name,
+                            count(s.id) FILTER (WHERE s.status = 'completed') AS completed
+                     FROM chaos.runs r
+                     CROSS JOIN unnest($1::text[]) AS n(step_name)
+                     LEFT JOIN chaos.steps s ON s.run_id = r.id AND s.step_name = n.step_name
+                     GROUP BY r.id, n.step_name
+                 ) x WHERE completed <> 1",
+                &[&steps],
+            )
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        let rest = Self::read_attempts(db).await?;
+        Ok(Self {
+            runs: runs.get(0),
+            finished: runs.get(1),
+            paused: runs.get(2),
+            cancelled: runs.get(3),
+            run_ids,
+            steps_not_once,
+            ..rest
+        })
+    }
+
+    /// Everything but the runs.
+    async fn read_attempts(db: &Database) -> Result<Self, String> {
+        let client = db
+            .pool()
+            .get()
+            .await
+            .map_err(|e| format!("cannot read the results: {e}"))?;
+        let client = &client;
+        let one = |sql: &'static str| async move {
+            client
+                .query_one(sql, &[])
+                .await
+                .map_err(|e| format!("{sql}: {e}"))
+        };
+        let completed_twice = one("SELECT count(*) FROM (
+                 SELECT 1 FROM chaos.events WHERE event = 'step_completed'
+                 GROUP BY run_id, step_name, attempt HAVING count(*) > 1
+             ) d")
+        .await?;
+        let effects = one("SELECT count(*) FILTER (WHERE executions > 1), count(*),
+                    coalesce(sum(executions), 0)::bigint
+             FROM chaos.chaos_effects")
+        .await?;
+        let completed_without_effect = one("SELECT count(*) FROM chaos.steps s
+             LEFT JOIN chaos.chaos_effects e ON e.step_id = s.id
+             WHERE s.status = 'completed' AND e.step_id IS NULL")
+        .await?;
+        let attempts = one(
+            "SELECT count(*) FILTER (WHERE status IN ('scheduled', 'in_progress', 'waiting')),
+                    count(*) FILTER (WHERE status = 'completed'),
+                    count(*),
+                    count(*) FILTER (WHERE outcome = 'reattempted'),
+                    count(*) FILTER (WHERE outcome = 'reattempted' AND error_class LIKE '%StepStalled')
+             FROM chaos.steps",
+        )
+        .await?;
+        let late = one("SELECT count(*) FROM chaos.events WHERE event = 'late_completion_ignored'")
+            .await?;
+        let stalls = client
+            .query(
+                "SELECT extract(epoch FROM e.created_at)::float8, coalesce(s.worker_id, ''),
+                        coalesce(e.reason, '')
+                 FROM chaos.events e
+                 LEFT JOIN chaos.steps s ON s.id = e.step_id
+                 WHERE e.event = 'stall_detected'",
+                &[],
+            )
+            .await
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|row| (row.get(0), row.get(1), row.get(2)))
+            .collect();
+        Ok(Self {
+            runs: 0,
+            finished: 0,
+            paused: 0,
+            cancelled: 0,
+            run_ids: Vec::new(),
+            steps_not_once: 0,
+            completed_twice: completed_twice.get(0),
+            ran_twice: effects.get(0),
+            effects: effects.get(1),
+            executions: effects.get(2),
+            completed_without_effect: completed_without_effect.get(0),
+            open: attempts.get(0),
+            completed: attempts.get(1),
+            attempts: attempts.get(2),
+            reattempted: attempts.get(3),
+            reattempted_stalled: attempts.get(4),
+            late: late.get(0),
+            stalls,
+        })
+    }
+}

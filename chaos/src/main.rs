@@ -1,0 +1,46 @@
+//! The chaos test of pgbus: several worker processes run a few thousand
+//! multi-step runs on a private, throwaway PostgreSQL cluster while the
+//! supervisor kills workers with SIGKILL at random and restarts PostgreSQL (an
+//! immediate stop, so the server recovers from a crash). Then it checks that
+//! every run finished, that no step attempt completed twice or ran its body twice,
+//! and that no run was lost, and prints its figures.
+//!
+//! ```sh
+//! cargo run --release -p pgbus-chaos                    # the full run
+//! cargo run --release -p pgbus-chaos -- --runs 200 --workers 3 --kills 3 --restarts 1
+//! ```
+//!
+//! One executable, two modes: the supervisor (the default) starts copies of
+//! itself in `worker` mode. See `RELIABILITY.md` at the repository root.
+
+mod check;
+mod cluster;
+mod options;
+mod supervisor;
+mod worker;
+mod workflow;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("worker") => options::WorkerOptions::parse(&args[1..]).and_then(worker::main),
+        _ => match options::Options::parse(&args) {
+            Ok(None) => {
+                println!("{}", options::USAGE);
+                return ExitCode::SUCCESS;
+            }
+            Ok(Some(options)) => supervisor::main(&options),
+            Err(error) => Err(error),
+        },
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(error) => {
+            eprintln!("pgbus-chaos: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
