@@ -279,6 +279,8 @@ impl WorkerBuilder {
                 retention_ms: self.retention.map(capped_ms),
                 registered: AtomicBool::new(false),
                 loops: std::sync::atomic::AtomicUsize::new(0),
+                claiming: std::sync::atomic::AtomicUsize::new(0),
+                claims_done: std::sync::atomic::AtomicU64::new(0),
                 running: std::sync::Mutex::new(HashMap::new()),
             }),
         })
@@ -325,6 +327,10 @@ struct Inner {
     /// How many `run_until` loops of this worker (and its clones) are running: the
     /// last one to stop removes the worker row.
     loops: std::sync::atomic::AtomicUsize,
+    /// Claims in flight, and claims done: a heartbeat trusts its list of
+    /// orphans only if no claim ran while it looked.
+    claiming: std::sync::atomic::AtomicUsize,
+    claims_done: std::sync::atomic::AtomicU64,
     /// Whether the worker row exists (claims write this worker's id on rows the
     /// sweep checks against it).
     registered: AtomicBool,
@@ -386,13 +392,13 @@ impl Worker {
                     Ok(claimed) => {
                         failures.recovered();
                         let full = claimed.len() == free;
-                        for claim in claimed {
+                        for (claim, running) in claimed {
                             let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
                                 break;
                             };
                             let worker = self.clone();
                             tasks.spawn(async move {
-                                worker.run_claim(claim).await;
+                                worker.run_claim(claim, running).await;
                                 drop(permit);
                             });
                         }
@@ -528,6 +534,8 @@ impl Worker {
     /// Database errors.
     pub async fn heartbeat(&self) -> Result<(), Error> {
         let inner = &self.inner;
+        let claims_before = inner.claims_done.load(Ordering::Acquire);
+        let quiet_before = inner.claiming.load(Ordering::Acquire) == 0;
         let running: Vec<i64> = inner
             .running
             .lock()
@@ -535,7 +543,25 @@ impl Worker {
             .keys()
             .copied()
             .collect();
-        let (present, lost) = inner.store.heartbeat(&inner.id, &running).await?;
+        let beat = inner.store.heartbeat(&inner.id, &running).await?;
+        let quiet = quiet_before
+            && inner.claiming.load(Ordering::Acquire) == 0
+            && inner.claims_done.load(Ordering::Acquire) == claims_before;
+        if quiet && !beat.orphans.is_empty() {
+            // Claimed in the database, unknown here: a claim whose reply was lost
+            // with the connection, or a body that could not record its outcome.
+            // The sweep repairs them now rather than at their stall horizon.
+            let released = inner
+                .store
+                .release_orphans(&inner.id, &beat.orphans)
+                .await?;
+            warn!(
+                pgbus.worker = %inner.id,
+                released,
+                "attempts held in the database but not running here; handing them to the sweep"
+            );
+        }
+        let (present, lost) = (beat.present, beat.lost);
         if !present {
             warn!(pgbus.worker = %inner.id, "the worker row was gone; writing it again");
             inner.registered.store(false, Ordering::Release);
@@ -632,9 +658,9 @@ impl Worker {
         let claimed = self.claim(self.inner.concurrency).await?;
         let count = claimed.len();
         let mut tasks = JoinSet::new();
-        for claim in claimed {
+        for (claim, running) in claimed {
             let worker = self.clone();
-            tasks.spawn(async move { worker.run_claim(claim).await });
+            tasks.spawn(async move { worker.run_claim(claim, running).await });
         }
         while tasks.join_next().await.is_some() {}
         Ok(count)
@@ -656,10 +682,13 @@ impl Worker {
         }
     }
 
-    async fn claim(&self, limit: usize) -> Result<Vec<Claimed>, Error> {
+    /// Claims up to `limit` attempts and puts each on the running list before
+    /// returning, so a heartbeat never takes a fresh claim for an orphan.
+    async fn claim(&self, limit: usize) -> Result<Vec<(Claimed, Running)>, Error> {
         let inner = &self.inner;
         self.ensure_registered().await?;
-        inner
+        let _claiming = Claiming::new(inner);
+        let claimed = inner
             .store
             .claim(
                 &inner.queues,
@@ -668,11 +697,18 @@ impl Worker {
                 &inner.id,
                 inner.stall_threshold_ms,
             )
-            .await
+            .await?;
+        Ok(claimed
+            .into_iter()
+            .map(|claim| {
+                let running = Running::new(Arc::clone(&self.inner), claim.step_id);
+                (claim, running)
+            })
+            .collect())
     }
 
     /// Runs one claimed attempt and records its outcome.
-    async fn run_claim(&self, claim: Claimed) {
+    async fn run_claim(&self, claim: Claimed, running: Running) {
         let inner = &self.inner;
         let Some(workflow) = inner.registry.get(claim.workflow.as_str()) else {
             // Claims filter on registered workflows, so this cannot happen; leave
@@ -695,8 +731,7 @@ impl Worker {
                 .record(pickup.as_secs_f64());
             debug!("step started");
             let began = Instant::now();
-            let cancellation = CancellationToken::new();
-            let _running = Running::new(inner, claim.step_id, cancellation.clone());
+            let cancellation = running.cancellation.clone();
             let result = workflow
                 .attempt(AttemptInput {
                     run_id: claim.run_id,
@@ -741,7 +776,7 @@ impl Worker {
         let ended = loop {
             match inner
                 .store
-                .end_attempt(definition, claim, &inner.id, &result)
+                .end_attempt(definition, claim, &inner.id, &result, failures.count > 0)
                 .await
             {
                 Ok(ended) => break ended,
@@ -855,23 +890,46 @@ impl Worker {
 
 /// An attempt on the worker's running list for as long as it lives: taken off
 /// when its task ends, or is dropped at shutdown.
-struct Running<'a> {
-    inner: &'a Inner,
+struct Running {
+    inner: Arc<Inner>,
     step_id: i64,
+    cancellation: CancellationToken,
 }
 
-impl<'a> Running<'a> {
-    fn new(inner: &'a Inner, step_id: i64, cancellation: CancellationToken) -> Self {
+impl Running {
+    fn new(inner: Arc<Inner>, step_id: i64) -> Self {
+        let cancellation = CancellationToken::new();
         inner
             .running
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(step_id, cancellation);
-        Self { inner, step_id }
+            .insert(step_id, cancellation.clone());
+        Self {
+            inner,
+            step_id,
+            cancellation,
+        }
     }
 }
 
-impl Drop for Running<'_> {
+/// A claim in flight, counted for as long as it lives.
+struct Claiming<'a>(&'a Inner);
+
+impl<'a> Claiming<'a> {
+    fn new(inner: &'a Inner) -> Self {
+        inner.claiming.fetch_add(1, Ordering::AcqRel);
+        Self(inner)
+    }
+}
+
+impl Drop for Claiming<'_> {
+    fn drop(&mut self) {
+        self.0.claims_done.fetch_add(1, Ordering::AcqRel);
+        self.0.claiming.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Running {
     fn drop(&mut self) {
         self.inner
             .running

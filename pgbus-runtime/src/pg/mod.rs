@@ -112,6 +112,8 @@ statements! {
     skip_step => "skip_step.sql",
     delete_expired_runs => "delete_expired_runs.sql",
     delete_worker => "delete_worker.sql",
+    outcome_recorded => "outcome_recorded.sql",
+    release_orphans => "release_orphans.sql",
 }
 
 #[cfg(test)]

@@ -276,16 +276,20 @@ impl PgStore {
 
     /// Ends a claimed attempt: fences it, decides the plan with the run locked,
     /// applies it, and wakes workers if the next step is due now.
+    /// `retrying`: an earlier try may have committed with its reply lost; if so,
+    /// a failed fence is that try's own change, not a late completion.
     pub(crate) async fn end_attempt(
         &self,
         definition: &'static WorkflowDefinition,
         claimed: &Claimed,
         worker_id: &str,
         result: &AttemptResult,
+        retrying: bool,
     ) -> Result<Ended, Error> {
         let now = self.clock.now();
+        let ending = Ending::Outcome { retrying };
         in_tx!(self.pool, |tx| self.end_attempt_in(
-            &tx, definition, claimed, worker_id, result, now, None
+            &tx, definition, claimed, worker_id, result, now, ending
         ))
     }
 
@@ -308,7 +312,7 @@ impl PgStore {
             worker_id,
             result,
             now,
-            Some(detection)
+            Ending::Sweep { detection }
         ))
     }
 
@@ -337,19 +341,30 @@ impl PgStore {
             .collect())
     }
 
-    /// Refreshes a worker's heartbeat. Returns whether its row was there, and
-    /// which of `running` (step ids) lost their claim.
-    pub(crate) async fn heartbeat(
-        &self,
-        id: &str,
-        running: &[i64],
-    ) -> Result<(bool, Vec<i64>), Error> {
+    /// Refreshes a worker's heartbeat. Returns whether its row was there, which
+    /// of `running` (step ids) lost their claim, and which attempts in progress
+    /// under this worker `running` lacks.
+    pub(crate) async fn heartbeat(&self, id: &str, running: &[i64]) -> Result<Heartbeat, Error> {
         let client = self.pool.get().await?;
         let statement = client.prepare_cached(&self.sql.heartbeat).await?;
         let row = client
             .query_one(&statement, &[&id, &self.clock.now(), &running])
             .await?;
-        Ok((row.get::<_, i64>("beats") > 0, row.get("lost")))
+        Ok(Heartbeat {
+            present: row.get::<_, i64>("beats") > 0,
+            lost: row.get("lost"),
+            orphans: row.get("orphans"),
+        })
+    }
+
+    /// Makes attempts a worker holds but lost track of due for the sweep now.
+    /// Returns how many.
+    pub(crate) async fn release_orphans(&self, id: &str, orphans: &[i64]) -> Result<u64, Error> {
+        let client = self.pool.get().await?;
+        let statement = client.prepare_cached(&self.sql.release_orphans).await?;
+        Ok(client
+            .execute(&statement, &[&id, &orphans, &self.clock.now()])
+            .await?)
     }
 
     /// Deletes up to `batch` finished or cancelled runs older than `retention_ms`;
@@ -389,8 +404,12 @@ impl PgStore {
         worker_id: &str,
         result: &AttemptResult,
         now: Option<DateTime<Utc>>,
-        sweep: Option<&str>,
+        ending: Ending<'_>,
     ) -> Result<Ended, Error> {
+        let sweep = match ending {
+            Ending::Sweep { detection } => Some(detection),
+            Ending::Outcome { .. } => None,
+        };
         let lock = tx.prepare_cached(&self.sql.lock_run).await?;
         let Some(run) = tx.query_opt(&lock, &[&claimed.run_id.0, &now]).await? else {
             // The run was deleted (retention) while the step ran.
@@ -449,28 +468,16 @@ impl PgStore {
         // The fence's `finished_at` is the time the whole transition uses: one
         // reading of the store's clock, no extra round trip.
         let Some(fenced) = fenced else {
-            if sweep.is_some() {
-                return Ok(Ended::Late);
-            }
-            let statement = tx.prepare_cached(&self.sql.late_completion).await?;
-            let details = serde_json::json!({
-                "verb": format!("{:?}", result.verb),
-                "error": error.map(|e| e.message.clone()),
-            });
-            tx.execute(
-                &statement,
-                &[
-                    &claimed.run_id.0,
-                    &claimed.step_id,
-                    &claimed.step_name,
-                    &claimed.attempt,
-                    &worker_id,
-                    &details,
-                    &now,
-                ],
-            )
-            .await?;
-            return Ok(Ended::Late);
+            return self
+                .fenced_off(tx, claimed, worker_id, result, ending, now)
+                .await
+                .map(|recorded| {
+                    if recorded {
+                        Ended::Applied(Box::new(plan))
+                    } else {
+                        Ended::Late
+                    }
+                });
         };
         let db_now: DateTime<Utc> = fenced.get(0);
 
@@ -604,6 +611,56 @@ impl PgStore {
         Ok(plan.run_status)
     }
 
+    /// An attempt whose fence failed. For the sweep: ended meanwhile, nothing to
+    /// do. For a retried outcome whose earlier try committed (its reply lost):
+    /// `true`, already recorded. Otherwise a late completion, recorded as such.
+    async fn fenced_off(
+        &self,
+        tx: &Transaction<'_>,
+        claimed: &Claimed,
+        worker_id: &str,
+        result: &AttemptResult,
+        ending: Ending<'_>,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<bool, Error> {
+        match ending {
+            Ending::Sweep { .. } => return Ok(false),
+            Ending::Outcome { retrying: true } => {
+                let statement = tx.prepare_cached(&self.sql.outcome_recorded).await?;
+                let recorded: bool = tx
+                    .query_one(
+                        &statement,
+                        &[&claimed.run_id.0, &claimed.step_id, &worker_id],
+                    )
+                    .await?
+                    .get(0);
+                if recorded {
+                    return Ok(true);
+                }
+            }
+            Ending::Outcome { retrying: false } => {}
+        }
+        let statement = tx.prepare_cached(&self.sql.late_completion).await?;
+        let details = serde_json::json!({
+            "verb": format!("{:?}", result.verb),
+            "error": result.error.as_ref().map(|e| e.message.clone()),
+        });
+        tx.execute(
+            &statement,
+            &[
+                &claimed.run_id.0,
+                &claimed.step_id,
+                &claimed.step_name,
+                &claimed.attempt,
+                &worker_id,
+                &details,
+                &now,
+            ],
+        )
+        .await?;
+        Ok(false)
+    }
+
     async fn apply_change(
         &self,
         tx: &Transaction<'_>,
@@ -716,6 +773,26 @@ impl PgStore {
     }
 }
 
+/// What a heartbeat learned.
+#[derive(Debug)]
+pub(crate) struct Heartbeat {
+    /// The worker row was there.
+    pub(crate) present: bool,
+    /// Attempts it runs whose claim is gone.
+    pub(crate) lost: Vec<i64>,
+    /// Attempts in progress under its id that it does not run.
+    pub(crate) orphans: Vec<i64>,
+}
+
+/// Who ends an attempt.
+#[derive(Clone, Copy)]
+enum Ending<'a> {
+    /// The worker that ran it, possibly again after a try whose reply was lost.
+    Outcome { retrying: bool },
+    /// The sweep, which found it stalled.
+    Sweep { detection: &'a str },
+}
+
 /// A step row that events of a change are about.
 struct StepRef<'a> {
     id: i64,
@@ -773,3 +850,6 @@ fn check_count(statement: &'static str, expected: i64, found: i64) -> Result<(),
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -456,3 +456,56 @@ async fn hang_on(a: &Worker, gate: &Arc<Gate>) -> tokio::task::JoinHandle<usize>
     gate.entered.notified().await;
     hung
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_reply_was_lost_goes_to_the_sweep_at_the_next_heartbeat() {
+    let t = TestDb::new().await;
+    let gate = Arc::new(Gate::default());
+    let w = worker(
+        &t,
+        &gate,
+        StallAction::Reattempt {
+            wait: Duration::ZERO,
+        },
+    );
+    assert_eq!(w.run_once().await.expect("run"), 0, "writes the worker row");
+
+    // A body really running here is no orphan.
+    let running = t.client().start::<Hung>(&()).await.expect("start");
+    let hung = hang_on(&w, &gate).await;
+    // A claim the database holds for this worker, whose reply never arrived.
+    let lost = t.client().start::<Hung>(&()).await.expect("start");
+    t.execute(
+        "UPDATE {schema}.steps SET status = 'in_progress', worker_id = $2, started_at = $3,
+                stall_at = $3::timestamptz + interval '5 minutes'
+         WHERE run_id = $1",
+        &[&lost.0, &w.id(), &t.clock.now()],
+    )
+    .await;
+    t.execute(
+        "UPDATE {schema}.runs SET status = 'performing' WHERE id = $1",
+        &[&lost.0],
+    )
+    .await;
+
+    assert_eq!(
+        w.sweep().await.expect("sweep").repaired,
+        0,
+        "a live worker's claims"
+    );
+    w.heartbeat().await.expect("heartbeat");
+    assert_eq!(
+        w.sweep().await.expect("sweep").repaired,
+        1,
+        "only the orphan"
+    );
+    let view = t.run(lost).await;
+    assert_eq!(
+        crate::pg::steps(&view),
+        ["slow#1 failed/reattempted", "slow#2 scheduled/-"]
+    );
+    assert_eq!(t.run(running).await.steps[0].status, StepStatus::InProgress);
+    gate.release.notify_one();
+    assert_eq!(hung.await.expect("join"), 1);
+    assert_eq!(t.run(running).await.steps[0].status, StepStatus::Completed);
+}
