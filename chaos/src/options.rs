@@ -73,7 +73,13 @@ impl Options {
                 "--kills" => options.kills = number(flag, value()?)?,
                 "--restarts" => options.restarts = number(flag, value()?)?,
                 "--deadline" => {
-                    options.deadline = Duration::from_secs(number(flag, value()?)?);
+                    let seconds: u64 = number(flag, value()?)?;
+                    if seconds > 7 * 24 * 3600 {
+                        return Err(format!(
+                            "`{flag}` is at most a week (604800 s), not {seconds} s"
+                        ));
+                    }
+                    options.deadline = Duration::from_secs(seconds);
                 }
                 "--seed" => options.seed = Some(number(flag, value()?)?),
                 "--pg-bin" => options.pg_bin = Some(PathBuf::from(value()?)),

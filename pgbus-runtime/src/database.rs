@@ -81,43 +81,22 @@ impl Database {
             // `pg_stat_activity`; a URL's own `application_name` wins.
             config.application_name(DEFAULT_APPLICATION_NAME);
         }
-        // `Fast` recycling drops a pooled connection whose client saw its socket
-        // close. The hook adds what that misses: a connection unused for over
-        // `CHECK_IDLE_AFTER` may have died since (a restart or a terminated
-        // backend whose goodbye is still unread, a half-open socket), so it
-        // must answer an empty query within `CHECK_TIMEOUT` or be replaced. A
-        // connection in steady use proves itself, so the hot path pays no extra
-        // round trip: `Verified` recycling, which checks every checkout, cost a
-        // claim-bound worker of the chaos test about 13% of its steps per second.
-        // `Clean` would also reset session state, but pgbus keeps none.
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(16)
-            .pre_recycle(Hook::async_fn(|client, metrics| {
-                Box::pin(async move {
-                    if metrics.last_used() < CHECK_IDLE_AFTER || client.is_closed() {
-                        // A closed one is dropped by `Fast` recycling right after.
-                        return Ok(());
-                    }
-                    match tokio::time::timeout(CHECK_TIMEOUT, client.simple_query("")).await {
-                        Ok(Ok(_)) => Ok(()),
-                        Ok(Err(error)) => Err(HookError::Backend(error)),
-                        Err(_) => Err(HookError::message("the connection did not answer")),
-                    }
-                })
-            }))
-            .build()?;
+        let pool = build_pool(&config, 16)?;
         // Fail here, with the server's own message, rather than on first use.
         drop(pool.get().await?);
         Ok(Self {
             store: PgStore::new(pool, schema, clock),
             config,
+        })
+    }
+
+    /// The same database on a pool of its own of `size` connections: what a
+    /// worker's heartbeats and sweeps use, so bodies holding every connection of
+    /// the main pool cannot starve them into looking dead.
+    pub(crate) fn with_own_pool(&self, size: usize) -> Result<PgStore, Error> {
+        Ok(PgStore {
+            pool: build_pool(&self.config, size)?,
+            ..self.store.clone()
         })
     }
 
@@ -160,4 +139,41 @@ impl Database {
     pub fn clock(&self) -> &Clock {
         &self.store.clock
     }
+}
+
+/// A pool of `size` connections on `config`.
+///
+/// `Fast` recycling drops a pooled connection whose client saw its socket
+/// close. The hook adds what that misses: a connection unused for over
+/// `CHECK_IDLE_AFTER` may have died since (a restart or a terminated backend
+/// whose goodbye is still unread, a half-open socket), so it must answer an
+/// empty query within `CHECK_TIMEOUT` or be replaced. A connection in steady use
+/// proves itself, so the hot path pays no extra round trip: `Verified`
+/// recycling, which checks every checkout, cost a claim-bound worker of the
+/// chaos test about 13% of its steps per second. `Clean` would also reset
+/// session state, but pgbus keeps none.
+fn build_pool(config: &tokio_postgres::Config, size: usize) -> Result<Pool, Error> {
+    let manager = Manager::from_config(
+        config.clone(),
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Ok(Pool::builder(manager)
+        .max_size(size)
+        .pre_recycle(Hook::async_fn(|client, metrics| {
+            Box::pin(async move {
+                if metrics.last_used() < CHECK_IDLE_AFTER || client.is_closed() {
+                    // A closed one is dropped by `Fast` recycling right after.
+                    return Ok(());
+                }
+                match tokio::time::timeout(CHECK_TIMEOUT, client.simple_query("")).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(error)) => Err(HookError::Backend(error)),
+                    Err(_) => Err(HookError::message("the connection did not answer")),
+                }
+            })
+        }))
+        .build()?)
 }

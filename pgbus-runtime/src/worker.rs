@@ -66,6 +66,11 @@ pub struct WorkerBuilder {
 /// longest insight window (30 d) still sees every run it counts.
 pub const DEFAULT_RETENTION: Duration = Duration::from_hours(24 * 30);
 
+/// Connections a worker keeps apart for its heartbeats and sweeps, so bodies
+/// that hold every connection of the main pool (through `Database::pool`, or
+/// long transactions) cannot make a healthy worker look dead.
+pub const UPKEEP_CONNECTIONS: usize = 2;
+
 /// How many runs one retention batch deletes; a sweep deletes at most
 /// [`RETENTION_BATCHES`] batches, so no sweep holds locks or runs long.
 pub const RETENTION_BATCH: i64 = 500;
@@ -224,8 +229,9 @@ impl WorkerBuilder {
     /// Builds the worker.
     ///
     /// # Errors
-    /// [`Error::DuplicateWorkflow`] when two registered values share a name, and
-    /// [`Error::NothingToRun`] without any workflow.
+    /// [`Error::DuplicateWorkflow`] when two registered values share a name,
+    /// [`Error::NothingToRun`] without any workflow, and [`Error::BuildPool`]
+    /// when the pool of its upkeep connections cannot be built.
     pub fn build(self) -> Result<Worker, Error> {
         let mut registry: HashMap<&'static str, Arc<dyn ErasedWorkflow>> = HashMap::new();
         let mut queues = self.queues;
@@ -261,6 +267,7 @@ impl WorkerBuilder {
         Ok(Worker {
             inner: Arc::new(Inner {
                 store: self.db.store.clone(),
+                upkeep: self.db.with_own_pool(UPKEEP_CONNECTIONS)?,
                 config: self.db.config.clone(),
                 registry,
                 queues,
@@ -279,8 +286,7 @@ impl WorkerBuilder {
                 retention_ms: self.retention.map(capped_ms),
                 registered: AtomicBool::new(false),
                 loops: std::sync::atomic::AtomicUsize::new(0),
-                claiming: std::sync::atomic::AtomicUsize::new(0),
-                claims_done: std::sync::atomic::AtomicU64::new(0),
+                suspects: std::sync::Mutex::new(std::collections::HashSet::new()),
                 running: std::sync::Mutex::new(HashMap::new()),
             }),
         })
@@ -305,6 +311,8 @@ impl std::fmt::Debug for Worker {
 
 struct Inner {
     store: PgStore,
+    /// The same database on a pool of its own, for heartbeats and sweeps.
+    upkeep: PgStore,
     config: tokio_postgres::Config,
     registry: HashMap<&'static str, Arc<dyn ErasedWorkflow>>,
     queues: Vec<String>,
@@ -327,10 +335,9 @@ struct Inner {
     /// How many `run_until` loops of this worker (and its clones) are running: the
     /// last one to stop removes the worker row.
     loops: std::sync::atomic::AtomicUsize,
-    /// Claims in flight, and claims done: a heartbeat trusts its list of
-    /// orphans only if no claim ran while it looked.
-    claiming: std::sync::atomic::AtomicUsize,
-    claims_done: std::sync::atomic::AtomicU64,
+    /// Attempts the last heartbeat found in progress under this worker's id but
+    /// not running here: handed to the sweep if the next one finds them again.
+    suspects: std::sync::Mutex<std::collections::HashSet<i64>>,
     /// Whether the worker row exists (claims write this worker's id on rows the
     /// sweep checks against it).
     registered: AtomicBool,
@@ -534,8 +541,6 @@ impl Worker {
     /// Database errors.
     pub async fn heartbeat(&self) -> Result<(), Error> {
         let inner = &self.inner;
-        let claims_before = inner.claims_done.load(Ordering::Acquire);
-        let quiet_before = inner.claiming.load(Ordering::Acquire) == 0;
         let running: Vec<i64> = inner
             .running
             .lock()
@@ -543,18 +548,32 @@ impl Worker {
             .keys()
             .copied()
             .collect();
-        let beat = inner.store.heartbeat(&inner.id, &running).await?;
-        let quiet = quiet_before
-            && inner.claiming.load(Ordering::Acquire) == 0
-            && inner.claims_done.load(Ordering::Acquire) == claims_before;
-        if quiet && !beat.orphans.is_empty() {
-            // Claimed in the database, unknown here: a claim whose reply was lost
-            // with the connection, or a body that could not record its outcome.
-            // The sweep repairs them now rather than at their stall horizon.
-            let released = inner
-                .store
-                .release_orphans(&inner.id, &beat.orphans)
-                .await?;
+        let beat = inner.upkeep.heartbeat(&inner.id, &running).await?;
+        // Claimed in the database, unknown here: a claim whose reply was lost
+        // with the connection, or a body that could not record its outcome. A
+        // claim still on its way back looks the same for a moment, so only rows
+        // that two heartbeats in a row report, and that are still not running
+        // here, are handed to the sweep (now rather than at their stall horizon).
+        let orphans: Vec<i64> = {
+            let running = inner
+                .running
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut suspects = inner
+                .suspects
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let confirmed = beat
+                .orphans
+                .iter()
+                .copied()
+                .filter(|id| suspects.contains(id) && !running.contains_key(id))
+                .collect();
+            *suspects = beat.orphans.iter().copied().collect();
+            confirmed
+        };
+        if !orphans.is_empty() {
+            let released = inner.upkeep.release_orphans(&inner.id, &orphans).await?;
             warn!(
                 pgbus.worker = %inner.id,
                 released,
@@ -602,7 +621,8 @@ impl Worker {
     pub async fn sweep(&self) -> Result<SweepReport, Error> {
         let inner = &self.inner;
         let mut report = SweepReport::default();
-        for (claim, worker_id, detection) in inner.store.stalled(inner.lost_worker_ms, 100).await? {
+        for (claim, worker_id, detection) in inner.upkeep.stalled(inner.lost_worker_ms, 100).await?
+        {
             let registered = inner.registry.get(claim.workflow.as_str());
             let definition =
                 registered.map_or(&crate::__private::STAND_IN_DEFINITION, |w| w.definition());
@@ -614,7 +634,7 @@ impl Worker {
                 &detection,
             );
             match inner
-                .store
+                .upkeep
                 .sweep_attempt(definition, &claim, &worker_id, &result, &detection)
                 .await?
             {
@@ -632,7 +652,7 @@ impl Worker {
         if let Some(retention_ms) = inner.retention_ms {
             for _ in 0..RETENTION_BATCHES {
                 let deleted = inner
-                    .store
+                    .upkeep
                     .delete_expired_runs(retention_ms, RETENTION_BATCH)
                     .await?;
                 report.runs_deleted += deleted;
@@ -642,7 +662,7 @@ impl Worker {
             }
         }
         let silent_ms = capped_ms(WORKER_ROW_EXPIRY).max(inner.lost_worker_ms);
-        report.workers_removed = inner.store.delete_workers(None, Some(silent_ms)).await?;
+        report.workers_removed = inner.upkeep.delete_workers(None, Some(silent_ms)).await?;
         if report.runs_deleted > 0 {
             metrics::counter!("pgbus_runs_deleted_total").increment(report.runs_deleted);
         }
@@ -687,7 +707,6 @@ impl Worker {
     async fn claim(&self, limit: usize) -> Result<Vec<(Claimed, Running)>, Error> {
         let inner = &self.inner;
         self.ensure_registered().await?;
-        let _claiming = Claiming::new(inner);
         let claimed = inner
             .store
             .claim(
@@ -909,23 +928,6 @@ impl Running {
             step_id,
             cancellation,
         }
-    }
-}
-
-/// A claim in flight, counted for as long as it lives.
-struct Claiming<'a>(&'a Inner);
-
-impl<'a> Claiming<'a> {
-    fn new(inner: &'a Inner) -> Self {
-        inner.claiming.fetch_add(1, Ordering::AcqRel);
-        Self(inner)
-    }
-}
-
-impl Drop for Claiming<'_> {
-    fn drop(&mut self) {
-        self.0.claims_done.fetch_add(1, Ordering::AcqRel);
-        self.0.claiming.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

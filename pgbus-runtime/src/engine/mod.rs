@@ -361,7 +361,9 @@ pub fn plan_outcome(
             plan.step_outcome = StepOutcome::Cancelled;
             plan.run_status = RunStatus::Cancelled;
             plan.cancel_open_steps = true;
-            events.push(run_event("cancelled", Some(reason.clone())));
+            // About the step: the attempt that cancelled the run is named, and
+            // every recorded outcome has an event of its own attempt.
+            events.push(step_event("cancelled", Some(reason.clone())));
         }
         Verb::Reattempt { wait_ms } => {
             plan.step_status = StepStatus::Failed;

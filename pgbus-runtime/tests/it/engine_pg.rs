@@ -101,7 +101,7 @@ async fn every_verb_sets_its_rows_and_events() {
             verb: Verb::Cancel,
             run: RunStatus::Cancelled,
             steps: &["first#1 cancelled/cancelled"],
-            events: &["started", "step_started:first#1", "cancelled"],
+            events: &["started", "step_started:first#1", "cancelled:first#1"],
             reason: Some(("cancelled", "verb cancel")),
         },
         Case {
@@ -711,7 +711,7 @@ async fn an_input_that_does_not_deserialize_is_a_step_error() {
             "started",
             "step_started:only#1",
             "step_failed:only#1",
-            "cancelled"
+            "cancelled:only#1"
         ]
     );
     assert_eq!(calls.load(Ordering::SeqCst), 0, "no body ran");

@@ -31,11 +31,11 @@ impl Three {
         if *cx.input() {
             self.gate.entered.notify_one();
             tokio::select! {
+                // Cancellation first: a body polled only after the test both
+                // cancelled and released must still see the cancellation.
+                biased;
+                () = cx.cancelled() => self.gate.told.store(true, Ordering::SeqCst),
                 () = self.gate.release.notified() => {}
-                () = cx.cancelled() => {
-                    self.gate.told.store(true, Ordering::SeqCst);
-                    self.gate.release.notified().await;
-                }
             }
         }
         Ok(Flow::Complete)

@@ -381,7 +381,7 @@ async fn max_reattempts_runs_the_body_n_plus_one_times_then_the_terminal_action(
             "step_reattempted:flaky#2",
             "step_started:flaky#3",
             "step_failed:flaky#3",
-            "cancelled"
+            "cancelled:flaky#3"
         ]
     );
     assert_eq!(
@@ -747,7 +747,7 @@ async fn guards_cancel_or_skip_before_the_body_and_their_errors_go_to_the_polici
             Guards::Cancel,
             RunStatus::Cancelled,
             vec!["first#1 cancelled/cancelled"],
-            vec!["started", "step_started:first#1", "cancelled"],
+            vec!["started", "step_started:first#1", "cancelled:first#1"],
             Some("cancel_if `should_cancel` is true"),
             vec![],
             None,
@@ -777,7 +777,7 @@ async fn guards_cancel_or_skip_before_the_body_and_their_errors_go_to_the_polici
                 "started",
                 "step_started:first#1",
                 "step_failed:first#1",
-                "cancelled",
+                "cancelled:first#1",
             ],
             Some("step failed: the skip guard failed"),
             vec![],

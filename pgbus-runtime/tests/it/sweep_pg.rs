@@ -458,7 +458,7 @@ async fn hang_on(a: &Worker, gate: &Arc<Gate>) -> tokio::task::JoinHandle<usize>
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_whose_reply_was_lost_goes_to_the_sweep_at_the_next_heartbeat() {
+async fn a_claim_whose_reply_was_lost_goes_to_the_sweep_after_two_heartbeats() {
     let t = TestDb::new().await;
     let gate = Arc::new(Gate::default());
     let w = worker(
@@ -496,9 +496,18 @@ async fn a_claim_whose_reply_was_lost_goes_to_the_sweep_at_the_next_heartbeat() 
     w.heartbeat().await.expect("heartbeat");
     assert_eq!(
         w.sweep().await.expect("sweep").repaired,
+        0,
+        "one sighting could be a claim on its way back"
+    );
+    // Busy or not, a second heartbeat that finds it again hands it over.
+    let other = t.client().start::<Hung>(&()).await.expect("start");
+    w.heartbeat().await.expect("heartbeat");
+    assert_eq!(
+        w.sweep().await.expect("sweep").repaired,
         1,
         "only the orphan"
     );
+    assert_eq!(t.run(other).await.steps[0].status, StepStatus::Scheduled);
     let view = t.run(lost).await;
     assert_eq!(
         crate::pg::steps(&view),
@@ -508,4 +517,58 @@ async fn a_claim_whose_reply_was_lost_goes_to_the_sweep_at_the_next_heartbeat() 
     gate.release.notify_one();
     assert_eq!(hung.await.expect("join"), 1);
     assert_eq!(t.run(running).await.steps[0].status, StepStatus::Completed);
+}
+
+/// Holds a connection of the worker's own pool for as long as the gate says.
+struct Hog {
+    db: pgbus_runtime::Database,
+    entered: Arc<tokio::sync::Semaphore>,
+    release: Arc<Notify>,
+}
+
+#[workflow(name = "sweep.hog")]
+impl Hog {
+    #[step]
+    async fn hold(&self, _cx: &mut StepCx<()>) -> StepResult {
+        let _connection = self.db.pool().get().await?;
+        self.entered.add_permits(1);
+        self.release.notified().await;
+        Ok(Flow::Complete)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_holding_every_pooled_connection_do_not_starve_the_heartbeat() {
+    let t = TestDb::new().await;
+    let entered = Arc::new(tokio::sync::Semaphore::new(0));
+    let release = Arc::new(Notify::new());
+    let w =
+        t.db.worker()
+            .notifications(false)
+            .concurrency(16)
+            .register(Hog {
+                db: t.db.clone(),
+                entered: Arc::clone(&entered),
+                release: Arc::clone(&release),
+            })
+            .build()
+            .expect("worker");
+    for _ in 0..16 {
+        t.client().start::<Hog>(&()).await.expect("start");
+    }
+    let running = tokio::spawn({
+        let w = w.clone();
+        async move { w.run_once().await.expect("run") }
+    });
+    // Every one of the pool's 16 connections is now held by a body.
+    drop(entered.acquire_many(16).await.expect("all entered"));
+    // A bound against a hang, not a timing: the upkeep has connections of its own.
+    let beat = tokio::time::timeout(Duration::from_secs(30), w.heartbeat()).await;
+    assert!(matches!(beat, Ok(Ok(()))), "{beat:?}");
+    let swept = tokio::time::timeout(Duration::from_secs(30), w.sweep()).await;
+    assert!(matches!(swept, Ok(Ok(_))), "{swept:?}");
+    for _ in 0..16 {
+        release.notify_one();
+    }
+    assert_eq!(running.await.expect("join"), 16);
 }

@@ -57,6 +57,7 @@ async fn late_events(store: &PgStore, run: RunId) -> i64 {
 }
 
 #[tokio::test]
+#[allow(clippy::too_many_lines)] // one scenario after another on one schema
 async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() {
     let db = database().await;
     let store = &db.store;
@@ -130,6 +131,60 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
         .expect("end");
     assert!(matches!(retried, Ended::Late));
     assert_eq!(late_events(store, other).await, 1);
+
+    // A retry of an attempt the sweep took over, after this same worker
+    // completed the reattempt: its events are about the other attempt, so the
+    // retry is a late completion, not "already recorded".
+    let third = client.start::<Once>(&()).await.expect("start");
+    let first_try = store
+        .claim(
+            &["default".to_owned()],
+            &["store.once".to_owned()],
+            1,
+            "w1",
+            60_000,
+        )
+        .await
+        .expect("claim")
+        .remove(0);
+    assert_eq!(first_try.run_id, third);
+    let stalled = crate::engine::stalled_result(
+        crate::engine::StallAction::Reattempt {
+            wait: std::time::Duration::ZERO,
+        },
+        true,
+        "only",
+        1,
+        "worker_lost",
+    );
+    let swept = store
+        .sweep_attempt(Once::DEFINITION, &first_try, "w1", &stalled, "worker_lost")
+        .await
+        .expect("sweep");
+    assert!(matches!(swept, Ended::Applied(_)));
+    let second_try = store
+        .claim(
+            &["default".to_owned()],
+            &["store.once".to_owned()],
+            1,
+            "w1",
+            60_000,
+        )
+        .await
+        .expect("claim")
+        .remove(0);
+    assert_eq!((second_try.run_id, second_try.attempt), (third, 2));
+    let done = store
+        .end_attempt(Once::DEFINITION, &second_try, "w1", &ok, false)
+        .await
+        .expect("end");
+    assert!(matches!(done, Ended::Applied(_)));
+    let stale = store
+        .end_attempt(Once::DEFINITION, &first_try, "w1", &ok, true)
+        .await
+        .expect("end");
+    assert!(matches!(stale, Ended::Late), "not its own earlier commit");
+    assert_eq!(late_events(store, third).await, 1);
 
     drop_schema(&db).await;
 }
