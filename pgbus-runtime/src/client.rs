@@ -3,7 +3,7 @@
 use serde_json::Value;
 use tracing::instrument;
 
-use crate::context::RunId;
+use crate::context::{RunId, SignalId};
 use crate::engine::{Action, RunStatus, StepOutcome, StepStatus};
 use crate::error::Error;
 use crate::pg::store::PgStore;
@@ -142,6 +142,29 @@ impl Client {
         check_actor(actor)?;
         let reason = crate::error::cap_message(reason);
         self.store.act(run_id, action, actor, &reason).await
+    }
+
+    /// Sends signal `name` with `payload` to a run: stored under the run's lock,
+    /// recorded as a `signal_received` event (reason: the name), and waking the
+    /// run's steps that wait for `name`. A signal sent before any step waits for
+    /// it is kept until one does; each signal is consumed by one attempt. A
+    /// paused run keeps it, and goes on with it once resumed.
+    ///
+    /// # Errors
+    /// [`Error::RunEnded`] for a finished or cancelled run and
+    /// [`Error::RunNotFound`] for a missing one (nothing is stored);
+    /// [`Error::InvalidSignal`] for a bad name or a payload with a NUL character;
+    /// [`Error::Json`] when the payload does not serialize; database errors.
+    #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.signal = name), err(level = "debug"))]
+    pub async fn signal<T: serde::Serialize + ?Sized>(
+        &self,
+        run_id: RunId,
+        name: &str,
+        payload: &T,
+    ) -> Result<SignalId, Error> {
+        let payload = serde_json::to_value(payload)?;
+        crate::context::check_signal(name, &payload)?;
+        self.store.signal(run_id, name, &payload).await
     }
 
     /// A run with its step attempts and events.

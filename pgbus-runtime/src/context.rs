@@ -23,6 +23,47 @@ impl fmt::Display for RunId {
     }
 }
 
+/// A signal's id: the primary key of its `signals` row.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct SignalId(pub i64);
+
+impl fmt::Display for SignalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The longest signal name accepted, in characters.
+pub const MAX_SIGNAL_NAME_CHARS: usize = 255;
+
+/// The rules every store applies to a signal before storing it: a name of 1 to
+/// 255 characters without control characters or whitespace at either end (as a
+/// step's `wait_for` name), and a payload without NUL characters (Postgres
+/// `jsonb` cannot hold them).
+///
+/// # Errors
+/// [`Error::InvalidSignal`](crate::Error::InvalidSignal) saying which.
+pub fn check_signal(name: &str, payload: &Value) -> Result<(), crate::Error> {
+    let invalid = |reason| Err(crate::Error::InvalidSignal { reason });
+    if name.is_empty() || name.chars().count() > MAX_SIGNAL_NAME_CHARS {
+        return invalid("a signal name is 1 to 255 characters");
+    }
+    if name.chars().any(char::is_control) || name.trim() != name {
+        return invalid(
+            "a signal name cannot hold control characters or start or end with whitespace",
+        );
+    }
+    if holds_nul(payload) {
+        return invalid(
+            "a signal payload cannot hold a NUL character (\\u0000), which Postgres `jsonb` cannot store",
+        );
+    }
+    Ok(())
+}
+
 /// A signal delivered to a run: a name and a JSON payload.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Signal {

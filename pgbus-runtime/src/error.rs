@@ -304,6 +304,21 @@ pub enum Error {
         /// Why it is refused.
         why: crate::engine::IllegalMove,
     },
+    /// A signal for a run that has finished or been cancelled; nothing was
+    /// stored.
+    #[error("run {run_id} has ended ({status}); the signal was not stored")]
+    RunEnded {
+        /// The run.
+        run_id: crate::RunId,
+        /// `finished` or `cancelled`.
+        status: crate::RunStatus,
+    },
+    /// A signal whose name or payload cannot be stored.
+    #[error("invalid signal: {reason}")]
+    InvalidSignal {
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// An operator action's actor that is empty, over 255 characters, holds
     /// control or invisible formatting characters, or starts or ends with
     /// whitespace.

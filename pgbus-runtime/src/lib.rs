@@ -21,7 +21,7 @@ pub mod workflow;
 
 pub use client::{Client, Started};
 pub use clock::{Clock, ManualClock};
-pub use context::{RunId, Signal, StepCx};
+pub use context::{RunId, Signal, SignalId, StepCx};
 pub use database::{DEFAULT_DATABASE_URL, Database};
 pub use definition::{
     Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy, FailureAction, GuardRef,

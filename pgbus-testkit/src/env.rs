@@ -179,6 +179,22 @@ impl TestEnv {
         self
     }
 
+    /// Sends a signal to a run, as `Client::signal`.
+    ///
+    /// # Errors
+    /// As `Client::signal`: [`Error::RunEnded`], [`Error::RunNotFound`],
+    /// [`Error::InvalidSignal`], [`Error::Json`].
+    pub fn signal<T: serde::Serialize + ?Sized>(
+        &self,
+        run_id: RunId,
+        name: &str,
+        payload: &T,
+    ) -> Result<pgbus_runtime::SignalId, Error> {
+        let payload = serde_json::to_value(payload)?;
+        pgbus_runtime::context::check_signal(name, &payload)?;
+        self.store().signal(run_id, name)
+    }
+
     /// Pauses a run, as `Client::pause`.
     ///
     /// # Errors

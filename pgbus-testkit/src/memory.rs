@@ -40,6 +40,15 @@ struct Step {
     workflow: String,
     reattempts: i32,
     timeout_ms: Option<i64>,
+    /// The signal a parked row waits for.
+    waiting_for: Option<String>,
+}
+
+/// A signal row: what retention needs of it so far (the `wait_for` gate that
+/// reads the rest is not built yet).
+#[derive(Debug, Clone)]
+struct SignalRow {
+    run_id: RunId,
 }
 
 /// The worker a crashed claim names, with a number ([`MemoryStore::crash_next`]):
@@ -85,6 +94,8 @@ pub(crate) struct MemoryStore {
     tokens: BTreeMap<i64, CancellationToken>,
     /// Workers that died, with the time their heartbeat stopped.
     crashed: BTreeMap<String, DateTime<Utc>>,
+    signals: Vec<SignalRow>,
+    next_signal: i64,
 }
 
 impl MemoryStore {
@@ -99,6 +110,8 @@ impl MemoryStore {
             next_event: 1,
             tokens: BTreeMap::new(),
             crashed: BTreeMap::new(),
+            signals: Vec::new(),
+            next_signal: 1,
         }
     }
 
@@ -392,6 +405,51 @@ impl MemoryStore {
         }
     }
 
+    /// As `Client::signal` (the name and payload already checked): records a
+    /// signal for a run that has not ended with its `signal_received` event, and
+    /// wakes the run's steps waiting for `name`. The payload is not kept yet: no
+    /// memory step waits for signals until the `wait_for` gate exists.
+    pub(crate) fn signal(
+        &mut self,
+        run_id: RunId,
+        name: &str,
+    ) -> Result<pgbus_runtime::SignalId, Error> {
+        let run = self
+            .runs
+            .get(&run_id.0)
+            .ok_or(Error::RunNotFound { run_id })?;
+        if run.summary.status.is_terminal() {
+            return Err(Error::RunEnded {
+                run_id,
+                status: run.summary.status,
+            });
+        }
+        let id = self.next_signal;
+        self.next_signal += 1;
+        self.signals.push(SignalRow { run_id });
+        self.event(
+            run_id,
+            None,
+            "signal_received",
+            "client",
+            Some(name.to_owned()),
+        );
+        if let Some((_, event)) = self.events.last_mut() {
+            event.details = Some(serde_json::json!({ "signal_id": id }));
+        }
+        let now = self.now;
+        for step in self.steps.values_mut() {
+            if step.run_id == run_id
+                && step.view.status == StepStatus::Waiting
+                && step.waiting_for.as_deref() == Some(name)
+            {
+                step.view.status = StepStatus::Scheduled;
+                step.view.scheduled_at = now;
+            }
+        }
+        Ok(pgbus_runtime::SignalId(id))
+    }
+
     /// As `Client::pause` and friends: plan an operator action and apply it.
     pub(crate) fn act(
         &mut self,
@@ -554,6 +612,7 @@ impl MemoryStore {
                 self.runs.remove(&id);
                 self.steps.retain(|_, step| step.run_id.0 != id);
                 self.events.retain(|(run, _)| run.0 != id);
+                self.signals.retain(|signal| signal.run_id.0 != id);
                 deleted += 1;
             }
         }
@@ -690,6 +749,7 @@ impl MemoryStore {
                 workflow: workflow.to_owned(),
                 reattempts: new.reattempts,
                 timeout_ms: new.timeout_ms,
+                waiting_for: None,
             },
         );
     }

@@ -44,6 +44,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_run_step_plan.sql",
         sql: include_str!("../../../migrations/0003_run_step_plan.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_signal_waits.sql",
+        sql: include_str!("../../../migrations/0004_signal_waits.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

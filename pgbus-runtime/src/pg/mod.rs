@@ -114,6 +114,7 @@ statements! {
     delete_worker => "delete_worker.sql",
     outcome_recorded => "outcome_recorded.sql",
     release_orphans => "release_orphans.sql",
+    send_signal => "send_signal.sql",
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use tokio_postgres::error::SqlState;
 
 use super::{Schema, Statements};
 use crate::clock::Clock;
-use crate::context::RunId;
+use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{
     Action, ActionRun, AttemptResult, AttemptState, ErrorRecord, EventSpec, LatestStep, NewStep,
@@ -499,6 +499,43 @@ impl PgStore {
         };
         self.apply_change(tx, &change, &step, actor, db_now).await?;
         Ok(Ended::Applied(Box::new(plan)))
+    }
+
+    /// Delivers a signal (already checked) to a run that has not ended, waking
+    /// the steps waiting for it.
+    pub(crate) async fn signal(
+        &self,
+        run_id: RunId,
+        name: &str,
+        payload: &Value,
+    ) -> Result<SignalId, Error> {
+        let client = self.pool.get().await?;
+        let statement = client.prepare_cached(&self.sql.send_signal).await?;
+        let row = client
+            .query_one(
+                &statement,
+                &[
+                    &run_id.0,
+                    &name,
+                    payload,
+                    &self.clock.now(),
+                    &self.schema.channel(),
+                ],
+            )
+            .await?;
+        let Some(status) = row.get::<_, Option<String>>("status") else {
+            return Err(Error::RunNotFound { run_id });
+        };
+        match row.get::<_, Option<i64>>("signal_id") {
+            Some(id) => {
+                check_count("send_signal: event", 1, row.get("events"))?;
+                Ok(SignalId(id))
+            }
+            None => Err(Error::RunEnded {
+                run_id,
+                status: parse_stored(&status)?,
+            }),
+        }
     }
 
     /// Carries out an operator action on a run, in one transaction under its row

@@ -13,6 +13,7 @@ mod operator_pg;
 mod pg;
 mod policy_pg;
 mod robust_pg;
+mod signal_pg;
 mod sweep_pg;
 mod worker_pg;
 

@@ -54,16 +54,17 @@ async fn a_fresh_schema_gets_every_table_and_a_bookkeeping_row() {
         .collect();
     assert_eq!(applied, expected);
 
-    // The due queue is a partial index, so history never enters a claim.
+    // The due queue is a partial index (scheduled rows, and parked rows whose
+    // wait ends), so history never enters a claim.
     let due_index: String = t
         .query(
-            "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'steps_due'",
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'steps_due_or_waiting'",
             &[&t.schema()],
         )
         .await[0]
         .get(0);
     assert!(
-        due_index.contains("WHERE (status = 'scheduled'::text)"),
+        due_index.contains("WHERE (status = ANY (ARRAY['scheduled'::text, 'waiting'::text]))"),
         "{due_index}"
     );
 }

@@ -254,6 +254,20 @@ impl Driver {
         result.map_err(|e| e.to_string())
     }
 
+    /// Sends a signal; the error as text.
+    async fn signal<T: serde::Serialize + ?Sized>(
+        &self,
+        run: RunId,
+        name: &str,
+        payload: &T,
+    ) -> Result<pgbus_runtime::SignalId, String> {
+        let result = match self {
+            Self::Memory(env) => env.signal(run, name, payload),
+            Self::Postgres { client, .. } => client.signal(run, name, payload).await,
+        };
+        result.map_err(|e| e.to_string())
+    }
+
     /// Sweeps once: (repaired, runs deleted).
     async fn sweep(&self) -> (usize, u64) {
         let report = match self {
@@ -947,4 +961,47 @@ async fn pause_and_cancel_during_a_step_race_the_same_way() {
             }
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_are_stored_or_refused_the_same_way() {
+    both(
+        |env| env.register(Verbs),
+        |worker| worker.register(Verbs),
+        |driver| async move {
+            let open = driver.start::<Verbs>(&script("pause")).await;
+            let done = driver.start::<Verbs>(&script("finish")).await;
+            driver.run_until_idle().await;
+            let sent = driver
+                .signal(open, "payment.settled", &serde_json::json!({"amount": 12}))
+                .await;
+            assert_eq!(
+                sent,
+                Ok(pgbus_runtime::SignalId(1)),
+                "a paused run keeps it"
+            );
+            let refused = driver.signal(done, "payment.settled", &1).await;
+            assert!(
+                refused
+                    .as_ref()
+                    .is_err_and(|e| e.contains("has ended (finished)")),
+                "{refused:?}"
+            );
+            let missing = driver.signal(RunId(999_999), "x", &1).await;
+            assert!(missing.is_err_and(|e| e.contains("does not exist")));
+            for (name, payload) in [
+                ("", serde_json::json!(1)),
+                (" padded", serde_json::json!(1)),
+                ("ok", serde_json::json!({"a": "nul\u{0}"})),
+            ] {
+                let bad = driver.signal(open, name, &payload).await;
+                assert!(
+                    bad.is_err_and(|e| e.starts_with("invalid signal")),
+                    "{name:?}"
+                );
+            }
+            (driver, vec![open, done])
+        },
+    )
+    .await;
 }
