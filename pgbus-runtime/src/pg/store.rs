@@ -37,8 +37,15 @@ macro_rules! in_tx {
             let $tx = client.transaction().await?;
             let result = match $body.await {
                 Ok(value) => $tx.commit().await.map(|()| value).map_err(Error::from),
-                // Dropping the transaction rolls it back.
-                Err(error) => Err(error),
+                // Roll back now, not on drop: a dropped transaction only queues
+                // its ROLLBACK, and until the connection sends it the locks it
+                // took (a refused action's run lock) make claims skip the run.
+                // If the rollback fails the connection is gone, and with it the
+                // transaction.
+                Err(error) => {
+                    let _ = $tx.rollback().await;
+                    Err(error)
+                }
             };
             match result {
                 Err(Error::Database(db)) if tries < TX_ATTEMPTS && retryable(&db) => {}
