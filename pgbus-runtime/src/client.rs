@@ -6,7 +6,7 @@ use tracing::instrument;
 use crate::context::{RunId, SignalId};
 use crate::engine::{Action, RunStatus, StepOutcome, StepStatus};
 use crate::error::Error;
-use crate::pg::store::PgStore;
+use crate::pg::store::{PgStore, parse_stored};
 use crate::view::{EventView, RunFilter, RunSummary, RunView, StepView};
 use crate::workflow::Workflow;
 
@@ -182,7 +182,7 @@ impl Client {
         let run = RunSummary {
             id: run_id,
             workflow: row.get("workflow"),
-            status: parse::<RunStatus>(&row.get::<_, String>("status"))?,
+            status: parse_stored::<RunStatus>(&row.get::<_, String>("status"))?,
             current_step: row.get("current_step"),
             created_at: row.get("created_at"),
             updated_at: row.get("updated_at"),
@@ -210,8 +210,11 @@ impl Client {
                 id: row.get("id"),
                 step_name: row.get("step_name"),
                 attempt: row.get("attempt"),
-                status: parse::<StepStatus>(&row.get::<_, String>("status"))?,
-                outcome: outcome.as_deref().map(parse::<StepOutcome>).transpose()?,
+                status: parse_stored::<StepStatus>(&row.get::<_, String>("status"))?,
+                outcome: outcome
+                    .as_deref()
+                    .map(parse_stored::<StepOutcome>)
+                    .transpose()?,
                 queue: row.get("queue"),
                 priority: row.get("priority"),
                 scheduled_at: row.get("scheduled_at"),
@@ -270,7 +273,7 @@ impl Client {
                 Ok(RunSummary {
                     id: RunId(row.get("id")),
                     workflow: row.get("workflow"),
-                    status: parse::<RunStatus>(&row.get::<_, String>("status"))?,
+                    status: parse_stored::<RunStatus>(&row.get::<_, String>("status"))?,
                     current_step: row.get("current_step"),
                     created_at: row.get("created_at"),
                     updated_at: row.get("updated_at"),
@@ -279,10 +282,6 @@ impl Client {
             })
             .collect()
     }
-}
-
-fn parse<T: std::str::FromStr<Err = crate::engine::UnknownStatus>>(text: &str) -> Result<T, Error> {
-    text.parse().map_err(|e| Error::Corrupt(format!("{e}")))
 }
 
 /// A JSON column, or a typed error when the driver cannot read it back (JSON nested

@@ -943,8 +943,10 @@ impl Drop for Running {
 
 /// A duration in milliseconds for SQL interval arithmetic: at most `36500d`, the
 /// longest duration the option grammar accepts, so `now - it` never leaves the
-/// range of a `timestamptz`.
-fn capped_ms(duration: Duration) -> i64 {
+/// range of a `timestamptz`. What the worker (and the testkit) does with every
+/// configured duration.
+#[must_use]
+pub fn capped_ms(duration: Duration) -> i64 {
     i64::try_from(
         duration
             .as_millis()

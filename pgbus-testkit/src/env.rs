@@ -17,6 +17,7 @@ use pgbus_runtime::{
 use serde_json::Value;
 
 use crate::memory::{Claim, MemoryStore};
+use pgbus_runtime::worker::capped_ms;
 
 /// Asked for an injected fault once the guards let the body through.
 type FaultSource = Box<dyn FnOnce() -> Option<StepError> + Send>;
@@ -263,8 +264,8 @@ impl TestEnv {
         let (repaired, deleted) = self.store().sweep(
             &definitions,
             self.stall_action,
-            millis(self.lost_worker_threshold),
-            self.retention.map(millis),
+            capped_ms(self.lost_worker_threshold),
+            self.retention.map(capped_ms),
         );
         SweepReport {
             repaired,
@@ -491,16 +492,6 @@ impl TestEnv {
     fn store(&self) -> MutexGuard<'_, MemoryStore> {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-/// Milliseconds, cut to `36500d` as the worker cuts its durations.
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(
-        duration
-            .as_millis()
-            .min(u128::from(pgbus_runtime::MAX_DURATION_MS)),
-    )
-    .unwrap_or(i64::MAX)
 }
 
 /// Takes one use of the first fault armed for this step, if any.

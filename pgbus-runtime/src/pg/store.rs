@@ -425,7 +425,7 @@ impl PgStore {
         let status: String = run.get("status");
         let step_names: Option<Vec<String>> = run.get("step_names");
         let step_plan = read_step_plan(&run);
-        let run_status: RunStatus = status.parse().map_err(|e| Error::Corrupt(format!("{e}")))?;
+        let run_status: RunStatus = parse_stored(&status)?;
         let state = AttemptState {
             step_name: claimed.step_name.clone(),
             attempt: claimed.attempt,
@@ -865,7 +865,8 @@ fn read_step_plan(row: &tokio_postgres::Row) -> Option<Vec<PlannedStep>> {
         .and_then(|value| serde_json::from_value(value).ok())
 }
 
-fn parse_stored<T: std::str::FromStr<Err = crate::engine::UnknownStatus>>(
+/// A status string as its enum; one this version does not know is corrupt data.
+pub(crate) fn parse_stored<T: std::str::FromStr<Err = crate::engine::UnknownStatus>>(
     text: &str,
 ) -> Result<T, Error> {
     text.parse().map_err(|e| Error::Corrupt(format!("{e}")))
