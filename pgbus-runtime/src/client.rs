@@ -7,7 +7,7 @@ use crate::context::{RunId, SignalId};
 use crate::engine::{Action, RunStatus, StepOutcome, StepStatus};
 use crate::error::Error;
 use crate::pg::store::{PgStore, parse_stored};
-use crate::view::{EventView, RunFilter, RunSummary, RunView, StepView};
+use crate::view::{BatchView, EventView, RunFilter, RunSummary, RunView, SignalView, StepView};
 use crate::workflow::Workflow;
 
 /// Starts and reads runs. Cheap to clone; all clones share one pool.
@@ -200,6 +200,9 @@ impl Client {
             cancelled_at: row.get("cancelled_at"),
             steps: Vec::new(),
             events: Vec::new(),
+            parent_batch_id: row.get("parent_batch_id"),
+            signals: Vec::new(),
+            batches: Vec::new(),
         };
 
         let statement = client.prepare_cached(&sql.run_steps).await?;
@@ -228,6 +231,8 @@ impl Client {
                 error_causes: causes
                     .and_then(|c| serde_json::from_value(c).ok())
                     .unwrap_or_default(),
+                waiting_for: row.get("waiting_for"),
+                waiting_since: row.get("waiting_since"),
             });
         }
 
@@ -245,6 +250,8 @@ impl Client {
                 created_at: row.get("created_at"),
             });
         }
+
+        read_signals_and_batches(&client, sql, run_id, &mut view).await?;
         Ok(view)
     }
 
@@ -329,6 +336,41 @@ pub fn check_key(key: &str) -> Result<(), Error> {
         || key.chars().any(char::is_control)
     {
         return Err(Error::InvalidIdempotencyKey);
+    }
+    Ok(())
+}
+
+/// Adds a run's signals and fan_out batches to its view.
+async fn read_signals_and_batches(
+    client: &deadpool_postgres::Object,
+    sql: &crate::pg::Statements,
+    run_id: RunId,
+    view: &mut RunView,
+) -> Result<(), Error> {
+    let statement = client.prepare_cached(&sql.run_signals).await?;
+    for row in client.query(&statement, &[&run_id.0]).await? {
+        view.signals.push(SignalView {
+            id: crate::SignalId(row.get("id")),
+            name: row.get("name"),
+            payload: json(&row, "payload")?.unwrap_or(Value::Null),
+            created_at: row.get("created_at"),
+            consumed_by: row.get("consumed_by"),
+            consumed_at: row.get("consumed_at"),
+        });
+    }
+
+    let statement = client.prepare_cached(&sql.run_batches).await?;
+    for row in client.query(&statement, &[&run_id.0]).await? {
+        view.batches.push(BatchView {
+            id: row.get("id"),
+            parent_step_id: row.get("parent_step_id"),
+            total: row.get("total"),
+            finished: row.get("succeeded"),
+            cancelled: row.get("failed"),
+            status: row.get("status"),
+            created_at: row.get("created_at"),
+            resolved_at: row.get("resolved_at"),
+        });
     }
     Ok(())
 }

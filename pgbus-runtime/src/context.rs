@@ -84,7 +84,7 @@ impl Signal {
 }
 
 /// Whether a string or key anywhere in `value` holds a NUL character.
-fn holds_nul(value: &Value) -> bool {
+pub(crate) fn holds_nul(value: &Value) -> bool {
     match value {
         Value::String(text) => text.contains('\0'),
         Value::Array(items) => items.iter().any(holds_nul),

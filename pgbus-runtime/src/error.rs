@@ -224,14 +224,38 @@ pub struct StepStalled {
     pub attempt: i32,
 }
 
-/// The step needs a feature this release does not run yet (signals, fan-out).
+/// A `wait_for` step's `wait_timeout` passed with no matching signal. The step
+/// row keeps it as its error, whatever `on_timeout` says (`run` excepted: the
+/// body runs and its own result is recorded); with `pause`, resuming the run runs
+/// a new attempt that waits again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("step `{step}` uses {feature}, which this release cannot run yet")]
-pub struct Unsupported {
+#[error("step `{step}` waited {waited} for signal `{signal}`, which did not come")]
+pub struct WaitTimedOut {
     /// The step.
     pub step: String,
-    /// What it uses.
-    pub feature: &'static str,
+    /// The signal it waited for.
+    pub signal: String,
+    /// Its `wait_timeout`, as written in the duration grammar (`1h`, `90s`).
+    pub waited: String,
+}
+
+/// A fan_out step's batch ended with cancelled children. Applied with the step's
+/// `on_batch_failure` (default pause); a resume or reattempt starts a fresh batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "fan_out step `{step}`: {cancelled} of {total} child runs were cancelled ({finished} finished)"
+)]
+pub struct FanOutFailed {
+    /// The step.
+    pub step: String,
+    /// The batch's id (`batches.id`).
+    pub batch_id: i64,
+    /// Children in the batch.
+    pub total: i32,
+    /// Children that finished.
+    pub finished: i32,
+    /// Children that were cancelled.
+    pub cancelled: i32,
 }
 
 /// A run reached a step its workflow's definition does not have (a deploy removed

@@ -11,11 +11,18 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use serde_json::Value;
 
-use crate::context::{RunId, StepCx};
-use crate::definition::{Entry, EntryKind, WorkflowDefinition};
-use crate::engine::{AttemptResult, ErrorRecord, Resolution, Verb, resolve_error};
-use crate::error::{BadInput, Panicked, StepError, StepNotDefined, Timeout, Unsupported};
-use crate::fan_out::FanOut;
+use chrono::{DateTime, Utc};
+
+use crate::context::{RunId, Signal, StepCx};
+use crate::definition::{Entry, EntryKind, OnTimeout, WaitFor, WorkflowDefinition};
+use crate::engine::{
+    AttemptResult, BatchState, ErrorRecord, Gate, Park, Resolution, StoredSignal, Verb,
+    resolve_error, wait_expired,
+};
+use crate::error::{
+    BadInput, FanOutFailed, Panicked, StepError, StepNotDefined, Timeout, WaitTimedOut,
+};
+use crate::fan_out::{ChildRun, FanOut};
 use crate::workflow::{StepFuture, Workflow};
 
 /// What an attempt starts from.
@@ -42,6 +49,42 @@ pub struct AttemptInput {
     /// Cancelled when the attempt loses its claim while it runs; handed to the
     /// body's [`StepCx`].
     pub cancellation: tokio_util::sync::CancellationToken,
+    /// For a `wait_for` step: the run's signals of the name it waits for that
+    /// are not consumed, or were consumed by an earlier attempt of this step, in
+    /// the order they were sent.
+    pub signals: Vec<StoredSignal>,
+    /// When the row first parked (`None` if it never did): its `wait_timeout`
+    /// counts from here.
+    pub waiting_since: Option<DateTime<Utc>>,
+    /// When it was claimed, on the store's clock: the gate decides a timeout
+    /// by this time, never a worker's clock.
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// For a fan_out attempt that parked: its batch.
+    pub batch: Option<BatchState>,
+}
+
+impl AttemptInput {
+    /// An attempt of `step_name` with nothing else known: no input, outputs,
+    /// signals or batch. For tests of single steps; the worker and the testkit
+    /// fill in what their store holds.
+    #[must_use]
+    pub fn new(run_id: RunId, step_name: impl Into<String>, attempt: i32) -> Self {
+        Self {
+            run_id,
+            step_name: step_name.into(),
+            attempt,
+            reattempts: 0,
+            input: Value::Null,
+            outputs: BTreeMap::new(),
+            timeout_ms: None,
+            unreadable: None,
+            cancellation: tokio_util::sync::CancellationToken::new(),
+            signals: Vec::new(),
+            waiting_since: None,
+            claimed_at: None,
+            batch: None,
+        }
+    }
 }
 
 /// A registered workflow with its type erased, as a worker holds it.
@@ -121,35 +164,46 @@ pub async fn run_attempt_with_fault<W: Workflow>(
     if let Some(ended) = guards(workflow, definition, entry, &cx, input.reattempts) {
         return ended;
     }
-    let unsupported = if entry.options.wait_for.is_some() {
-        Some("`wait_for` signals")
-    } else if entry.kind == EntryKind::FanOut {
-        Some("`fan_out`")
-    } else {
-        None
-    };
-    if let Some(feature) = unsupported {
-        let error = StepError::from(Unsupported {
-            step: entry.name.to_owned(),
-            feature,
-        });
-        return AttemptResult {
-            verb: Verb::Pause {
-                reason: error.message(),
-            },
-            error: Some(ErrorRecord::of(&error)),
-            output: None,
-            report: true,
-            handler_error: None,
-        };
+    let mut gate = None;
+    if let Some(wait) = &entry.options.wait_for {
+        match pass_gate(workflow, wait, &cx, &input) {
+            Passed::Signal(signal, taken) => {
+                cx = cx.with_signal(signal);
+                gate = Some(taken);
+            }
+            Passed::TimedOut if wait.on_timeout == OnTimeout::Run => {
+                gate = Some(Gate::TimedOut);
+            }
+            Passed::TimedOut => return timed_out(entry, wait),
+            Passed::Park(park) => return AttemptResult::parked(park, None),
+            Passed::Failed(error) => {
+                return failed(
+                    workflow,
+                    definition,
+                    entry,
+                    Some(&cx),
+                    &error,
+                    input.reattempts,
+                    None,
+                );
+            }
+        }
+    }
+    if entry.kind == EntryKind::FanOut
+        && let Some(batch) = input.batch
+    {
+        return batch_resolved(entry, batch);
     }
 
-    let outcome = match fault() {
-        Some(fault) => Err(fault),
+    let (outcome, children) = match fault() {
+        Some(fault) => (Err(fault), Vec::new()),
         None => run_body(workflow, index, &mut cx, input.timeout_ms).await,
     };
     let output = cx.take_output();
-    match outcome {
+    let mut result = match outcome {
+        Ok(crate::Flow::Complete) if !children.is_empty() => {
+            AttemptResult::parked(Park::Batch { children }, output)
+        }
         Ok(flow) => AttemptResult::ok(Verb::from(flow), output),
         Err(error) => failed(
             workflow,
@@ -160,36 +214,161 @@ pub async fn run_attempt_with_fault<W: Workflow>(
             input.reattempts,
             output,
         ),
+    };
+    result.gate = gate;
+    result
+}
+
+/// What the `wait_for` gate found.
+enum Passed {
+    /// A signal for the body, and how it was taken.
+    Signal(Signal, Gate),
+    /// No matching signal, and the wait is over.
+    TimedOut,
+    /// No matching signal yet.
+    Park(Park),
+    /// The `matches` predicate failed.
+    Failed(StepError),
+}
+
+/// The `wait_for` gate: the signal an earlier attempt of this step consumed (a
+/// reattempt sees the same one), else the first unconsumed signal of the name
+/// that the `matches` predicate accepts, else the timeout if it passed by the
+/// claim's time, else park. Signals the predicate turns down stay unconsumed.
+fn pass_gate<W: Workflow>(
+    workflow: &W,
+    wait: &WaitFor,
+    cx: &StepCx<W::Input>,
+    input: &AttemptInput,
+) -> Passed {
+    let candidates = input.signals.iter().filter(|s| s.name == wait.signal);
+    if let Some(before) = candidates.clone().find(|s| s.taken_before) {
+        return Passed::Signal(
+            signal_of(before),
+            Gate::Signal {
+                id: before.id,
+                fresh: false,
+            },
+        );
     }
+    let mut seen = Vec::new();
+    for stored in candidates {
+        let signal = signal_of(stored);
+        let accepted = match wait.matches {
+            None => Ok(true),
+            Some(guard) => catch(|| workflow.signal_matches(guard, cx, &signal)),
+        };
+        match accepted {
+            Ok(true) => {
+                return Passed::Signal(
+                    signal,
+                    Gate::Signal {
+                        id: stored.id,
+                        fresh: true,
+                    },
+                );
+            }
+            Ok(false) => seen.push(stored.id),
+            Err(error) => return Passed::Failed(error),
+        }
+    }
+    if let Some(now) = input.claimed_at
+        && wait_expired(input.waiting_since, wait.timeout_ms, now)
+    {
+        return Passed::TimedOut;
+    }
+    Passed::Park(Park::Signal {
+        name: wait.signal.to_owned(),
+        seen,
+        timeout_ms: wait.timeout_ms,
+    })
+}
+
+fn signal_of(stored: &StoredSignal) -> Signal {
+    Signal {
+        name: stored.name.clone(),
+        payload: stored.payload.clone(),
+    }
+}
+
+/// `on_timeout` = pause, cancel or skip, with a [`WaitTimedOut`] error on the
+/// step row (not reported: it is the outcome the step asked for).
+fn timed_out(entry: &Entry, wait: &WaitFor) -> AttemptResult {
+    let error = StepError::from(WaitTimedOut {
+        step: entry.name.to_owned(),
+        signal: wait.signal.to_owned(),
+        waited: pgbus_core::format_duration_ms(wait.timeout_ms.unwrap_or(0)),
+    });
+    let reason = error.message();
+    let verb = match wait.on_timeout {
+        OnTimeout::Cancel => Verb::Cancel { reason },
+        OnTimeout::Skip => Verb::Skip { reason },
+        OnTimeout::Pause | OnTimeout::Run => Verb::Pause { reason },
+    };
+    let mut result = AttemptResult::failed(verb, &error, false);
+    result.gate = Some(Gate::TimedOut);
+    result
+}
+
+/// A fan_out attempt claimed again after parking: its batch decides, the body
+/// does not run again. All finished: complete. Any cancelled:
+/// `on_batch_failure` (default pause) with a [`FanOutFailed`] error. Still
+/// open (woken by mistake): park again.
+fn batch_resolved(entry: &Entry, batch: BatchState) -> AttemptResult {
+    if batch.open {
+        return AttemptResult::parked(Park::BatchOpen, None);
+    }
+    if batch.cancelled == 0 {
+        return AttemptResult::ok(Verb::Complete, None);
+    }
+    let error = StepError::from(FanOutFailed {
+        step: entry.name.to_owned(),
+        batch_id: batch.id,
+        total: batch.total,
+        finished: batch.finished,
+        cancelled: batch.cancelled,
+    });
+    let verb = Verb::from_failure_action(
+        entry
+            .options
+            .on_batch_failure
+            .unwrap_or(crate::definition::FailureAction::Pause),
+        error.message(),
+    );
+    AttemptResult::failed(verb, &error, false)
 }
 
 /// The body of entry `index`, bounded by the step's timeout; a panic becomes a
 /// [`Panicked`] error and running out of time a [`Timeout`] error.
+/// The children a fan_out body added come back beside its result.
 async fn run_body<W: Workflow>(
     workflow: &W,
     index: usize,
     cx: &mut StepCx<W::Input>,
     timeout_ms: Option<i64>,
-) -> Result<crate::Flow, StepError> {
+) -> (Result<crate::Flow, StepError>, Vec<ChildRun>) {
     let mut fan = FanOut::new();
-    let body: StepFuture<'_> = workflow.run_step(index, cx, &mut fan);
-    let body = AssertUnwindSafe(body).catch_unwind();
-    let outcome = match timeout_ms.and_then(|ms| u64::try_from(ms).ok()) {
-        Some(ms) => {
-            let limit = Duration::from_millis(ms);
-            match tokio::time::timeout(limit, body).await {
-                Ok(outcome) => outcome,
-                Err(_elapsed) => return Err(StepError::from(Timeout { after: limit })),
+    let outcome = {
+        let body: StepFuture<'_> = workflow.run_step(index, cx, &mut fan);
+        let body = AssertUnwindSafe(body).catch_unwind();
+        match timeout_ms.and_then(|ms| u64::try_from(ms).ok()) {
+            Some(ms) => {
+                let limit = Duration::from_millis(ms);
+                match tokio::time::timeout(limit, body).await {
+                    Ok(outcome) => outcome,
+                    Err(_elapsed) => Ok(Err(StepError::from(Timeout { after: limit }))),
+                }
             }
+            None => body.await,
         }
-        None => body.await,
     };
-    match outcome {
+    let outcome = match outcome {
         Ok(result) => result,
         Err(panic) => Err(StepError::from(Panicked {
             message: panic_message(panic.as_ref()),
         })),
-    }
+    };
+    (outcome, fan.take_children())
 }
 
 /// The live entry a step row names; a gravestone skips and an unknown name pauses
@@ -204,15 +383,13 @@ fn locate(
             workflow: definition.name.to_owned(),
             step: step_name.to_owned(),
         });
-        return Err(AttemptResult {
-            verb: Verb::Pause {
+        return Err(AttemptResult::failed(
+            Verb::Pause {
                 reason: format!("step `{step_name}` is not in the definition"),
             },
-            error: Some(ErrorRecord::of(&error)),
-            output: None,
-            report: true,
-            handler_error: None,
-        });
+            &error,
+            true,
+        ));
     };
     if entry.kind == EntryKind::Removed {
         return Err(AttemptResult::ok(
@@ -276,11 +453,8 @@ fn failed<W: Workflow>(
     let record = Some(ErrorRecord::of(error));
     match resolve_error(definition, Some(entry), error, reattempts) {
         Resolution::Verb { verb, report } => AttemptResult {
-            verb,
-            error: record,
             output,
-            report,
-            handler_error: None,
+            ..AttemptResult::failed(verb, error, report)
         },
         Resolution::Handler { handler, report } => {
             let mut handler_error = None;
@@ -313,6 +487,8 @@ fn failed<W: Workflow>(
                 output,
                 report,
                 handler_error,
+                gate: None,
+                park: None,
             }
         }
     }

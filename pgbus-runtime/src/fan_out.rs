@@ -2,21 +2,37 @@
 
 use serde_json::Value;
 
+use crate::definition::WorkflowDefinition;
 use crate::error::StepError;
 use crate::workflow::Workflow;
 
 /// A child run a fan_out body asked for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ChildRun {
     /// The child's workflow name.
     pub workflow: &'static str,
+    /// The child's workflow definition: where its first step goes.
+    pub definition: &'static WorkflowDefinition,
     /// The child's input as JSON.
     pub input: Value,
 }
 
-/// The batch a `#[fan_out]` step is building. Children are created together with
-/// the batch when the body returns, in the transaction that parks the step, so a
-/// crash never leaves half a batch.
+impl PartialEq for ChildRun {
+    fn eq(&self, other: &Self) -> bool {
+        self.workflow == other.workflow && self.input == other.input
+    }
+}
+
+/// The batch a `#[fan_out]` step is building.
+///
+/// Children are created together with the batch when the body returns
+/// `Ok(Flow::Complete)`, in the transaction that parks the step as `waiting`, so a
+/// crash never leaves half a batch; any other verb or an error discards them. The
+/// step then waits until every child has finished or been cancelled: all
+/// finished completes the step, any cancelled applies its `on_batch_failure`
+/// (default pause) with a [`FanOutFailed`](crate::FanOutFailed) error. An empty
+/// batch completes the step at once. A child may be of any workflow a worker
+/// has registered, the parent's own included.
 #[derive(Debug, Default)]
 pub struct FanOut {
     children: Vec<ChildRun>,
@@ -32,11 +48,21 @@ impl FanOut {
     /// Adds a child run of workflow `W` with `input`.
     ///
     /// # Errors
-    /// A [`StepError`] wrapping the `serde_json` error when `input` does not serialize.
+    /// A [`StepError`] wrapping the `serde_json` error when `input` does not
+    /// serialize or holds a NUL character (which Postgres `jsonb` cannot store).
     pub fn start<W: Workflow>(&mut self, input: &W::Input) -> Result<(), StepError> {
+        let input = serde_json::to_value(input)?;
+        if crate::context::holds_nul(&input) {
+            return Err(StepError::from(
+                <serde_json::Error as serde::ser::Error>::custom(
+                    "the child's input holds a NUL character (\\u0000), which Postgres `jsonb` cannot store",
+                ),
+            ));
+        }
         self.children.push(ChildRun {
             workflow: W::DEFINITION.name,
-            input: serde_json::to_value(input)?,
+            definition: W::DEFINITION,
+            input,
         });
         Ok(())
     }
@@ -45,6 +71,18 @@ impl FanOut {
     #[must_use]
     pub fn children(&self) -> &[ChildRun] {
         &self.children
+    }
+
+    /// How many children were added.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.children.len()
+    }
+
+    /// Whether no child was added.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.children.is_empty()
     }
 
     /// Takes the children, leaving the batch empty.

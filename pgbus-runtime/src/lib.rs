@@ -29,13 +29,13 @@ pub use definition::{
 };
 pub use engine::{Action, IllegalMove, RunStatus, StepOutcome, StepStatus};
 pub use error::{
-    BadInput, Error, Message, Panicked, StepError, StepNotDefined, StepStalled, Timeout,
-    Unstorable, Unsupported,
+    BadInput, Error, FanOutFailed, Message, Panicked, StepError, StepNotDefined, StepStalled,
+    Timeout, Unstorable, WaitTimedOut,
 };
 pub use fan_out::{ChildRun, FanOut};
 pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
 pub use pg::{MIGRATIONS, Migration, Schema, migrate, migrate_schema};
-pub use view::{EventView, RunFilter, RunSummary, RunView, StepView};
+pub use view::{BatchView, EventView, RunFilter, RunSummary, RunView, SignalView, StepView};
 pub use worker::{ErrorReport, StallAction, SweepReport, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};
 

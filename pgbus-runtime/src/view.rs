@@ -32,6 +32,12 @@ pub struct RunView {
     pub steps: Vec<StepView>,
     /// Every event, in order.
     pub events: Vec<EventView>,
+    /// For a fan_out child: the batch it counts toward (`batches.id`).
+    pub parent_batch_id: Option<i64>,
+    /// Every signal sent to it, in order, consumed or not.
+    pub signals: Vec<SignalView>,
+    /// Its fan_out batches, in order.
+    pub batches: Vec<BatchView>,
 }
 
 /// One run, as listed.
@@ -88,6 +94,11 @@ pub struct StepView {
     pub error_message: Option<String>,
     /// Its error's causes, nearest first.
     pub error_causes: Vec<String>,
+    /// The signal a parked row waits for (`None` for a fan_out waiting on its
+    /// batch, and for rows that never parked).
+    pub waiting_for: Option<String>,
+    /// When the row first parked: its `wait_timeout` counts from here.
+    pub waiting_since: Option<DateTime<Utc>>,
 }
 
 impl StepView {
@@ -104,6 +115,44 @@ impl StepView {
             .zip(self.finished_at)
             .map(|(started, finished)| finished - started)
     }
+}
+
+/// A signal sent to a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SignalView {
+    /// Its id.
+    pub id: crate::SignalId,
+    /// Its name.
+    pub name: String,
+    /// What the sender attached.
+    pub payload: Value,
+    /// When it was sent.
+    pub created_at: DateTime<Utc>,
+    /// The step attempt (`steps.id`) that consumed it, if one did.
+    pub consumed_by: Option<i64>,
+    /// When that attempt's outcome was recorded.
+    pub consumed_at: Option<DateTime<Utc>>,
+}
+
+/// A fan_out step's batch of child runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BatchView {
+    /// Its id; the children's `parent_batch_id`.
+    pub id: i64,
+    /// The attempt (`steps.id`) that started it.
+    pub parent_step_id: i64,
+    /// Children in it.
+    pub total: i32,
+    /// Children that finished.
+    pub finished: i32,
+    /// Children that were cancelled (or are missing).
+    pub cancelled: i32,
+    /// `open`, `succeeded` (all finished) or `failed`.
+    pub status: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When the last child ended (or the parent was cancelled).
+    pub resolved_at: Option<DateTime<Utc>>,
 }
 
 /// One event of the audit trail.

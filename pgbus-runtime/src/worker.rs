@@ -93,6 +93,9 @@ pub struct SweepReport {
     pub runs_deleted: u64,
     /// Worker rows removed after a long silence.
     pub workers_removed: u64,
+    /// Fan-out batches whose children had all ended without the count reaching
+    /// the batch, resolved now (their parents woken).
+    pub batches_resolved: u64,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -646,9 +649,12 @@ impl Worker {
                         self.report(&claim, &result, record, "stalled attempt repaired");
                     }
                 }
-                Ended::Late => report.left_alone += 1,
+                // A sweep never parks; a fence it lost is an attempt that
+                // ended meanwhile.
+                Ended::Late | Ended::Parked => report.left_alone += 1,
             }
         }
+        report.batches_resolved = inner.upkeep.resolve_batches(100).await?;
         if let Some(retention_ms) = inner.retention_ms {
             for _ in 0..RETENTION_BATCHES {
                 let deleted = inner
@@ -762,6 +768,10 @@ impl Worker {
                     timeout_ms: claim.timeout_ms,
                     unreadable: claim.unreadable.clone(),
                     cancellation,
+                    signals: claim.signals.clone(),
+                    waiting_since: claim.waiting_since,
+                    claimed_at: Some(claim.started_at),
+                    batch: claim.batch,
                 })
                 .await;
             let ran = began.elapsed();
@@ -842,6 +852,18 @@ impl Worker {
             Ended::Late => {
                 warn!(
                     "late completion ignored: the attempt was stalled, cancelled or claimed again"
+                );
+            }
+            Ended::Parked => {
+                metrics::counter!(
+                    "pgbus_steps_parked_total",
+                    "workflow" => claim.workflow.clone(),
+                    "step" => claim.step_name.clone()
+                )
+                .increment(1);
+                info!(
+                    elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
+                    "step waiting"
                 );
             }
             Ended::Applied(plan) => {
@@ -960,15 +982,13 @@ fn unstorable(error: &Error) -> AttemptResult {
     let error = crate::StepError::from(crate::error::Unstorable {
         reason: crate::error::display_chain(error),
     });
-    AttemptResult {
-        verb: crate::engine::Verb::Pause {
+    AttemptResult::failed(
+        crate::engine::Verb::Pause {
             reason: error.message(),
         },
-        error: Some(crate::engine::ErrorRecord::of(&error)),
-        output: None,
-        report: true,
-        handler_error: None,
-    }
+        &error,
+        true,
+    )
 }
 
 /// Consecutive failures of one kind of database call, and the growing pause

@@ -53,10 +53,12 @@ pub struct StepRecord {
     pub attempt: i32,
     /// What the attempt decided.
     pub verb: Verb,
-    /// The attempt's final status.
+    /// The attempt's status afterwards: its final status, or `Waiting` when it
+    /// parked for a signal or its batch (`Scheduled` when a signal that came
+    /// meanwhile woke it at once).
     pub status: StepStatus,
-    /// What followed it.
-    pub outcome: StepOutcome,
+    /// What followed it; `None` when it parked instead of ending.
+    pub outcome: Option<StepOutcome>,
     /// The run's status afterwards.
     pub run_status: RunStatus,
     /// The error, if the attempt failed.
@@ -193,7 +195,7 @@ impl TestEnv {
     ) -> Result<pgbus_runtime::SignalId, Error> {
         let payload = serde_json::to_value(payload)?;
         pgbus_runtime::context::check_signal(name, &payload)?;
-        self.store().signal(run_id, name)
+        self.store().signal(run_id, name, payload)
     }
 
     /// Pauses a run, as `Client::pause`.
@@ -261,7 +263,7 @@ impl TestEnv {
             .iter()
             .map(|(name, registered)| (*name, registered.definition))
             .collect();
-        let (repaired, deleted) = self.store().sweep(
+        let (repaired, deleted, batches_resolved) = self.store().sweep(
             &definitions,
             self.stall_action,
             capped_ms(self.lost_worker_threshold),
@@ -270,6 +272,7 @@ impl TestEnv {
         SweepReport {
             repaired,
             runs_deleted: deleted as u64,
+            batches_resolved,
             ..SweepReport::default()
         }
     }
@@ -441,6 +444,10 @@ impl TestEnv {
                 timeout_ms: claim.timeout_ms,
                 unreadable: None,
                 cancellation: claim.cancellation.clone(),
+                signals: claim.signals.clone(),
+                waiting_since: claim.waiting_since,
+                claimed_at: Some(claim.claimed_at),
+                batch: claim.batch,
             },
             fault,
         )
@@ -469,18 +476,27 @@ impl TestEnv {
                 &result,
             )
         });
-        let run_status = self
-            .store()
-            .run(claim.run_id)
+        let view = self.store().run(claim.run_id).ok();
+        let run_status = view
+            .as_ref()
             .map_or(RunStatus::Cancelled, |view| view.run.status);
+        let parked_as = view
+            .as_ref()
+            .and_then(|view| view.steps.iter().find(|s| s.id == claim.step_id))
+            .map(|step| step.status)
+            .filter(|_| result.park.is_some() && !late);
         StepRecord {
             run_id: claim.run_id,
             workflow: claim.workflow,
             step: claim.step_name,
             attempt: claim.attempt,
             verb: result.verb,
-            status: plan.step_status,
-            outcome: plan.step_outcome,
+            status: parked_as.unwrap_or(plan.step_status),
+            outcome: if result.park.is_some() {
+                None
+            } else {
+                Some(plan.step_outcome)
+            },
             run_status,
             error: result.error,
             output: result.output,

@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use pgbus_runtime::context::CancellationToken;
 use pgbus_runtime::engine::{
-    Action, ActionRun, AttemptResult, AttemptState, ErrorRecord, EventSpec, LatestStep, NewStep,
-    Plan, PlannedStep, RunState, RunStatus, StallAction, StepOutcome, StepStatus, first_attempt,
-    plan_action, plan_outcome, stalled_result,
+    Action, ActionRun, AttemptResult, AttemptState, BatchState, ErrorRecord, EventSpec, Gate,
+    LatestStep, NewStep, Park, Plan, PlannedStep, RunState, RunStatus, StallAction, StepOutcome,
+    StepStatus, StoredSignal, first_attempt, plan_action, plan_outcome, plan_park, stalled_result,
 };
 use pgbus_runtime::{
-    Error, EventView, RunFilter, RunId, RunSummary, RunView, StepView, WorkflowDefinition,
+    BatchView, ChildRun, Error, EventView, RunFilter, RunId, RunSummary, RunView, SignalId,
+    SignalView, StepView, WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -31,6 +32,7 @@ struct Run {
     cancelled_at: Option<DateTime<Utc>>,
     step_names: Vec<String>,
     step_plan: Vec<PlannedStep>,
+    parent_batch_id: Option<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -40,15 +42,20 @@ struct Step {
     workflow: String,
     reattempts: i32,
     timeout_ms: Option<i64>,
-    /// The signal a parked row waits for.
-    waiting_for: Option<String>,
 }
 
-/// A signal row: what retention needs of it so far (the `wait_for` gate that
-/// reads the rest is not built yet).
+/// A signal row.
 #[derive(Debug, Clone)]
 struct SignalRow {
     run_id: RunId,
+    view: SignalView,
+}
+
+/// A fan_out batch row.
+#[derive(Debug, Clone)]
+struct BatchRow {
+    run_id: RunId,
+    view: BatchView,
 }
 
 /// The worker a crashed claim names, with a number ([`MemoryStore::crash_next`]):
@@ -68,6 +75,10 @@ pub(crate) struct Claim {
     pub(crate) input: Value,
     pub(crate) outputs: BTreeMap<String, Value>,
     pub(crate) cancellation: CancellationToken,
+    pub(crate) signals: Vec<StoredSignal>,
+    pub(crate) waiting_since: Option<DateTime<Utc>>,
+    pub(crate) claimed_at: DateTime<Utc>,
+    pub(crate) batch: Option<BatchState>,
 }
 
 /// The run-level changes of an outcome or action plan.
@@ -96,6 +107,8 @@ pub(crate) struct MemoryStore {
     crashed: BTreeMap<String, DateTime<Utc>>,
     signals: Vec<SignalRow>,
     next_signal: i64,
+    batches: BTreeMap<i64, BatchRow>,
+    next_batch: i64,
 }
 
 impl MemoryStore {
@@ -112,6 +125,8 @@ impl MemoryStore {
             crashed: BTreeMap::new(),
             signals: Vec::new(),
             next_signal: 1,
+            batches: BTreeMap::new(),
+            next_batch: 1,
         }
     }
 
@@ -135,6 +150,21 @@ impl MemoryStore {
         {
             return Ok((existing.summary.id, false));
         }
+        let id = self.create_run(definition, index, entry, input, key, None);
+        self.event(id, None, "started", "client", None);
+        Ok((id, true))
+    }
+
+    /// A run row and its first step row, without the `started` event.
+    fn create_run(
+        &mut self,
+        definition: &'static WorkflowDefinition,
+        index: usize,
+        entry: &'static pgbus_runtime::Entry,
+        input: Value,
+        key: Option<&str>,
+        parent_batch_id: Option<i64>,
+    ) -> RunId {
         let id = RunId(self.next_run);
         self.next_run += 1;
         let first = first_attempt(definition, index, entry);
@@ -160,11 +190,11 @@ impl MemoryStore {
                 cancelled_at: None,
                 step_names: pgbus_runtime::engine::live_step_names(definition),
                 step_plan: pgbus_runtime::engine::step_plan(definition),
+                parent_batch_id,
             },
         );
         self.insert_step(id, definition.name, &first);
-        self.event(id, None, "started", "client", None);
-        Ok((id, true))
+        id
     }
 
     /// The due step that a claim would take first, for workflows in `registered`:
@@ -180,8 +210,10 @@ impl MemoryStore {
             .steps
             .iter()
             .filter(|(_, step)| {
-                step.view.status == StepStatus::Scheduled
-                    && step.view.scheduled_at <= now
+                matches!(
+                    step.view.status,
+                    StepStatus::Scheduled | StepStatus::Waiting
+                ) && step.view.scheduled_at <= now
                     && registered.contains(&step.workflow.as_str())
                     && self
                         .runs
@@ -203,6 +235,29 @@ impl MemoryStore {
         self.event(step.run_id, Some(&step), "step_started", worker, None);
         let cancellation = CancellationToken::new();
         self.tokens.insert(step_id, cancellation.clone());
+        let wait_for =
+            step.view.waiting_for.clone().or_else(|| {
+                run_plan_wait_for(self.runs.get(&step.run_id.0)?, &step.view.step_name)
+            });
+        let signals = wait_for
+            .map(|name| self.gate_signals(&step, &name))
+            .unwrap_or_default();
+        let batch = step
+            .view
+            .waiting_since
+            .and_then(|_| {
+                self.batches
+                    .values()
+                    .filter(|b| b.view.parent_step_id == step_id)
+                    .max_by_key(|b| b.view.id)
+            })
+            .map(|b| BatchState {
+                id: b.view.id,
+                total: b.view.total,
+                finished: b.view.finished,
+                cancelled: b.view.cancelled,
+                open: b.view.status == "open",
+            });
         Some(Claim {
             step_id,
             run_id: step.run_id,
@@ -214,7 +269,41 @@ impl MemoryStore {
             input,
             outputs: self.outputs(step.run_id),
             cancellation,
+            signals,
+            waiting_since: step.view.waiting_since,
+            claimed_at: now,
+            batch,
         })
+    }
+
+    /// The run's signals named `name` that the gate of `step` may take: not
+    /// consumed, or consumed by an attempt of the same step; in order.
+    fn gate_signals(&self, step: &Step, name: &str) -> Vec<StoredSignal> {
+        self.signals
+            .iter()
+            .filter(|g| g.run_id == step.run_id && g.view.name == name)
+            .filter_map(|g| {
+                let taken_before = match g.view.consumed_by {
+                    None => false,
+                    Some(by) => {
+                        let same_step = self.steps.get(&by).is_some_and(|consumer| {
+                            consumer.run_id == step.run_id
+                                && consumer.view.step_name == step.view.step_name
+                        });
+                        if !same_step {
+                            return None;
+                        }
+                        true
+                    }
+                };
+                Some(StoredSignal {
+                    id: g.view.id,
+                    name: g.view.name.clone(),
+                    payload: g.view.payload.clone(),
+                    taken_before,
+                })
+            })
+            .collect()
     }
 
     /// Claims the next due step for a worker that dies at once: the row stays in
@@ -235,8 +324,10 @@ impl MemoryStore {
         self.steps
             .values()
             .filter(|step| {
-                step.view.status == StepStatus::Scheduled
-                    && registered.contains(&step.workflow.as_str())
+                matches!(
+                    step.view.status,
+                    StepStatus::Scheduled | StepStatus::Waiting
+                ) && registered.contains(&step.workflow.as_str())
                     && self
                         .runs
                         .get(&step.run_id.0)
@@ -292,10 +383,16 @@ impl MemoryStore {
                     event: "stall_detected",
                     about_step: true,
                     reason: Some(detection.to_owned()),
+                    details: None,
                 },
             );
         }
         let actor = if detection.is_some() { "sweep" } else { worker };
+        if let (Some(park), None) = (&result.park, detection) {
+            return self
+                .park(claim, result, park, worker, &state)
+                .then_some(plan);
+        }
         let fenced = self.steps.get_mut(&claim.step_id).filter(|step| {
             step.view.status == StepStatus::InProgress
                 && step.view.attempt == claim.attempt
@@ -305,26 +402,15 @@ impl MemoryStore {
             if detection.is_some() {
                 return None;
             }
-            let step = self.steps.get(&claim.step_id).cloned();
-            self.event(
-                claim.run_id,
-                step.as_ref(),
-                "late_completion_ignored",
-                TESTKIT_WORKER,
-                None,
-            );
-            // What the Postgres store records beside it: what was discarded.
-            if let Some((_, event)) = self.events.last_mut() {
-                event.details = Some(serde_json::json!({
-                    "verb": format!("{:?}", result.verb),
-                    "error": result.error.as_ref().map(|e| e.message.clone()),
-                }));
-            }
+            self.late(claim, result);
             return None;
         };
         step.view.status = plan.step_status;
         step.view.outcome = Some(plan.step_outcome);
-        step.view.output.clone_from(&result.output);
+        if result.output.is_some() {
+            // A fan_out attempt that recorded none keeps the output it parked with.
+            step.view.output.clone_from(&result.output);
+        }
         step.view.error_class = result.error.as_ref().map(|e| e.class.clone());
         step.view.error_message = result.error.as_ref().map(|e| e.message.clone());
         step.view.error_causes = result
@@ -335,6 +421,15 @@ impl MemoryStore {
         step.view.finished_at = Some(now);
         let step = step.clone();
         self.tokens.remove(&claim.step_id);
+        if let Some(Gate::Signal { id, fresh: true }) = result.gate
+            && let Some(signal) = self
+                .signals
+                .iter_mut()
+                .find(|g| g.view.id == id && g.view.consumed_by.is_none())
+        {
+            signal.view.consumed_by = Some(claim.step_id);
+            signal.view.consumed_at = Some(now);
+        }
         self.apply_change(
             claim.run_id,
             &claim.workflow,
@@ -364,25 +459,15 @@ impl MemoryStore {
     ) {
         let now = self.now;
         if change.cancel_open_steps {
-            for (id, other) in &mut self.steps {
-                if other.run_id == run_id
-                    && matches!(
-                        other.view.status,
-                        StepStatus::Scheduled | StepStatus::InProgress | StepStatus::Waiting
-                    )
-                {
-                    other.view.status = StepStatus::Cancelled;
-                    other.view.outcome = Some(StepOutcome::Cancelled);
-                    other.view.finished_at = Some(now);
-                    if let Some(token) = self.tokens.remove(id) {
-                        token.cancel();
-                    }
-                }
-            }
+            self.cancel_open_steps(run_id);
+        }
+        if change.run_status == RunStatus::Cancelled {
+            self.cancel_children(run_id, actor);
         }
         if let Some(next) = change.next {
             self.insert_step(run_id, workflow, next);
         }
+        let parent_batch = self.runs.get(&run_id.0).and_then(|run| run.parent_batch_id);
         if let Some(run) = self.runs.get_mut(&run_id.0) {
             if change.run_status == RunStatus::Paused && run.summary.status != RunStatus::Paused {
                 run.paused_at = Some(now);
@@ -402,17 +487,351 @@ impl MemoryStore {
         for event in change.events {
             let about = if event.about_step { step } else { None };
             self.event(run_id, about, event.event, actor, event.reason.clone());
+            self.set_details(event.details.clone());
         }
+        if change.run_status.is_terminal()
+            && let Some(batch) = parent_batch
+        {
+            self.count_child(batch, change.run_status, actor);
+        }
+    }
+
+    /// Sets the details of the last event written.
+    fn set_details(&mut self, details: Option<Value>) {
+        if let (Some(details), Some((_, event))) = (details, self.events.last_mut()) {
+            event.details = Some(details);
+        }
+    }
+
+    /// As `park_step.sql` (and `start_children.sql` for a new batch): parks the
+    /// claimed row as `waiting`, same attempt; `false` when the fence failed
+    /// (a late completion, recorded as such).
+    fn park(
+        &mut self,
+        claim: &Claim,
+        result: &AttemptResult,
+        park: &Park,
+        worker: &str,
+        state: &RunState,
+    ) -> bool {
+        let now = self.now;
+        let fenced = self.steps.get(&claim.step_id).is_some_and(|step| {
+            step.view.status == StepStatus::InProgress
+                && step.view.attempt == claim.attempt
+                && step.view.worker_id.as_deref() == Some(worker)
+        });
+        if !fenced {
+            self.late(claim, result);
+            return false;
+        }
+        let plan = plan_park(state, park);
+        let (name, seen, due_ms, from_first_park): (Option<&str>, &[SignalId], u64, bool) =
+            match park {
+                Park::Signal {
+                    name,
+                    seen,
+                    timeout_ms,
+                } => (
+                    Some(name.as_str()),
+                    seen.as_slice(),
+                    timeout_ms.unwrap_or(pgbus_runtime::MAX_DURATION_MS),
+                    timeout_ms.is_some(),
+                ),
+                Park::Batch { .. } | Park::BatchOpen => {
+                    (None, &[], pgbus_runtime::MAX_DURATION_MS, false)
+                }
+            };
+        let woken = name.is_some_and(|name| {
+            self.signals.iter().any(|g| {
+                g.run_id == claim.run_id
+                    && g.view.name == name
+                    && g.view.consumed_by.is_none()
+                    && !seen.contains(&g.view.id)
+            })
+        });
+        let Some(step) = self.steps.get_mut(&claim.step_id) else {
+            return false;
+        };
+        let since = *step.view.waiting_since.get_or_insert(now);
+        step.view.status = if woken {
+            StepStatus::Scheduled
+        } else {
+            StepStatus::Waiting
+        };
+        step.view.waiting_for = name.map(str::to_owned);
+        step.view.scheduled_at = if woken {
+            now
+        } else {
+            add_ms(if from_first_park { since } else { now }, due_ms)
+        };
+        step.view.stall_at = None;
+        if result.output.is_some() {
+            step.view.output.clone_from(&result.output);
+        }
+        let step = step.clone();
+        self.tokens.remove(&claim.step_id);
+        let mut events = plan.events;
+        if let Park::Batch { children } = park {
+            let (batch_id, total) = self.start_children(claim, children, worker);
+            if let Some(event) = events.first_mut() {
+                event.details = Some(serde_json::json!({ "batch_id": batch_id, "total": total }));
+            }
+        }
+        self.apply_change(
+            claim.run_id,
+            &claim.workflow,
+            &Change {
+                cancel_open_steps: false,
+                next: None,
+                run_status: plan.run_status,
+                current_step: Some(&claim.step_name),
+                run_error: None,
+                events: &events,
+            },
+            Some(&step),
+            worker,
+        );
+        true
+    }
+
+    /// As `start_children.sql`: the batch, each child run with its first step
+    /// and a `started` event. Returns `(batch id, total)`.
+    fn start_children(&mut self, claim: &Claim, children: &[ChildRun], actor: &str) -> (i64, i64) {
+        let now = self.now;
+        let batch_id = self.next_batch;
+        self.next_batch += 1;
+        let total = i32::try_from(children.len()).unwrap_or(i32::MAX);
+        self.batches.insert(
+            batch_id,
+            BatchRow {
+                run_id: claim.run_id,
+                view: BatchView {
+                    id: batch_id,
+                    parent_step_id: claim.step_id,
+                    total,
+                    finished: 0,
+                    cancelled: 0,
+                    status: "open".to_owned(),
+                    created_at: now,
+                    resolved_at: None,
+                },
+            },
+        );
+        for child in children {
+            let Some((index, entry)) = child.definition.first_step() else {
+                continue;
+            };
+            let id = self.create_run(
+                child.definition,
+                index,
+                entry,
+                child.input.clone(),
+                None,
+                Some(batch_id),
+            );
+            self.event(id, None, "started", actor, Some("fan_out".to_owned()));
+            self.set_details(Some(serde_json::json!({
+                "parent_run_id": claim.run_id,
+                "batch_id": batch_id,
+            })));
+        }
+        (batch_id, i64::from(total))
+    }
+
+    /// As `count_child.sql`: a child run ended with `status`; the last child of
+    /// the batch resolves it and wakes the parent's parked step.
+    fn count_child(&mut self, batch_id: i64, status: RunStatus, actor: &str) {
+        let now = self.now;
+        let Some(batch) = self
+            .batches
+            .get_mut(&batch_id)
+            .filter(|b| b.view.status == "open")
+        else {
+            return;
+        };
+        if status == RunStatus::Finished {
+            batch.view.finished += 1;
+        } else {
+            batch.view.cancelled += 1;
+        }
+        if batch.view.finished + batch.view.cancelled < batch.view.total {
+            return;
+        }
+        let status = if batch.view.cancelled > 0 {
+            "failed"
+        } else {
+            "succeeded"
+        };
+        status.clone_into(&mut batch.view.status);
+        batch.view.resolved_at = Some(now);
+        let batch = batch.clone();
+        self.wake_parent(&batch, actor);
+    }
+
+    /// Wakes the parked step of a resolved batch, with a `batch_resolved` event.
+    fn wake_parent(&mut self, batch: &BatchRow, actor: &str) {
+        let now = self.now;
+        let Some(step) = self
+            .steps
+            .get_mut(&batch.view.parent_step_id)
+            .filter(|step| step.view.status == StepStatus::Waiting)
+        else {
+            return;
+        };
+        step.view.status = StepStatus::Scheduled;
+        step.view.scheduled_at = now;
+        let step = step.clone();
+        self.event(
+            batch.run_id,
+            Some(&step),
+            "batch_resolved",
+            actor,
+            Some(batch.view.status.clone()),
+        );
+        self.set_details(Some(serde_json::json!({
+            "batch_id": batch.view.id,
+            "total": batch.view.total,
+            "finished": batch.view.finished,
+            "cancelled": batch.view.cancelled,
+        })));
+    }
+
+    /// As `cancel_children.sql`: cancels the open child runs of `run_id`'s open
+    /// batches, and theirs, all the way down, and closes those batches.
+    fn cancel_children(&mut self, run_id: RunId, actor: &str) {
+        let now = self.now;
+        let reason = format!("parent run {run_id} was cancelled");
+        let mut parents = vec![run_id];
+        while let Some(parent) = parents.pop() {
+            let open: Vec<i64> = self
+                .batches
+                .values()
+                .filter(|b| b.run_id == parent && b.view.status == "open")
+                .map(|b| b.view.id)
+                .collect();
+            for batch_id in open {
+                if let Some(batch) = self.batches.get_mut(&batch_id) {
+                    "failed".clone_into(&mut batch.view.status);
+                    batch.view.resolved_at = Some(now);
+                }
+                let children: Vec<i64> = self
+                    .runs
+                    .iter()
+                    .filter(|(_, run)| run.parent_batch_id == Some(batch_id))
+                    .map(|(id, _)| *id)
+                    .collect();
+                for child in children {
+                    let child = RunId(child);
+                    let ended = self
+                        .runs
+                        .get(&child.0)
+                        .is_none_or(|run| run.summary.status.is_terminal());
+                    parents.push(child);
+                    if ended {
+                        continue;
+                    }
+                    if let Some(run) = self.runs.get_mut(&child.0) {
+                        run.summary.status = RunStatus::Cancelled;
+                        run.summary.updated_at = now;
+                        run.cancelled_at = Some(now);
+                    }
+                    self.cancel_open_steps(child);
+                    self.event(child, None, "cancelled", actor, Some(reason.clone()));
+                    self.set_details(Some(serde_json::json!({ "cancelled_with": run_id })));
+                }
+            }
+        }
+    }
+
+    /// Cancels every open step row of a run, telling running bodies.
+    fn cancel_open_steps(&mut self, run_id: RunId) {
+        let now = self.now;
+        for (id, other) in &mut self.steps {
+            if other.run_id == run_id
+                && matches!(
+                    other.view.status,
+                    StepStatus::Scheduled | StepStatus::InProgress | StepStatus::Waiting
+                )
+            {
+                other.view.status = StepStatus::Cancelled;
+                other.view.outcome = Some(StepOutcome::Cancelled);
+                other.view.finished_at = Some(now);
+                if let Some(token) = self.tokens.remove(id) {
+                    token.cancel();
+                }
+            }
+        }
+    }
+
+    /// As `resolve_batches.sql`, for the sweep: open batches whose children all
+    /// ended are counted again from the children and resolved. Returns how many.
+    fn resolve_batches(&mut self) -> u64 {
+        let now = self.now;
+        let stuck: Vec<i64> = self
+            .batches
+            .values()
+            .filter(|b| b.view.status == "open")
+            .filter(|b| {
+                !self.runs.values().any(|run| {
+                    run.parent_batch_id == Some(b.view.id) && !run.summary.status.is_terminal()
+                })
+            })
+            .map(|b| b.view.id)
+            .collect();
+        let mut resolved = 0;
+        for batch_id in stuck {
+            let finished = self
+                .runs
+                .values()
+                .filter(|run| {
+                    run.parent_batch_id == Some(batch_id)
+                        && run.summary.status == RunStatus::Finished
+                })
+                .count();
+            let Some(batch) = self.batches.get_mut(&batch_id) else {
+                continue;
+            };
+            batch.view.finished = i32::try_from(finished).unwrap_or(i32::MAX);
+            batch.view.cancelled = batch.view.total - batch.view.finished;
+            let status = if batch.view.finished >= batch.view.total {
+                "succeeded"
+            } else {
+                "failed"
+            };
+            status.clone_into(&mut batch.view.status);
+            batch.view.resolved_at = Some(now);
+            let batch = batch.clone();
+            self.wake_parent(&batch, "sweep");
+            resolved += 1;
+        }
+        resolved
+    }
+
+    /// Records a late completion: a `late_completion_ignored` event with what was
+    /// discarded.
+    fn late(&mut self, claim: &Claim, result: &AttemptResult) {
+        let step = self.steps.get(&claim.step_id).cloned();
+        self.event(
+            claim.run_id,
+            step.as_ref(),
+            "late_completion_ignored",
+            TESTKIT_WORKER,
+            None,
+        );
+        self.set_details(Some(serde_json::json!({
+            "verb": format!("{:?}", result.verb),
+            "error": result.error.as_ref().map(|e| e.message.clone()),
+        })));
     }
 
     /// As `Client::signal` (the name and payload already checked): records a
     /// signal for a run that has not ended with its `signal_received` event, and
-    /// wakes the run's steps waiting for `name`. The payload is not kept yet: no
-    /// memory step waits for signals until the `wait_for` gate exists.
+    /// wakes the run's steps waiting for `name`.
     pub(crate) fn signal(
         &mut self,
         run_id: RunId,
         name: &str,
+        payload: Value,
     ) -> Result<pgbus_runtime::SignalId, Error> {
         let run = self
             .runs
@@ -426,7 +845,17 @@ impl MemoryStore {
         }
         let id = self.next_signal;
         self.next_signal += 1;
-        self.signals.push(SignalRow { run_id });
+        self.signals.push(SignalRow {
+            run_id,
+            view: SignalView {
+                id: SignalId(id),
+                name: name.to_owned(),
+                payload,
+                created_at: self.now,
+                consumed_by: None,
+                consumed_at: None,
+            },
+        });
         self.event(
             run_id,
             None,
@@ -441,7 +870,7 @@ impl MemoryStore {
         for step in self.steps.values_mut() {
             if step.run_id == run_id
                 && step.view.status == StepStatus::Waiting
-                && step.waiting_for.as_deref() == Some(name)
+                && step.view.waiting_for.as_deref() == Some(name)
             {
                 step.view.status = StepStatus::Scheduled;
                 step.view.scheduled_at = now;
@@ -528,14 +957,14 @@ impl MemoryStore {
     /// held by a crashed worker silent for longer than `lost_ms`: `worker_lost`)
     /// with `action`, then deletes finished and cancelled runs last changed more
     /// than `retention_ms` ago. `definitions` are the registered workflows.
-    /// Returns (repaired, runs deleted).
+    /// Returns (repaired, runs deleted, batches resolved).
     pub(crate) fn sweep(
         &mut self,
         definitions: &BTreeMap<&str, &'static WorkflowDefinition>,
         action: StallAction,
         lost_ms: i64,
         retention_ms: Option<i64>,
-    ) -> (usize, usize) {
+    ) -> (usize, usize, u64) {
         let now = self.now;
         let before = |ms: i64| {
             now.checked_sub_signed(chrono::Duration::milliseconds(ms))
@@ -585,6 +1014,10 @@ impl MemoryStore {
                 input: Value::Null,
                 outputs: BTreeMap::new(),
                 cancellation: CancellationToken::new(),
+                signals: Vec::new(),
+                waiting_since: step.view.waiting_since,
+                claimed_at: now,
+                batch: None,
             };
             let worker = step.view.worker_id.clone().unwrap_or_default();
             if let Some(token) = self.tokens.remove(&id) {
@@ -597,6 +1030,7 @@ impl MemoryStore {
                 repaired += 1;
             }
         }
+        let resolved = self.resolve_batches();
         let mut deleted = 0;
         if let Some(retention_ms) = retention_ms {
             let expired_before = before(retention_ms);
@@ -613,10 +1047,11 @@ impl MemoryStore {
                 self.steps.retain(|_, step| step.run_id.0 != id);
                 self.events.retain(|(run, _)| run.0 != id);
                 self.signals.retain(|signal| signal.run_id.0 != id);
+                self.batches.retain(|_, batch| batch.run_id.0 != id);
                 deleted += 1;
             }
         }
-        (repaired, deleted)
+        (repaired, deleted, resolved)
     }
 
     /// Moves the in-progress claim of `run_id` to another worker, as a sweep or a
@@ -666,6 +1101,19 @@ impl MemoryStore {
                 .iter()
                 .filter(|(run, _)| *run == run_id)
                 .map(|(_, event)| event.clone())
+                .collect(),
+            parent_batch_id: run.parent_batch_id,
+            signals: self
+                .signals
+                .iter()
+                .filter(|g| g.run_id == run_id)
+                .map(|g| g.view.clone())
+                .collect(),
+            batches: self
+                .batches
+                .values()
+                .filter(|b| b.run_id == run_id)
+                .map(|b| b.view.clone())
                 .collect(),
         })
     }
@@ -720,6 +1168,17 @@ impl MemoryStore {
     fn insert_step(&mut self, run_id: RunId, workflow: &str, new: &NewStep) {
         let id = self.next_step;
         self.next_step += 1;
+        // A reattempt keeps the time the attempt before it first parked.
+        let waiting_since = (new.reattempts > 0)
+            .then(|| {
+                self.steps.values().find(|step| {
+                    step.run_id == run_id
+                        && step.view.step_name == new.step_name
+                        && step.view.attempt == new.attempt - 1
+                })
+            })
+            .flatten()
+            .and_then(|step| step.view.waiting_since);
         let delay = chrono::Duration::milliseconds(i64::try_from(new.delay_ms).unwrap_or(i64::MAX));
         self.steps.insert(
             id,
@@ -744,12 +1203,13 @@ impl MemoryStore {
                     error_class: None,
                     error_message: None,
                     error_causes: Vec::new(),
+                    waiting_for: None,
+                    waiting_since,
                 },
                 run_id,
                 workflow: workflow.to_owned(),
                 reattempts: new.reattempts,
                 timeout_ms: new.timeout_ms,
-                waiting_for: None,
             },
         );
     }
@@ -779,4 +1239,20 @@ impl MemoryStore {
             },
         ));
     }
+}
+
+/// The signal a step of `run` waits for, from the run's step plan.
+fn run_plan_wait_for(run: &Run, step: &str) -> Option<String> {
+    run.step_plan
+        .iter()
+        .find(|planned| planned.name == step)
+        .and_then(|planned| planned.wait_for.clone())
+}
+
+/// `at` plus `ms` milliseconds, stopping at the last time the clock can show.
+fn add_ms(at: DateTime<Utc>, ms: u64) -> DateTime<Utc> {
+    at.checked_add_signed(chrono::Duration::milliseconds(
+        i64::try_from(ms).unwrap_or(i64::MAX),
+    ))
+    .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }

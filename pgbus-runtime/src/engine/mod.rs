@@ -8,10 +8,12 @@
 use pgbus_core::MAX_DURATION_MS;
 use serde_json::Value;
 
+use crate::context::SignalId;
 use crate::definition::{
     Entry, EntryKind, ExceptionPolicy, FailureAction, PolicyAction, Report, WorkflowDefinition,
 };
 use crate::error::{StepError, cap_message};
+use crate::fan_out::ChildRun;
 use crate::flow::Flow;
 
 mod operator;
@@ -76,7 +78,7 @@ impl From<Flow> for Verb {
 }
 
 impl Verb {
-    fn from_failure_action(action: FailureAction, reason: String) -> Self {
+    pub(crate) fn from_failure_action(action: FailureAction, reason: String) -> Self {
         match action {
             FailureAction::Pause => Self::Pause { reason },
             FailureAction::Cancel => Self::Cancel { reason },
@@ -124,6 +126,11 @@ pub struct AttemptResult {
     /// The error of an exception handler that failed (the run pauses); always
     /// reported, after the outcome is committed.
     pub handler_error: Option<ErrorRecord>,
+    /// What the `wait_for` gate decided, for a step that waits for a signal.
+    pub gate: Option<Gate>,
+    /// Set when the attempt does not end but parks its row as `waiting` (for a
+    /// signal or a batch); `verb` and `error` are then not applied.
+    pub park: Option<Park>,
 }
 
 impl AttemptResult {
@@ -136,7 +143,159 @@ impl AttemptResult {
             output,
             report: false,
             handler_error: None,
+            gate: None,
+            park: None,
         }
+    }
+
+    /// An attempt that parks its row (same attempt) until a signal or its batch
+    /// wakes it. `output` is stored on the row now (a fan_out body's output).
+    #[must_use]
+    pub const fn parked(park: Park, output: Option<Value>) -> Self {
+        Self {
+            verb: Verb::Complete,
+            error: None,
+            output,
+            report: false,
+            handler_error: None,
+            gate: None,
+            park: Some(park),
+        }
+    }
+
+    /// An attempt that failed with `error`, to apply `verb`.
+    #[must_use]
+    pub fn failed(verb: Verb, error: &StepError, report: bool) -> Self {
+        Self {
+            verb,
+            error: Some(ErrorRecord::of(error)),
+            output: None,
+            report,
+            handler_error: None,
+            gate: None,
+            park: None,
+        }
+    }
+}
+
+/// What the `wait_for` gate decided for an attempt that goes on to an outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// The attempt took this signal; its body saw it in
+    /// [`StepCx::signal`](crate::StepCx::signal).
+    Signal {
+        /// The signal.
+        id: SignalId,
+        /// Whether this attempt consumes it (`false`: an earlier attempt of the
+        /// same step consumed it, and a reattempt sees the same signal).
+        fresh: bool,
+    },
+    /// `wait_timeout` passed with no matching signal; `on_timeout` applied.
+    TimedOut,
+}
+
+/// Why an attempt parks its row as `waiting` instead of ending.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Park {
+    /// No matching signal yet: wait for signal `name`, until `timeout_ms` after
+    /// the row first parked (forever without one).
+    Signal {
+        /// The signal name.
+        name: String,
+        /// Signals of that name the gate looked at and turned down (its predicate
+        /// said no). One that is not among them and not consumed when the row
+        /// parks arrived meanwhile: the row is woken at once, so no wake-up is
+        /// lost.
+        seen: Vec<SignalId>,
+        /// The `wait_timeout`, in milliseconds.
+        timeout_ms: Option<u64>,
+    },
+    /// A fan_out body started these children (never none): create them with
+    /// their batch and wait for it.
+    Batch {
+        /// The children, in the order the body added them.
+        children: Vec<ChildRun>,
+    },
+    /// The attempt's batch is still open: go on waiting for it.
+    BatchOpen,
+}
+
+/// A signal as the gate sees it at a claim: one of the run's signals of the
+/// name the step waits for, not consumed or consumed by an earlier attempt of the
+/// same step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSignal {
+    /// The signal.
+    pub id: SignalId,
+    /// Its name.
+    pub name: String,
+    /// Its payload.
+    pub payload: Value,
+    /// Whether an earlier attempt of this step consumed it.
+    pub taken_before: bool,
+}
+
+/// A fan_out attempt's batch as the claim found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchState {
+    /// The batch (`batches.id`).
+    pub id: i64,
+    /// Children in it.
+    pub total: i32,
+    /// Children that finished.
+    pub finished: i32,
+    /// Children that were cancelled.
+    pub cancelled: i32,
+    /// Whether children are still running.
+    pub open: bool,
+}
+
+/// What parking an attempt changes: the run's status (`ready`, or `paused` when
+/// an operator paused it meanwhile: a run whose step waits stays `ready`) and
+/// the events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParkPlan {
+    /// The run's new status.
+    pub run_status: RunStatus,
+    /// Events, in order.
+    pub events: Vec<EventSpec>,
+}
+
+/// Decides what parking an attempt changes. `run` was read under its lock.
+#[must_use]
+pub fn plan_park(run: &RunState, park: &Park) -> ParkPlan {
+    let run_status = if run.status == RunStatus::Paused {
+        RunStatus::Paused
+    } else {
+        RunStatus::Ready
+    };
+    let reason = match park {
+        Park::Signal { name, .. } => format!("signal `{name}`"),
+        Park::Batch { children } => format!("a batch of {} child runs", children.len()),
+        Park::BatchOpen => "its batch of child runs".to_owned(),
+    };
+    ParkPlan {
+        run_status,
+        events: vec![step_event("step_waiting", Some(reason))],
+    }
+}
+
+/// Whether a wait that began at `since` with `timeout_ms` has ended at `now`
+/// (all on the store's clock). A row that never parked has not begun waiting.
+#[must_use]
+pub fn wait_expired(
+    since: Option<chrono::DateTime<chrono::Utc>>,
+    timeout_ms: Option<u64>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> bool {
+    match (since, timeout_ms) {
+        (Some(since), Some(ms)) => {
+            let ms = i64::try_from(ms.min(MAX_DURATION_MS)).unwrap_or(i64::MAX);
+            since
+                .checked_add_signed(chrono::Duration::milliseconds(ms))
+                .is_some_and(|deadline| deadline <= now)
+        }
+        _ => false,
     }
 }
 
@@ -179,6 +338,10 @@ pub struct PlannedStep {
     pub timeout_ms: Option<i64>,
     /// Its `wait` before the first attempt, in milliseconds.
     pub wait_ms: u64,
+    /// The signal it waits for (`wait_for`), if any: the claim hands the run's
+    /// signals of that name to the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_for: Option<String>,
 }
 
 impl PlannedStep {
@@ -213,6 +376,11 @@ pub fn step_plan(definition: &WorkflowDefinition) -> Vec<PlannedStep> {
                 priority: first.priority,
                 timeout_ms: first.timeout_ms,
                 wait_ms: first.delay_ms,
+                wait_for: entry
+                    .options
+                    .wait_for
+                    .as_ref()
+                    .map(|wait| wait.signal.to_owned()),
             }
         })
         .collect()
@@ -258,6 +426,8 @@ pub struct EventSpec {
     pub about_step: bool,
     /// Why, when a verb carried a reason.
     pub reason: Option<String>,
+    /// What else the event records (`{"signal_id": 7}`).
+    pub details: Option<Value>,
 }
 
 /// The changes that one ended attempt makes, applied in one transaction.
@@ -295,7 +465,7 @@ pub fn plan_outcome(
 ) -> Plan {
     let failed = result.error.is_some();
     let step_index = definition.entry(&attempt.step_name).map(|(i, _)| i);
-    let mut events = Vec::new();
+    let mut events: Vec<EventSpec> = gate_event(result.gate).into_iter().collect();
     if failed {
         events.push(step_event("step_failed", None));
     }
@@ -393,6 +563,20 @@ pub fn plan_outcome(
     }
     plan.events = events;
     plan
+}
+
+/// The event saying which way the `wait_for` gate went: `signal_consumed` (with
+/// the signal's id) or `wait_timed_out`. None for a reattempt that sees the
+/// signal an earlier attempt consumed.
+fn gate_event(gate: Option<Gate>) -> Option<EventSpec> {
+    match gate? {
+        Gate::Signal { id, fresh: true } => Some(EventSpec {
+            details: Some(serde_json::json!({ "signal_id": id })),
+            ..step_event("signal_consumed", None)
+        }),
+        Gate::TimedOut => Some(step_event("wait_timed_out", None)),
+        Gate::Signal { fresh: false, .. } => None,
+    }
 }
 
 /// Schedules the step after `current`, or finishes the run. The run's own step
@@ -508,6 +692,7 @@ fn step_event(event: &'static str, reason: Option<String>) -> EventSpec {
         event,
         about_step: true,
         reason,
+        details: None,
     }
 }
 
@@ -516,6 +701,7 @@ fn run_event(event: &'static str, reason: Option<String>) -> EventSpec {
         event,
         about_step: false,
         reason,
+        details: None,
     }
 }
 
@@ -665,13 +851,7 @@ pub fn stalled_result(
         },
         StallAction::Reattempt { .. } | StallAction::Pause => Verb::Pause { reason },
     };
-    AttemptResult {
-        verb,
-        error: Some(ErrorRecord::of(&error)),
-        output: None,
-        report: true,
-        handler_error: None,
-    }
+    AttemptResult::failed(verb, &error, true)
 }
 
 /// Whether an entry is a gravestone: a row for it is skipped, not run.

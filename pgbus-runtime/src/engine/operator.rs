@@ -236,6 +236,7 @@ pub fn plan_action(
                 event: "step_skipped",
                 about_step: true,
                 reason: reason.clone(),
+                details: None,
             });
             advance(run, &latest.step_name, &mut plan)?;
             if plan.run_status != RunStatus::Finished {
@@ -287,6 +288,7 @@ fn run_event(event: &'static str, reason: Option<String>) -> EventSpec {
         event,
         about_step: false,
         reason,
+        details: None,
     }
 }
 

@@ -166,6 +166,8 @@ fn each_verb_follows_the_outcome_table() {
             output: None,
             report: true,
             handler_error: None,
+            gate: None,
+            park: None,
         };
         let failed = plan_outcome(DEF, &ready(), &attempt("first", 1, 0), &with_error);
         assert_eq!(
@@ -214,6 +216,8 @@ fn cancel_cancels_open_rows_and_pause_keeps_the_error() {
             output: None,
             report: true,
             handler_error: None,
+            gate: None,
+            park: None,
         },
     );
     assert_eq!(paused.run_error, error());

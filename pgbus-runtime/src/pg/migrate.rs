@@ -49,6 +49,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0004_signal_waits.sql",
         sql: include_str!("../../../migrations/0004_signal_waits.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_fan_out.sql",
+        sql: include_str!("../../../migrations/0005_fan_out.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

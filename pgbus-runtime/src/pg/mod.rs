@@ -115,6 +115,14 @@ statements! {
     outcome_recorded => "outcome_recorded.sql",
     release_orphans => "release_orphans.sql",
     send_signal => "send_signal.sql",
+    park_step => "park_step.sql",
+    consume_signal => "consume_signal.sql",
+    start_children => "start_children.sql",
+    count_child => "count_child.sql",
+    cancel_children => "cancel_children.sql",
+    resolve_batches => "resolve_batches.sql",
+    run_signals => "run_signals.sql",
+    run_batches => "run_batches.sql",
 }
 
 #[cfg(test)]

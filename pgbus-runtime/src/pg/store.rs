@@ -15,10 +15,12 @@ use crate::clock::Clock;
 use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{
-    Action, ActionRun, AttemptResult, AttemptState, ErrorRecord, EventSpec, LatestStep, NewStep,
-    Plan, PlannedStep, RunState, RunStatus, first_attempt, plan_action, plan_outcome,
+    Action, ActionRun, AttemptResult, AttemptState, BatchState, ErrorRecord, EventSpec, Gate,
+    LatestStep, NewStep, Park, Plan, PlannedStep, RunState, RunStatus, StoredSignal, first_attempt,
+    plan_action, plan_outcome, plan_park,
 };
 use crate::error::Error;
+use crate::fan_out::ChildRun;
 
 /// How many times a transaction is tried when Postgres reports a serialization
 /// failure or a deadlock.
@@ -81,6 +83,12 @@ pub(crate) struct Claimed {
     /// Why the input or earlier outputs could not be read, if they could not.
     pub(crate) unreadable: Option<String>,
     pub(crate) outputs: BTreeMap<String, Value>,
+    /// When the row first parked, if it did.
+    pub(crate) waiting_since: Option<DateTime<Utc>>,
+    /// For a step that waits for a signal: the signals its gate may take.
+    pub(crate) signals: Vec<StoredSignal>,
+    /// For a fan_out attempt that parked: its batch.
+    pub(crate) batch: Option<BatchState>,
 }
 
 impl Claimed {
@@ -100,6 +108,9 @@ impl Claimed {
             input: Value::Null,
             unreadable: None,
             outputs: BTreeMap::new(),
+            waiting_since: None,
+            signals: Vec::new(),
+            batch: None,
         }
     }
 }
@@ -109,6 +120,8 @@ impl Claimed {
 pub(crate) enum Ended {
     /// The plan was applied.
     Applied(Box<Plan>),
+    /// The attempt parked its row as `waiting` (for a signal or its batch).
+    Parked,
     /// The attempt had lost its fence (stalled, cancelled or claimed again):
     /// nothing changed but a `late_completion_ignored` event.
     Late,
@@ -246,6 +259,12 @@ impl PgStore {
                     Some(crate::error::display_chain(&error)),
                 ),
             };
+            // Signals whose payload the driver cannot read back fail the
+            // attempt for the policies as an unreadable input does.
+            let (signals, batch, unreadable) = match gate_columns(row) {
+                Ok((signals, batch)) => (signals, batch, unreadable),
+                Err(error) => (Vec::new(), None, Some(crate::error::display_chain(&error))),
+            };
             claimed.push(Claimed {
                 input,
                 unreadable,
@@ -253,6 +272,9 @@ impl PgStore {
                     Value::Object(map) => map.into_iter().collect(),
                     _ => BTreeMap::new(),
                 },
+                waiting_since: row.get("waiting_since"),
+                signals,
+                batch,
                 ..Claimed::from_step_row(row)
             });
         }
@@ -417,11 +439,15 @@ impl PgStore {
             Ending::Sweep { detection } => Some(detection),
             Ending::Outcome { .. } => None,
         };
-        let lock = tx.prepare_cached(&self.sql.lock_run).await?;
-        let Some(run) = tx.query_opt(&lock, &[&claimed.run_id.0, &now]).await? else {
+        let Some(run) = self.lock_run(tx, claimed.run_id, now).await? else {
             // The run was deleted (retention) while the step ran.
             return Ok(Ended::Late);
         };
+        if let (Some(park), Ending::Outcome { retrying }) = (&result.park, ending) {
+            return self
+                .park_in(tx, &run, claimed, worker_id, result, park, retrying, now)
+                .await;
+        }
         let status: String = run.get("status");
         let step_names: Option<Vec<String>> = run.get("step_names");
         let step_plan = read_step_plan(&run);
@@ -448,6 +474,7 @@ impl PgStore {
                     event: "stall_detected",
                     about_step: true,
                     reason: Some(detection.to_owned()),
+                    details: None,
                 },
             );
         }
@@ -489,6 +516,9 @@ impl PgStore {
         let db_now: DateTime<Utc> = fenced.get(0);
 
         let actor = if sweep.is_some() { "sweep" } else { worker_id };
+        if let Some(Gate::Signal { id, fresh: true }) = result.gate {
+            self.consume_signal(tx, id, claimed.step_id, db_now).await?;
+        }
         let step = StepRef {
             id: claimed.step_id,
             name: &claimed.step_name,
@@ -496,6 +526,7 @@ impl PgStore {
         };
         let change = RunChange {
             run_id: claimed.run_id.0,
+            parent_batch_id: run.get("parent_batch_id"),
             workflow: &claimed.workflow,
             cancel_open_steps: plan.cancel_open_steps,
             next: plan.next.as_ref(),
@@ -506,6 +537,214 @@ impl PgStore {
         };
         self.apply_change(tx, &change, &step, actor, db_now).await?;
         Ok(Ended::Applied(Box::new(plan)))
+    }
+
+    /// Records that attempt `step_id` consumed signal `id`.
+    async fn consume_signal(
+        &self,
+        tx: &Transaction<'_>,
+        id: SignalId,
+        step_id: i64,
+        now: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let statement = tx.prepare_cached(&self.sql.consume_signal).await?;
+        let consumed = tx.execute(&statement, &[&id.0, &step_id, &now]).await?;
+        check_count("consume_signal", 1, i64::try_from(consumed).unwrap_or(0))
+    }
+
+    /// Locks run `run_id` (its fan_out parent first, see `lock_run.sql`) and
+    /// returns its row; `None` when it does not exist.
+    async fn lock_run(
+        &self,
+        tx: &Transaction<'_>,
+        run_id: RunId,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<Option<tokio_postgres::Row>, Error> {
+        let lock = tx.prepare_cached(&self.sql.lock_run).await?;
+        let rows = tx.query(&lock, &[&run_id.0, &now]).await?;
+        Ok(rows
+            .into_iter()
+            .find(|row| row.get::<_, i64>("id") == run_id.0))
+    }
+
+    /// Parks a claimed attempt as `waiting` (the run is locked): fenced as an
+    /// outcome is; for a new batch, creates it with its children.
+    #[allow(clippy::too_many_arguments)] // one transaction, its parts named
+    async fn park_in(
+        &self,
+        tx: &Transaction<'_>,
+        run: &tokio_postgres::Row,
+        claimed: &Claimed,
+        worker_id: &str,
+        result: &AttemptResult,
+        park: &Park,
+        retrying: bool,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<Ended, Error> {
+        let run_status: RunStatus = parse_stored(&run.get::<_, String>("status"))?;
+        let plan = plan_park(
+            &RunState {
+                status: run_status,
+                step_names: None,
+                step_plan: None,
+            },
+            park,
+        );
+        let (name, seen, due_ms, from_first_park) = match park {
+            Park::Signal {
+                name,
+                seen,
+                timeout_ms,
+            } => (
+                Some(name.as_str()),
+                seen.iter().map(|id| id.0).collect::<Vec<i64>>(),
+                timeout_ms.unwrap_or(pgbus_core::MAX_DURATION_MS),
+                timeout_ms.is_some(),
+            ),
+            Park::Batch { .. } | Park::BatchOpen => {
+                (None, Vec::new(), pgbus_core::MAX_DURATION_MS, false)
+            }
+        };
+        let statement = tx.prepare_cached(&self.sql.park_step).await?;
+        let parked = tx
+            .query_opt(
+                &statement,
+                &[
+                    &claimed.step_id,
+                    &claimed.attempt,
+                    &worker_id,
+                    &name,
+                    &seen,
+                    &ms(due_ms),
+                    &from_first_park,
+                    &result.output,
+                    &now,
+                ],
+            )
+            .await?;
+        let Some(parked) = parked else {
+            let ending = Ending::Outcome { retrying };
+            return self
+                .fenced_off(tx, claimed, worker_id, result, ending, now)
+                .await
+                .map(|recorded| if recorded { Ended::Parked } else { Ended::Late });
+        };
+        let db_now: DateTime<Utc> = parked.get(0);
+        let woken: bool = parked.get("woken");
+        let queue: String = parked.get("queue");
+        let mut events = plan.events;
+        if let Park::Batch { children } = park {
+            let (batch_id, total) = self
+                .start_children(tx, claimed, worker_id, children, db_now)
+                .await?;
+            if let Some(event) = events.first_mut() {
+                event.details = Some(serde_json::json!({ "batch_id": batch_id, "total": total }));
+            }
+        }
+        if woken {
+            let statement = tx.prepare_cached(&self.sql.notify).await?;
+            tx.query_one(&statement, &[&self.schema.channel(), &queue])
+                .await?;
+        }
+        let step = StepRef {
+            id: claimed.step_id,
+            name: &claimed.step_name,
+            attempt: claimed.attempt,
+        };
+        let change = RunChange {
+            run_id: claimed.run_id.0,
+            parent_batch_id: None,
+            workflow: &claimed.workflow,
+            cancel_open_steps: false,
+            next: None,
+            run_status: plan.run_status,
+            current_step: Some(&claimed.step_name),
+            run_error: None,
+            events: &events,
+        };
+        self.apply_change(tx, &change, &step, worker_id, db_now)
+            .await?;
+        Ok(Ended::Parked)
+    }
+
+    /// Creates a batch of `children` for the parked attempt `claimed`, in one
+    /// statement. Returns `(batch id, total)`.
+    async fn start_children(
+        &self,
+        tx: &Transaction<'_>,
+        claimed: &Claimed,
+        worker_id: &str,
+        children: &[ChildRun],
+        now: DateTime<Utc>,
+    ) -> Result<(i64, i64), Error> {
+        let mut specs = BTreeMap::new();
+        for child in children {
+            if specs.contains_key(child.workflow) {
+                continue;
+            }
+            let definition = child.definition;
+            let Some((index, entry)) = definition.first_step() else {
+                return Err(Error::NoSteps {
+                    workflow: definition.name.to_owned(),
+                });
+            };
+            let first = first_attempt(definition, index, entry);
+            specs.insert(
+                child.workflow,
+                serde_json::json!({
+                    "workflow": definition.name,
+                    "digest": definition.digest,
+                    "options_digest": definition.options_digest,
+                    "step_names": crate::engine::live_step_names(definition),
+                    "step_plan": crate::engine::step_plan(definition),
+                    "first": {
+                        "name": first.step_name,
+                        "queue": first.queue,
+                        "priority": first.priority,
+                        "timeout_ms": first.timeout_ms,
+                        "delay_ms": ms(first.delay_ms),
+                    },
+                }),
+            );
+        }
+        let workflows: Vec<&str> = children.iter().map(|c| c.workflow).collect();
+        let inputs: Vec<&Value> = children.iter().map(|c| &c.input).collect();
+        let specs = Value::Array(specs.into_values().collect());
+        let statement = tx.prepare_cached(&self.sql.start_children).await?;
+        let row = tx
+            .query_one(
+                &statement,
+                &[
+                    &claimed.run_id.0,
+                    &claimed.step_id,
+                    &workflows,
+                    &inputs,
+                    &specs,
+                    &now,
+                    &worker_id,
+                    &self.schema.channel(),
+                ],
+            )
+            .await?;
+        let total = i64::try_from(children.len()).unwrap_or(i64::MAX);
+        check_count("start_children: runs", total, row.get("runs"))?;
+        check_count("start_children: steps", total, row.get("steps"))?;
+        check_count("start_children: events", total, row.get("events"))?;
+        Ok((row.get("batch_id"), total))
+    }
+
+    /// For the sweep: resolves up to `limit` open batches whose children all
+    /// ended, waking their parents' parked steps. Returns how many.
+    pub(crate) async fn resolve_batches(&self, limit: i64) -> Result<u64, Error> {
+        let client = self.pool.get().await?;
+        let statement = client.prepare_cached(&self.sql.resolve_batches).await?;
+        let row = client
+            .query_one(
+                &statement,
+                &[&self.clock.now(), &limit, &self.schema.channel()],
+            )
+            .await?;
+        Ok(u64::try_from(row.get::<_, i64>("resolved")).unwrap_or(0))
     }
 
     /// Delivers a signal (already checked) to a run that has not ended, waking
@@ -568,8 +807,7 @@ impl PgStore {
         reason: &str,
         now: Option<DateTime<Utc>>,
     ) -> Result<RunStatus, Error> {
-        let lock = tx.prepare_cached(&self.sql.lock_run).await?;
-        let Some(run) = tx.query_opt(&lock, &[&run_id.0, &now]).await? else {
+        let Some(run) = self.lock_run(tx, run_id, now).await? else {
             return Err(Error::RunNotFound { run_id });
         };
         let db_now: DateTime<Utc> = run.get("now");
@@ -634,6 +872,7 @@ impl PgStore {
         };
         let change = RunChange {
             run_id: run_id.0,
+            parent_batch_id: run.get("parent_batch_id"),
             workflow: &workflow,
             cancel_open_steps: plan.cancel_open_steps,
             next: plan.next.as_ref(),
@@ -720,6 +959,7 @@ impl PgStore {
             let statement = tx.prepare_cached(&self.sql.cancel_open_steps).await?;
             tx.execute(&statement, &[&run_id, &now]).await?;
         }
+        self.fan_out_changes(tx, plan, actor, now).await?;
         if let Some(next) = plan.next {
             let statement = tx.prepare_cached(&self.sql.insert_step).await?;
             tx.query_one(
@@ -768,12 +1008,14 @@ impl PgStore {
             let mut attempts = Vec::new();
             let mut events = Vec::new();
             let mut reasons = Vec::new();
+            let mut details = Vec::new();
             for event in plan.events {
                 step_ids.push(event.about_step.then_some(step.id));
                 step_names.push(event.about_step.then(|| step.name.to_owned()));
                 attempts.push(event.about_step.then_some(step.attempt));
                 events.push(event.event);
                 reasons.push(event.reason.clone());
+                details.push(event.details.clone());
             }
             let statement = tx.prepare_cached(&self.sql.insert_events).await?;
             let inserted = tx
@@ -788,6 +1030,7 @@ impl PgStore {
                         &actor,
                         &reasons,
                         &now,
+                        &details,
                     ],
                 )
                 .await?;
@@ -796,6 +1039,42 @@ impl PgStore {
                 i64::try_from(plan.events.len()).unwrap_or(i64::MAX),
                 i64::try_from(inserted).unwrap_or(0),
             )?;
+        }
+        Ok(())
+    }
+
+    /// What a run's end changes for fan-out: a cancelled run's open children
+    /// (and theirs) are cancelled; a child counts toward its batch.
+    async fn fan_out_changes(
+        &self,
+        tx: &Transaction<'_>,
+        change: &RunChange<'_>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let run_id = change.run_id;
+        if change.run_status == RunStatus::Cancelled {
+            let statement = tx.prepare_cached(&self.sql.cancel_children).await?;
+            let reason = format!("parent run {run_id} was cancelled");
+            tx.query_one(&statement, &[&run_id, &now, &actor, &reason])
+                .await?;
+        }
+        if change.run_status.is_terminal() && change.parent_batch_id.is_some() {
+            let statement = tx.prepare_cached(&self.sql.count_child).await?;
+            let row = tx
+                .query_one(
+                    &statement,
+                    &[
+                        &run_id,
+                        &change.run_status.as_str(),
+                        &now,
+                        &actor,
+                        &self.schema.channel(),
+                    ],
+                )
+                .await?;
+            let woken: i64 = row.get("woken");
+            check_count("count_child: events", woken, row.get("events"))?;
         }
         Ok(())
     }
@@ -847,6 +1126,8 @@ struct StepRef<'a> {
 /// The run-level changes of an outcome plan or an action plan.
 struct RunChange<'a> {
     run_id: i64,
+    /// For a fan_out child: its batch, which its end counts toward.
+    parent_batch_id: Option<i64>,
     workflow: &'a str,
     cancel_open_steps: bool,
     next: Option<&'a NewStep>,
@@ -854,6 +1135,59 @@ struct RunChange<'a> {
     current_step: Option<&'a str>,
     run_error: Option<&'a ErrorRecord>,
     events: &'a [EventSpec],
+}
+
+/// The gate's columns of a claim row: the signals a `wait_for` step may take and
+/// a parked fan_out attempt's batch.
+fn gate_columns(
+    row: &tokio_postgres::Row,
+) -> Result<(Vec<StoredSignal>, Option<BatchState>), Error> {
+    #[derive(serde::Deserialize)]
+    struct SignalRow {
+        id: i64,
+        name: String,
+        payload: Value,
+        taken_before: bool,
+    }
+    #[derive(serde::Deserialize)]
+    struct BatchRow {
+        id: i64,
+        total: i32,
+        finished: i32,
+        cancelled: i32,
+        open: bool,
+    }
+    let corrupt = |e: serde_json::Error| Error::Corrupt(format!("claim: {e}"));
+    let signals: Vec<SignalRow> = row
+        .try_get::<_, Option<Value>>("signals")
+        .map_err(|e| Error::Corrupt(format!("claim: {}", crate::error::display_chain(&e))))?
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(corrupt)?
+        .unwrap_or_default();
+    let batch: Option<BatchRow> = row
+        .get::<_, Option<Value>>("batch")
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(corrupt)?;
+    Ok((
+        signals
+            .into_iter()
+            .map(|s| StoredSignal {
+                id: crate::SignalId(s.id),
+                name: s.name,
+                payload: s.payload,
+                taken_before: s.taken_before,
+            })
+            .collect(),
+        batch.map(|b| BatchState {
+            id: b.id,
+            total: b.total,
+            finished: b.finished,
+            cancelled: b.cancelled,
+            open: b.open,
+        }),
+    ))
 }
 
 /// The run's recorded step plan; a value this version cannot read counts as none

@@ -52,7 +52,7 @@ async fn an_hour_wait_and_ten_minute_reattempts_take_no_real_time() {
             (
                 r.step.as_str(),
                 r.attempt,
-                r.outcome,
+                r.outcome.unwrap(),
                 (r.at - default_start()).num_minutes(),
             )
         })
@@ -97,7 +97,7 @@ async fn faults_run_out_and_then_the_body_runs() {
     let first = env.run_next().await.unwrap();
     assert_eq!(
         first.outcome,
-        StepOutcome::Paused,
+        Some(StepOutcome::Paused),
         "no policy on `order`: the default pauses"
     );
     assert_eq!(first.error.unwrap().message, "once");
@@ -152,7 +152,7 @@ async fn a_fault_is_not_used_up_by_an_attempt_a_guard_stopped() {
     env.fail_step("stock.guarded", "wrap", 1, || StepError::msg("injected"));
     env.start::<Guarded>(&true).unwrap();
     let skipped = env.run_next().await.unwrap();
-    assert_eq!(skipped.outcome, StepOutcome::Skipped);
+    assert_eq!(skipped.outcome, Some(StepOutcome::Skipped));
     assert!(skipped.error.is_none());
     env.start::<Guarded>(&false).unwrap();
     let failed = env.run_next().await.unwrap();

@@ -7,6 +7,7 @@ fn planned(name: &str, wait_ms: u64) -> PlannedStep {
         priority: 3,
         timeout_ms: Some(9_000),
         wait_ms,
+        wait_for: None,
     }
 }
 

@@ -1,8 +1,12 @@
 -- Claims up to $3 due steps of ready runs, on the given queues and of the given
 -- workflows, lowest priority number first; locks step and run rows with SKIP
 -- LOCKED so concurrent claimers never wait on each other or deadlock with an
--- outcome holding a run lock. Moves each run to `performing`, writes a
--- `step_started` event, and returns the input and earlier outputs of each run.
+-- outcome holding a run lock. Due: `scheduled` rows whose time has come, and
+-- `waiting` rows whose `wait_timeout` ended (the gate then decides). Moves each
+-- run to `performing`, writes a `step_started` event, and returns the input and
+-- earlier outputs of each run; for a step that waits for a signal, the run's
+-- signals of that name that are unconsumed or consumed by an earlier attempt of
+-- the step; for a fan_out attempt that parked, its batch.
 -- $1 queues, $2 workflows, $3 limit, $4 worker id, $5 stall threshold (ms),
 -- $6 now (NULL = clock_timestamp())
 WITH t AS (
@@ -11,7 +15,7 @@ WITH t AS (
     SELECT s.id AS step_id, s.run_id
     FROM {schema}.steps s
     JOIN {schema}.runs r ON r.id = s.run_id
-    WHERE s.status = 'scheduled'
+    WHERE s.status IN ('scheduled', 'waiting')
       AND s.queue = ANY($1)
       AND s.workflow = ANY($2)
       AND s.scheduled_at <= (SELECT now FROM t)
@@ -28,13 +32,13 @@ WITH t AS (
     FROM due, t
     WHERE s.id = due.step_id
     RETURNING s.id, s.run_id, s.workflow, s.step_name, s.attempt, s.reattempts,
-              s.scheduled_at, s.started_at, s.timeout_ms
+              s.scheduled_at, s.started_at, s.timeout_ms, s.waiting_since, s.waiting_for
 ), moved AS (
     UPDATE {schema}.runs r
     SET status = 'performing', updated_at = t.now
     FROM due, t
     WHERE r.id = due.run_id
-    RETURNING r.id, r.input
+    RETURNING r.id, r.input, r.step_plan
 ), started AS (
     INSERT INTO {schema}.events (run_id, step_id, step_name, attempt, event, actor, created_at)
     SELECT c.run_id, c.id, c.step_name, c.attempt, 'step_started', $4, c.started_at
@@ -42,7 +46,7 @@ WITH t AS (
     RETURNING id
 )
 SELECT c.id, c.run_id, c.workflow, c.step_name, c.attempt, c.reattempts,
-       c.scheduled_at, c.started_at, c.timeout_ms, m.input,
+       c.scheduled_at, c.started_at, c.timeout_ms, c.waiting_since, m.input,
        (SELECT coalesce(jsonb_object_agg(o.step_name, o.output), '{}'::jsonb)
         FROM (SELECT DISTINCT ON (p.step_name) p.step_name, p.output
               FROM {schema}.steps p
@@ -50,8 +54,27 @@ SELECT c.id, c.run_id, c.workflow, c.step_name, c.attempt, c.reattempts,
                 AND p.status IN ('completed', 'skipped')
                 AND p.output IS NOT NULL
               ORDER BY p.step_name, p.attempt DESC) o) AS outputs,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                    'id', g.id, 'name', g.name, 'payload', g.payload,
+                    'taken_before', g.consumed_by IS NOT NULL) ORDER BY g.id), '[]'::jsonb)
+        FROM {schema}.signals g
+        WHERE w.name IS NOT NULL AND g.run_id = c.run_id AND g.name = w.name
+          AND (g.consumed_by IS NULL
+               OR g.consumed_by IN (SELECT p.id FROM {schema}.steps p
+                                    WHERE p.run_id = c.run_id
+                                      AND p.step_name = c.step_name))) AS signals,
+       (SELECT jsonb_build_object('id', b.id, 'total', b.total, 'finished', b.succeeded,
+                                  'cancelled', b.failed, 'open', b.status = 'open')
+        FROM {schema}.batches b
+        WHERE c.waiting_since IS NOT NULL AND b.parent_step_id = c.id
+        ORDER BY b.id DESC LIMIT 1) AS batch,
        (SELECT count(*) FROM claimed) AS claimed_rows,
        (SELECT count(*) FROM moved) AS moved_rows,
        (SELECT count(*) FROM started) AS event_rows
 FROM claimed c
 JOIN moved m ON m.id = c.run_id
+CROSS JOIN LATERAL (
+    SELECT coalesce(c.waiting_for,
+                    (SELECT p->>'wait_for' FROM jsonb_array_elements(m.step_plan) p
+                     WHERE p->>'name' = c.step_name LIMIT 1)) AS name
+) w

@@ -1,6 +1,17 @@
 -- Locks a run for an outcome or an operator action and returns what the engine
--- decides with, and the time the change uses. $1 run id, $2 now (NULL =
+-- decides with, and the time the change uses. A fan_out child's parent run is
+-- locked first: every transaction locks a parent before its child (the child's
+-- final transaction counts toward the parent's batch; cancelling a parent
+-- cancels its children), so none deadlocks with another. Rows come back in
+-- locking order; the run itself is the last. $1 run id, $2 now (NULL =
 -- clock_timestamp())
-SELECT status, workflow, step_names, step_plan, current_step, error_class, error_message,
+SELECT r.id, r.status, r.workflow, r.step_names, r.step_plan, r.current_step,
+       r.error_class, r.error_message, r.parent_batch_id,
        coalesce($2::timestamptz, clock_timestamp()) AS now
-FROM {schema}.runs WHERE id = $1 FOR UPDATE
+FROM {schema}.runs r
+WHERE r.id = $1
+   OR r.id = (SELECT b.run_id FROM {schema}.runs c
+              JOIN {schema}.batches b ON b.id = c.parent_batch_id
+              WHERE c.id = $1)
+ORDER BY r.id = $1
+FOR UPDATE OF r

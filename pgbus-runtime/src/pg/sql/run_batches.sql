@@ -1,0 +1,3 @@
+-- A run's fan_out batches in order. $1 run id
+SELECT id, parent_step_id, total, succeeded, failed, status, created_at, resolved_at
+FROM {schema}.batches WHERE run_id = $1 ORDER BY id
