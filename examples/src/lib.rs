@@ -23,7 +23,47 @@ pub struct GatewayUnavailable {
     pub attempt: u32,
 }
 
+/// What the payment processor sends when a charge has settled: the
+/// `payment.settled` signal's payload.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Settlement {
+    /// The processor's reference for the payment.
+    pub reference: String,
+}
+
+/// The vendors told about every order.
+pub const VENDORS: [&str; 2] = ["warehouse", "courier"];
+
+/// A note to one vendor about one order: the input of a [`NotifyVendor`] run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VendorNotice {
+    /// The order.
+    pub order_id: i64,
+    /// The vendor told.
+    pub vendor: String,
+}
+
+/// Tells one vendor about an order; one child run per vendor of each order's
+/// `notify_vendors` fan-out.
+pub struct NotifyVendor;
+
+#[workflow(name = "orders.notify_vendor", input = VendorNotice, queue = "orders")]
+impl NotifyVendor {
+    /// Sends the note (here: records what would be sent).
+    #[step]
+    async fn send(&self, cx: &mut StepCx<VendorNotice>) -> StepResult {
+        let notice = cx.input().clone();
+        cx.output(&format!(
+            "order {} sent to {}",
+            notice.order_id, notice.vendor
+        ))?;
+        Ok(Flow::Complete)
+    }
+}
+
 /// Fulfils an order: reserve stock, charge (transient failures are reattempted),
+/// wait for the payment processor's `payment.settled` signal (an hour at most,
+/// then the order is cancelled), tell every vendor in a fan-out of child runs,
 /// gift-wrap when asked, then ship using the reservation made earlier.
 pub struct Fulfil {
     /// How many charge attempts fail before the gateway recovers, per run.
@@ -79,6 +119,39 @@ impl Fulfil {
             });
         }
         Ok(())
+    }
+
+    /// Waits for the payment processor to settle the charge: the
+    /// `payment.settled` signal, sent with `Client::signal` (before or after the
+    /// step gets here). Without one within an hour the order is cancelled.
+    #[step(
+        wait_for = "payment.settled",
+        wait_timeout = "1h",
+        on_timeout = "cancel"
+    )]
+    async fn await_payment(&self, cx: &mut StepCx<Order>) -> StepResult {
+        let settlement: Option<Settlement> = cx
+            .signal()
+            .map(pgbus_runtime::Signal::payload_as)
+            .transpose()?;
+        if let Some(settlement) = settlement {
+            cx.output(&settlement.reference)?;
+        }
+        Ok(Flow::Complete)
+    }
+
+    /// Tells every vendor, one child run each; the step waits until all of
+    /// them have finished. A cancelled one skips the step rather than hold the
+    /// order.
+    #[fan_out(on_batch_failure = "skip")]
+    async fn notify_vendors(&self, cx: &mut StepCx<Order>, fan: &mut FanOut) -> StepResult {
+        for vendor in VENDORS {
+            fan.start::<NotifyVendor>(&VendorNotice {
+                order_id: cx.input().id,
+                vendor: vendor.to_owned(),
+            })?;
+        }
+        Ok(Flow::Complete)
     }
 
     /// Wraps the parcel, unless the customer did not ask.

@@ -1,6 +1,8 @@
 //! Runs the order-fulfilment workflow on a real PostgreSQL: migrates, starts a
-//! batch of runs, runs a worker until every run has ended, and prints what each
-//! run did.
+//! batch of runs, plays the payment processor (its `payment.settled` signals
+//! reach some runs before they wait and the rest while they wait), runs a worker
+//! until every run has ended, and prints what each run did, its vendors' child
+//! runs included.
 //!
 //! `DATABASE_URL` picks the database (default: the local server, database
 //! `postgres`, as the current user). Set `RUST_LOG=debug` for the worker's logs.
@@ -8,7 +10,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use pgbus_examples::{Fulfil, Order};
+use pgbus_examples::{Fulfil, NotifyVendor, Order, Settlement};
 use pgbus_runtime::{Client, DEFAULT_DATABASE_URL, Database, RunId, RunStatus, RunView, Workflow};
 
 const ORDERS: i64 = 5;
@@ -66,11 +68,17 @@ async fn run() -> Result<bool, String> {
         runs.push(run);
     }
 
+    // The payment processor settles even orders at once (the signal is kept
+    // until their `await_payment` step gets to it) and odd ones three seconds
+    // later (the step is waiting by then, and the signal wakes it).
+    let processor = tokio::spawn(settle_payments(client.clone(), runs.clone()));
+
     // The gateway fails twice per order before it recovers: the charge policy
     // reattempts it.
     let worker = db
         .worker()
         .register(Fulfil::new(2))
+        .register(NotifyVendor)
         .concurrency(8)
         .poll_interval(Duration::from_millis(200))
         .build()
@@ -80,6 +88,9 @@ async fn run() -> Result<bool, String> {
         .run_until(all_ended)
         .await
         .map_err(|e| format!("worker failed: {}", describe(&e)))?;
+    processor
+        .await
+        .map_err(|e| format!("the payment processor task failed: {e}"))??;
 
     let mut all_finished = true;
     for run in &runs {
@@ -89,6 +100,12 @@ async fn run() -> Result<bool, String> {
             .map_err(|e| format!("could not read run {run}: {}", describe(&e)))?;
         all_finished &= view.run.status == RunStatus::Finished;
         print_run(&view);
+        for batch in &view.batches {
+            println!(
+                "  batch {}: {} child runs, {} finished, {} cancelled ({})",
+                batch.id, batch.total, batch.finished, batch.cancelled, batch.status
+            );
+        }
     }
     let by_status = count_by_status(&db, &runs)
         .await
@@ -103,6 +120,33 @@ async fn run() -> Result<bool, String> {
         }
     );
     Ok(all_finished)
+}
+
+/// Sends each run's `payment.settled` signal: even orders at once, odd ones
+/// three seconds later.
+async fn settle_payments(client: Client, runs: Vec<RunId>) -> Result<(), String> {
+    let settle = |run: RunId| {
+        let client = client.clone();
+        async move {
+            let settlement = Settlement {
+                reference: format!("PAY-{run}"),
+            };
+            client
+                .signal(run, "payment.settled", &settlement)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("could not signal run {run}: {}", describe(&e)))
+        }
+    };
+    let (now, later): (Vec<_>, Vec<_>) = runs.iter().enumerate().partition(|(i, _)| i % 2 == 1);
+    for (_, run) in now {
+        settle(*run).await?;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (_, run) in later {
+        settle(*run).await?;
+    }
+    Ok(())
 }
 
 /// Resolves once every run is finished or cancelled (or paused, which needs an
@@ -145,8 +189,18 @@ fn print_run(view: &RunView) {
         let outcome = step.outcome.map_or("-", |o| o.as_str());
         let status = step.status.as_str();
         let error = step.error_message.as_deref().unwrap_or("");
+        let waited =
+            step.waiting_since
+                .zip(step.started_at)
+                .map_or_else(String::new, |(since, woken)| {
+                    let on = step.waiting_for.as_deref().unwrap_or("its child runs");
+                    format!(
+                        "waited {} ms for {on}  ",
+                        (woken - since).num_milliseconds()
+                    )
+                });
         println!(
-            "  {:<14} attempt {}  {:<10} {:<12} ran {:>6}  {error}",
+            "  {:<14} attempt {}  {:<10} {:<12} ran {:>6}  {waited}{error}",
             step.step_name, step.attempt, status, outcome, ran
         );
     }
