@@ -443,15 +443,14 @@ impl PgStore {
             // The run was deleted (retention) while the step ran.
             return Ok(Ended::Late);
         };
+        let run_status = self.settle_ended(tx, claimed.run_id, &run).await?;
         if let (Some(park), Ending::Outcome { retrying }) = (&result.park, ending) {
             return self
                 .park_in(tx, &run, claimed, worker_id, result, park, retrying, now)
                 .await;
         }
-        let status: String = run.get("status");
         let step_names: Option<Vec<String>> = run.get("step_names");
         let step_plan = read_step_plan(&run);
-        let run_status: RunStatus = parse_stored(&status)?;
         let state = AttemptState {
             step_name: claimed.step_name.clone(),
             attempt: claimed.attempt,
@@ -537,6 +536,25 @@ impl PgStore {
         };
         self.apply_change(tx, &change, &step, actor, db_now).await?;
         Ok(Ended::Applied(Box::new(plan)))
+    }
+
+    /// The locked run's status. An ended run never changes again: should a
+    /// step of it still be open (it must not be), this closes it, so the
+    /// attempt's fence fails and its outcome is a late completion instead of
+    /// moving the run.
+    async fn settle_ended(
+        &self,
+        tx: &Transaction<'_>,
+        run_id: RunId,
+        run: &tokio_postgres::Row,
+    ) -> Result<RunStatus, Error> {
+        let status: RunStatus = parse_stored(&run.get::<_, String>("status"))?;
+        if status.is_terminal() {
+            let statement = tx.prepare_cached(&self.sql.cancel_open_steps).await?;
+            let now: DateTime<Utc> = run.get("now");
+            tx.execute(&statement, &[&run_id.0, &now]).await?;
+        }
+        Ok(status)
     }
 
     /// Records that attempt `step_id` consumed signal `id`.
@@ -755,18 +773,30 @@ impl PgStore {
         name: &str,
         payload: &Value,
     ) -> Result<SignalId, Error> {
-        let client = self.pool.get().await?;
-        let statement = client.prepare_cached(&self.sql.send_signal).await?;
-        let row = client
+        let now = self.clock.now();
+        in_tx!(self.pool, |tx| self
+            .signal_in(&tx, run_id, name, payload, now))
+    }
+
+    async fn signal_in(
+        &self,
+        tx: &Transaction<'_>,
+        run_id: RunId,
+        name: &str,
+        payload: &Value,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<SignalId, Error> {
+        // The run's lock first, in a statement of its own, so the send reads
+        // what an attempt parking meanwhile committed (lock_signalled_run.sql).
+        let lock = tx.prepare_cached(&self.sql.lock_signalled_run).await?;
+        if tx.query_opt(&lock, &[&run_id.0]).await?.is_none() {
+            return Err(Error::RunNotFound { run_id });
+        }
+        let statement = tx.prepare_cached(&self.sql.send_signal).await?;
+        let row = tx
             .query_one(
                 &statement,
-                &[
-                    &run_id.0,
-                    &name,
-                    payload,
-                    &self.clock.now(),
-                    &self.schema.channel(),
-                ],
+                &[&run_id.0, &name, payload, &now, &self.schema.channel()],
             )
             .await?;
         let Some(status) = row.get::<_, Option<String>>("status") else {
@@ -1054,6 +1084,18 @@ impl PgStore {
     ) -> Result<(), Error> {
         let run_id = change.run_id;
         if change.run_status == RunStatus::Cancelled {
+            // Lock the open tree first, until no new descendant shows up, so
+            // the cancel below reads it all with one snapshot taken after
+            // (lock_children.sql).
+            let lock = tx.prepare_cached(&self.sql.lock_children).await?;
+            let mut locked = 0;
+            loop {
+                let found = tx.query(&lock, &[&run_id]).await?.len();
+                if found <= locked {
+                    break;
+                }
+                locked = found;
+            }
             let statement = tx.prepare_cached(&self.sql.cancel_children).await?;
             let reason = format!("parent run {run_id} was cancelled");
             tx.query_one(&statement, &[&run_id, &now, &actor, &reason])

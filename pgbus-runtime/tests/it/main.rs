@@ -8,6 +8,8 @@ mod connection_pg;
 mod definition;
 mod dispatch;
 mod engine_pg;
+mod fan_out_pg;
+mod gate_pg;
 mod migrate_pg;
 mod operator_pg;
 mod pg;

@@ -237,3 +237,26 @@ pub(crate) fn step<'a>(view: &'a RunView, step: &str, attempt: i32) -> &'a pgbus
         .find(|s| s.step_name == step && s.attempt == attempt)
         .unwrap_or_else(|| panic!("no row {step}#{attempt} in {:?}", steps(view)))
 }
+
+/// Taken by the tests that run several workers, each with a pool of its own
+/// (about twenty connections a worker), so two of them never run at once and
+/// exhaust the server's `max_connections` together.
+pub(crate) static MANY_CONNECTIONS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The database's deadlock count, from a connection of its own: the backends
+/// of a dropped pool report theirs as they exit, so call it once the pools of
+/// interest are gone. Database-wide, so it counts other tests' deadlocks too.
+pub(crate) async fn deadlocks(t: &TestDb) -> i64 {
+    // Give exiting backends a moment to flush their statistics.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let db = t.second_connection().await;
+    let client = db.pool().get().await.expect("a connection");
+    client
+        .query_one(
+            "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()",
+            &[],
+        )
+        .await
+        .expect("read pg_stat_database")
+        .get(0)
+}

@@ -1,6 +1,7 @@
 //! Sending signals: stored with a `signal_received` event for a run that has not
 //! ended, refused with nothing stored otherwise, and waking exactly the steps
-//! that wait for the name. (The `wait_for` gate that consumes them comes next.)
+//! that wait for the name. How the `wait_for` gate consumes them (and the races
+//! between a signal and a wait) is in `gate_pg.rs`.
 
 use pgbus_runtime::prelude::*;
 use pgbus_runtime::{Error, RunStatus, SignalId, StepStatus};

@@ -1,7 +1,9 @@
 -- A run was cancelled: cancels its open child runs, and theirs, all the way
 -- down, in the same transaction. Rows are locked parents first (by depth), the
 -- order every transaction takes, so a child ending at the same moment never
--- deadlocks with it. Their open batches are closed as `failed`.
+-- deadlocks with it. Their open batches are closed as `failed`. Runs after
+-- lock_children.sql has locked the whole tree (see there why), so its own
+-- locks no longer wait and its snapshot holds every open step of the tree.
 -- $1 run id, $2 now, $3 actor, $4 reason
 WITH RECURSIVE tree AS (
     SELECT c.id, 1 AS depth

@@ -1,7 +1,8 @@
 -- Delivers a signal to a run that has not ended: stores it, writes a
 -- `signal_received` event, and wakes the run's steps waiting for that name (their
 -- rows go back to `scheduled`, same attempt; the gate consumes the signal). For a
--- missing or ended run nothing is stored; `status` says which.
+-- missing or ended run nothing is stored; `status` says which. Runs after
+-- lock_signalled_run.sql, in the same transaction (see there why).
 -- $1 run id, $2 name, $3 payload (jsonb), $4 now (NULL = clock_timestamp()),
 -- $5 notification channel
 WITH t AS (
