@@ -383,7 +383,10 @@ impl TestEnv {
 
     /// Runs every run to its end: due steps now, then the clock jumps to the next
     /// due time, and again, until nothing is scheduled. Waits of hours take no real
-    /// time. Stops after `10_000` attempts to end a runaway loop.
+    /// time, and a `wait_timeout` ends when the clock reaches it. A step waiting
+    /// for a signal with no `wait_timeout`, or for its fan_out batch, is left
+    /// waiting (the call returns): only [`TestEnv::signal`] or its children
+    /// ending wake it. Stops after `10_000` attempts to end a runaway loop.
     pub async fn run_to_completion(&self) -> Vec<StepRecord> {
         let registered: Vec<&str> = self.workflows.keys().copied().collect();
         let mut records = Vec::new();
@@ -457,12 +460,23 @@ impl TestEnv {
             step_plan: None,
             status: self
                 .store()
-                .run(claim.run_id)
-                .map_or(RunStatus::Cancelled, |view| view.run.status),
+                .run_status(claim.run_id)
+                .unwrap_or(RunStatus::Cancelled),
         };
-        let applied = self
-            .store()
-            .end_attempt(registered.definition, &claim, &result);
+        // What the attempt left is read under the same lock as its outcome is
+        // applied: a step woken at its park may be claimed by another task at
+        // once, and the record says how this attempt ended, not what came next.
+        let (applied, run_status, parked_as) = {
+            let mut store = self.store();
+            let applied = store.end_attempt(registered.definition, &claim, &result);
+            let run_status = store
+                .run_status(claim.run_id)
+                .unwrap_or(RunStatus::Cancelled);
+            let parked_as = store
+                .step_status(claim.step_id)
+                .filter(|_| result.park.is_some() && applied.is_some());
+            (applied, run_status, parked_as)
+        };
         let late = applied.is_none();
         let plan = applied.unwrap_or_else(|| {
             pgbus_runtime::engine::plan_outcome(
@@ -476,15 +490,6 @@ impl TestEnv {
                 &result,
             )
         });
-        let view = self.store().run(claim.run_id).ok();
-        let run_status = view
-            .as_ref()
-            .map_or(RunStatus::Cancelled, |view| view.run.status);
-        let parked_as = view
-            .as_ref()
-            .and_then(|view| view.steps.iter().find(|s| s.id == claim.step_id))
-            .map(|step| step.status)
-            .filter(|_| result.park.is_some() && !late);
         StepRecord {
             run_id: claim.run_id,
             workflow: claim.workflow,

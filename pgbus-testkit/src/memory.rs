@@ -1,7 +1,7 @@
 //! The memory store: the Postgres store's rows as maps, changed by the same engine
 //! plans, on a virtual clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use pgbus_runtime::context::CancellationToken;
@@ -33,6 +33,12 @@ struct Run {
     step_names: Vec<String>,
     step_plan: Vec<PlannedStep>,
     parent_batch_id: Option<i64>,
+    /// Its step rows' ids, oldest first.
+    step_ids: Vec<i64>,
+    /// Its events, in order.
+    events: Vec<EventView>,
+    /// Its signals, in order.
+    signals: Vec<SignalView>,
 }
 
 #[derive(Debug, Clone)]
@@ -42,13 +48,10 @@ struct Step {
     workflow: String,
     reattempts: i32,
     timeout_ms: Option<i64>,
-}
-
-/// A signal row.
-#[derive(Debug, Clone)]
-struct SignalRow {
-    run_id: RunId,
-    view: SignalView,
+    /// Parked with no end of its own: waiting for a signal without a
+    /// `wait_timeout`, or for its batch. Its due time (36500 days on) only parks
+    /// it again, so [`MemoryStore::next_due`] leaves it out.
+    open_ended: bool,
 }
 
 /// A fan_out batch row.
@@ -91,13 +94,17 @@ struct Change<'a> {
     events: &'a [EventSpec],
 }
 
-/// Runs, step rows and events in memory.
+/// Runs (each with its events and signals), step rows and batches in memory.
 #[derive(Debug)]
 pub(crate) struct MemoryStore {
     pub(crate) now: DateTime<Utc>,
     runs: BTreeMap<i64, Run>,
     steps: BTreeMap<i64, Step>,
-    events: Vec<(RunId, EventView)>,
+    /// The rows a claim may take (`scheduled` and `waiting`), as (priority,
+    /// due time, id): the order claims take them in.
+    due: BTreeSet<(i16, DateTime<Utc>, i64)>,
+    /// The run of the last event written, for [`MemoryStore::set_details`].
+    last_event: Option<RunId>,
     next_run: i64,
     next_step: i64,
     next_event: i64,
@@ -105,7 +112,6 @@ pub(crate) struct MemoryStore {
     tokens: BTreeMap<i64, CancellationToken>,
     /// Workers that died, with the time their heartbeat stopped.
     crashed: BTreeMap<String, DateTime<Utc>>,
-    signals: Vec<SignalRow>,
     next_signal: i64,
     batches: BTreeMap<i64, BatchRow>,
     next_batch: i64,
@@ -117,13 +123,13 @@ impl MemoryStore {
             now,
             runs: BTreeMap::new(),
             steps: BTreeMap::new(),
-            events: Vec::new(),
+            due: BTreeSet::new(),
+            last_event: None,
             next_run: 1,
             next_step: 1,
             next_event: 1,
             tokens: BTreeMap::new(),
             crashed: BTreeMap::new(),
-            signals: Vec::new(),
             next_signal: 1,
             batches: BTreeMap::new(),
             next_batch: 1,
@@ -191,6 +197,9 @@ impl MemoryStore {
                 step_names: pgbus_runtime::engine::live_step_names(definition),
                 step_plan: pgbus_runtime::engine::step_plan(definition),
                 parent_batch_id,
+                step_ids: Vec::new(),
+                events: Vec::new(),
+                signals: Vec::new(),
             },
         );
         self.insert_step(id, definition.name, &first);
@@ -206,28 +215,15 @@ impl MemoryStore {
     /// Claims the next due step as `worker` would.
     fn claim_as(&mut self, registered: &[&str], worker: &str) -> Option<Claim> {
         let now = self.now;
-        let (&step_id, _) = self
-            .steps
-            .iter()
-            .filter(|(_, step)| {
-                matches!(
-                    step.view.status,
-                    StepStatus::Scheduled | StepStatus::Waiting
-                ) && step.view.scheduled_at <= now
-                    && registered.contains(&step.workflow.as_str())
-                    && self
-                        .runs
-                        .get(&step.run_id.0)
-                        .is_some_and(|run| run.summary.status == RunStatus::Ready)
-            })
-            .min_by_key(|(id, step)| (step.view.priority, step.view.scheduled_at, **id))?;
-        let step = self.steps.get_mut(&step_id)?;
-        step.view.status = StepStatus::InProgress;
-        step.view.started_at = Some(now);
-        step.view.worker_id = Some(worker.to_owned());
-        let stall_ms = step.timeout_ms.unwrap_or(300_000);
-        step.view.stall_at = now.checked_add_signed(chrono::Duration::milliseconds(stall_ms));
-        let step = step.clone();
+        let step_id = self.next_claimable(registered)?;
+        let step = self.update_step(step_id, |step| {
+            step.view.status = StepStatus::InProgress;
+            step.view.started_at = Some(now);
+            step.view.worker_id = Some(worker.to_owned());
+            let stall_ms = step.timeout_ms.unwrap_or(300_000);
+            step.view.stall_at = now.checked_add_signed(chrono::Duration::milliseconds(stall_ms));
+            step.clone()
+        })?;
         let run = self.runs.get_mut(&step.run_id.0)?;
         run.summary.status = RunStatus::Performing;
         run.summary.updated_at = now;
@@ -276,14 +272,67 @@ impl MemoryStore {
         })
     }
 
+    /// The row a claim takes first: lowest priority number, then earliest due,
+    /// then oldest, among the due rows of registered workflows whose run is
+    /// `ready`.
+    fn next_claimable(&self, registered: &[&str]) -> Option<i64> {
+        let now = self.now;
+        let mut from = (i16::MIN, DateTime::<Utc>::MIN_UTC, i64::MIN);
+        loop {
+            // One priority at a time, up to the rows not yet due.
+            let mut priority = None;
+            for &(p, at, id) in self.due.range(from..) {
+                match priority {
+                    None => priority = Some(p),
+                    Some(current) if current != p => break,
+                    Some(_) => {}
+                }
+                if at > now {
+                    break;
+                }
+                let claimable = self.steps.get(&id).is_some_and(|step| {
+                    registered.contains(&step.workflow.as_str())
+                        && self
+                            .runs
+                            .get(&step.run_id.0)
+                            .is_some_and(|run| run.summary.status == RunStatus::Ready)
+                });
+                if claimable {
+                    return Some(id);
+                }
+            }
+            from = (
+                priority?.checked_add(1)?,
+                DateTime::<Utc>::MIN_UTC,
+                i64::MIN,
+            );
+        }
+    }
+
+    /// Changes step row `id`, keeping the due index in step with it.
+    fn update_step<R>(&mut self, id: i64, change: impl FnOnce(&mut Step) -> R) -> Option<R> {
+        let step = self.steps.get_mut(&id)?;
+        if let Some(key) = due_key(id, step) {
+            self.due.remove(&key);
+        }
+        let changed = change(step);
+        if let Some(key) = due_key(id, step) {
+            self.due.insert(key);
+        }
+        Some(changed)
+    }
+
     /// The run's signals named `name` that the gate of `step` may take: not
     /// consumed, or consumed by an attempt of the same step; in order.
     fn gate_signals(&self, step: &Step, name: &str) -> Vec<StoredSignal> {
-        self.signals
+        let Some(run) = self.runs.get(&step.run_id.0) else {
+            return Vec::new();
+        };
+        run.signals
             .iter()
-            .filter(|g| g.run_id == step.run_id && g.view.name == name)
+            .filter(|g| g.name == name)
             .filter_map(|g| {
-                let taken_before = match g.view.consumed_by {
+                let taken_before = match g.consumed_by {
                     None => false,
                     Some(by) => {
                         let same_step = self.steps.get(&by).is_some_and(|consumer| {
@@ -297,9 +346,9 @@ impl MemoryStore {
                     }
                 };
                 Some(StoredSignal {
-                    id: g.view.id,
-                    name: g.view.name.clone(),
-                    payload: g.view.payload.clone(),
+                    id: g.id,
+                    name: g.name.clone(),
+                    payload: g.payload.clone(),
                     taken_before,
                 })
             })
@@ -319,15 +368,18 @@ impl MemoryStore {
         Some(claim.run_id)
     }
 
-    /// Milliseconds until the next claimable step is due, if any.
+    /// When the next claimable step is due, if any: a scheduled row, or a
+    /// waiting one at the end of its `wait_timeout`. A row parked with no end of
+    /// its own (a signal without a timeout, a batch) is not counted: only a
+    /// signal or its children wake it, and a clock jumped to its far due time
+    /// would only park it again.
     pub(crate) fn next_due(&self, registered: &[&str]) -> Option<DateTime<Utc>> {
         self.steps
             .values()
             .filter(|step| {
-                matches!(
-                    step.view.status,
-                    StepStatus::Scheduled | StepStatus::Waiting
-                ) && registered.contains(&step.workflow.as_str())
+                (step.view.status == StepStatus::Scheduled
+                    || (step.view.status == StepStatus::Waiting && !step.open_ended))
+                    && registered.contains(&step.workflow.as_str())
                     && self
                         .runs
                         .get(&step.run_id.0)
@@ -422,13 +474,14 @@ impl MemoryStore {
         let step = step.clone();
         self.tokens.remove(&claim.step_id);
         if let Some(Gate::Signal { id, fresh: true }) = result.gate
-            && let Some(signal) = self
-                .signals
-                .iter_mut()
-                .find(|g| g.view.id == id && g.view.consumed_by.is_none())
+            && let Some(signal) = self.runs.get_mut(&claim.run_id.0).and_then(|run| {
+                run.signals
+                    .iter_mut()
+                    .find(|g| g.id == id && g.consumed_by.is_none())
+            })
         {
-            signal.view.consumed_by = Some(claim.step_id);
-            signal.view.consumed_at = Some(now);
+            signal.consumed_by = Some(claim.step_id);
+            signal.consumed_at = Some(now);
         }
         self.apply_change(
             claim.run_id,
@@ -498,7 +551,11 @@ impl MemoryStore {
 
     /// Sets the details of the last event written.
     fn set_details(&mut self, details: Option<Value>) {
-        if let (Some(details), Some((_, event))) = (details, self.events.last_mut()) {
+        let last = self
+            .last_event
+            .and_then(|run| self.runs.get_mut(&run.0))
+            .and_then(|run| run.events.last_mut());
+        if let (Some(details), Some(event)) = (details, last) {
             event.details = Some(details);
         }
     }
@@ -542,33 +599,35 @@ impl MemoryStore {
                 }
             };
         let woken = name.is_some_and(|name| {
-            self.signals.iter().any(|g| {
-                g.run_id == claim.run_id
-                    && g.view.name == name
-                    && g.view.consumed_by.is_none()
-                    && !seen.contains(&g.view.id)
+            self.runs.get(&claim.run_id.0).is_some_and(|run| {
+                run.signals
+                    .iter()
+                    .any(|g| g.name == name && g.consumed_by.is_none() && !seen.contains(&g.id))
             })
         });
-        let Some(step) = self.steps.get_mut(&claim.step_id) else {
+        let parked = self.update_step(claim.step_id, |step| {
+            let since = *step.view.waiting_since.get_or_insert(now);
+            step.view.status = if woken {
+                StepStatus::Scheduled
+            } else {
+                StepStatus::Waiting
+            };
+            step.view.waiting_for = name.map(str::to_owned);
+            step.open_ended = !from_first_park;
+            step.view.scheduled_at = if woken {
+                now
+            } else {
+                add_ms(if from_first_park { since } else { now }, due_ms)
+            };
+            step.view.stall_at = None;
+            if result.output.is_some() {
+                step.view.output.clone_from(&result.output);
+            }
+            step.clone()
+        });
+        let Some(step) = parked else {
             return false;
         };
-        let since = *step.view.waiting_since.get_or_insert(now);
-        step.view.status = if woken {
-            StepStatus::Scheduled
-        } else {
-            StepStatus::Waiting
-        };
-        step.view.waiting_for = name.map(str::to_owned);
-        step.view.scheduled_at = if woken {
-            now
-        } else {
-            add_ms(if from_first_park { since } else { now }, due_ms)
-        };
-        step.view.stall_at = None;
-        if result.output.is_some() {
-            step.view.output.clone_from(&result.output);
-        }
-        let step = step.clone();
         self.tokens.remove(&claim.step_id);
         let mut events = plan.events;
         if let Park::Batch { children } = park {
@@ -671,16 +730,20 @@ impl MemoryStore {
     /// Wakes the parked step of a resolved batch, with a `batch_resolved` event.
     fn wake_parent(&mut self, batch: &BatchRow, actor: &str) {
         let now = self.now;
-        let Some(step) = self
+        let waiting = self
             .steps
-            .get_mut(&batch.view.parent_step_id)
-            .filter(|step| step.view.status == StepStatus::Waiting)
-        else {
+            .get(&batch.view.parent_step_id)
+            .is_some_and(|step| step.view.status == StepStatus::Waiting);
+        if !waiting {
+            return;
+        }
+        let Some(step) = self.update_step(batch.view.parent_step_id, |step| {
+            step.view.status = StepStatus::Scheduled;
+            step.view.scheduled_at = now;
+            step.clone()
+        }) else {
             return;
         };
-        step.view.status = StepStatus::Scheduled;
-        step.view.scheduled_at = now;
-        let step = step.clone();
         self.event(
             batch.run_id,
             Some(&step),
@@ -746,21 +809,33 @@ impl MemoryStore {
     /// Cancels every open step row of a run, telling running bodies.
     fn cancel_open_steps(&mut self, run_id: RunId) {
         let now = self.now;
-        for (id, other) in &mut self.steps {
-            if other.run_id == run_id
-                && matches!(
+        for id in self.step_ids(run_id) {
+            let open = self.steps.get(&id).is_some_and(|other| {
+                matches!(
                     other.view.status,
                     StepStatus::Scheduled | StepStatus::InProgress | StepStatus::Waiting
                 )
-            {
+            });
+            if !open {
+                continue;
+            }
+            self.update_step(id, |other| {
                 other.view.status = StepStatus::Cancelled;
                 other.view.outcome = Some(StepOutcome::Cancelled);
                 other.view.finished_at = Some(now);
-                if let Some(token) = self.tokens.remove(id) {
-                    token.cancel();
-                }
+            });
+            if let Some(token) = self.tokens.remove(&id) {
+                token.cancel();
             }
         }
+    }
+
+    /// The ids of a run's step rows, oldest first.
+    fn step_ids(&self, run_id: RunId) -> Vec<i64> {
+        self.runs
+            .get(&run_id.0)
+            .map(|run| run.step_ids.clone())
+            .unwrap_or_default()
     }
 
     /// As `resolve_batches.sql`, for the sweep: open batches whose children all
@@ -833,9 +908,10 @@ impl MemoryStore {
         name: &str,
         payload: Value,
     ) -> Result<pgbus_runtime::SignalId, Error> {
+        let now = self.now;
         let run = self
             .runs
-            .get(&run_id.0)
+            .get_mut(&run_id.0)
             .ok_or(Error::RunNotFound { run_id })?;
         if run.summary.status.is_terminal() {
             return Err(Error::RunEnded {
@@ -845,16 +921,13 @@ impl MemoryStore {
         }
         let id = self.next_signal;
         self.next_signal += 1;
-        self.signals.push(SignalRow {
-            run_id,
-            view: SignalView {
-                id: SignalId(id),
-                name: name.to_owned(),
-                payload,
-                created_at: self.now,
-                consumed_by: None,
-                consumed_at: None,
-            },
+        run.signals.push(SignalView {
+            id: SignalId(id),
+            name: name.to_owned(),
+            payload,
+            created_at: now,
+            consumed_by: None,
+            consumed_at: None,
         });
         self.event(
             run_id,
@@ -863,17 +936,17 @@ impl MemoryStore {
             "client",
             Some(name.to_owned()),
         );
-        if let Some((_, event)) = self.events.last_mut() {
-            event.details = Some(serde_json::json!({ "signal_id": id }));
-        }
-        let now = self.now;
-        for step in self.steps.values_mut() {
-            if step.run_id == run_id
-                && step.view.status == StepStatus::Waiting
-                && step.view.waiting_for.as_deref() == Some(name)
-            {
-                step.view.status = StepStatus::Scheduled;
-                step.view.scheduled_at = now;
+        self.set_details(Some(serde_json::json!({ "signal_id": id })));
+        for step_id in self.step_ids(run_id) {
+            let waiting = self.steps.get(&step_id).is_some_and(|step| {
+                step.view.status == StepStatus::Waiting
+                    && step.view.waiting_for.as_deref() == Some(name)
+            });
+            if waiting {
+                self.update_step(step_id, |step| {
+                    step.view.status = StepStatus::Scheduled;
+                    step.view.scheduled_at = now;
+                });
             }
         }
         Ok(pgbus_runtime::SignalId(id))
@@ -897,11 +970,11 @@ impl MemoryStore {
             message: run.error_message.clone().unwrap_or_default(),
             causes: Vec::new(),
         });
-        let latest = self
-            .steps
-            .values()
-            .filter(|step| step.run_id == run_id)
-            .max_by_key(|step| step.view.id)
+        let latest = run
+            .step_ids
+            .iter()
+            .max()
+            .and_then(|id| self.steps.get(id))
             .cloned();
         let state = ActionRun {
             status: run.summary.status,
@@ -926,11 +999,12 @@ impl MemoryStore {
         let now = self.now;
         if plan.skip_latest
             && let Some(latest) = &latest
-            && let Some(row) = self.steps.get_mut(&latest.view.id)
         {
-            row.view.status = StepStatus::Skipped;
-            row.view.outcome = Some(StepOutcome::Skipped);
-            row.view.finished_at = Some(now);
+            self.update_step(latest.view.id, |row| {
+                row.view.status = StepStatus::Skipped;
+                row.view.outcome = Some(StepOutcome::Skipped);
+                row.view.finished_at = Some(now);
+            });
         }
         self.apply_change(
             run_id,
@@ -1043,10 +1117,17 @@ impl MemoryStore {
                 .map(|(id, _)| *id)
                 .collect();
             for id in expired {
-                self.runs.remove(&id);
-                self.steps.retain(|_, step| step.run_id.0 != id);
-                self.events.retain(|(run, _)| run.0 != id);
-                self.signals.retain(|signal| signal.run_id.0 != id);
+                let Some(run) = self.runs.remove(&id) else {
+                    continue;
+                };
+                for step in run.step_ids {
+                    if let Some(row) = self.steps.remove(&step)
+                        && let Some(key) = due_key(step, &row)
+                    {
+                        self.due.remove(&key);
+                    }
+                    self.tokens.remove(&step);
+                }
                 self.batches.retain(|_, batch| batch.run_id.0 != id);
                 deleted += 1;
             }
@@ -1058,14 +1139,15 @@ impl MemoryStore {
     /// second worker would take it, and tells the body; `false` when nothing of
     /// the run is in progress.
     pub(crate) fn lose_claim(&mut self, run_id: RunId) -> bool {
-        let step = self
-            .steps
-            .iter_mut()
-            .find(|(_, step)| step.run_id == run_id && step.view.status == StepStatus::InProgress);
-        match step {
+        let in_progress = self.step_ids(run_id).into_iter().find(|id| {
+            self.steps
+                .get(id)
+                .is_some_and(|step| step.view.status == StepStatus::InProgress)
+        });
+        match in_progress.and_then(|id| self.steps.get_mut(&id).map(|step| (id, step))) {
             Some((id, step)) => {
                 step.view.worker_id = Some("elsewhere".to_owned());
-                if let Some(token) = self.tokens.remove(id) {
+                if let Some(token) = self.tokens.remove(&id) {
                     token.cancel();
                 }
                 true
@@ -1090,25 +1172,15 @@ impl MemoryStore {
             error_message: run.error_message.clone(),
             paused_at: run.paused_at,
             cancelled_at: run.cancelled_at,
-            steps: self
-                .steps
-                .values()
-                .filter(|step| step.run_id == run_id)
+            steps: run
+                .step_ids
+                .iter()
+                .filter_map(|id| self.steps.get(id))
                 .map(|step| step.view.clone())
                 .collect(),
-            events: self
-                .events
-                .iter()
-                .filter(|(run, _)| *run == run_id)
-                .map(|(_, event)| event.clone())
-                .collect(),
+            events: run.events.clone(),
             parent_batch_id: run.parent_batch_id,
-            signals: self
-                .signals
-                .iter()
-                .filter(|g| g.run_id == run_id)
-                .map(|g| g.view.clone())
-                .collect(),
+            signals: run.signals.clone(),
             batches: self
                 .batches
                 .values()
@@ -1116,6 +1188,16 @@ impl MemoryStore {
                 .map(|b| b.view.clone())
                 .collect(),
         })
+    }
+
+    /// A run's status, if it exists.
+    pub(crate) fn run_status(&self, run_id: RunId) -> Option<RunStatus> {
+        self.runs.get(&run_id.0).map(|run| run.summary.status)
+    }
+
+    /// A step row's status, if it exists.
+    pub(crate) fn step_status(&self, step_id: i64) -> Option<StepStatus> {
+        self.steps.get(&step_id).map(|step| step.view.status)
     }
 
     /// As `Client::list_runs`.
@@ -1139,7 +1221,12 @@ impl MemoryStore {
 
     fn outputs(&self, run_id: RunId) -> BTreeMap<String, Value> {
         let mut outputs: BTreeMap<String, (i32, Value)> = BTreeMap::new();
-        for step in self.steps.values().filter(|step| step.run_id == run_id) {
+        let rows = self
+            .runs
+            .get(&run_id.0)
+            .map(|run| run.step_ids.as_slice())
+            .unwrap_or_default();
+        for step in rows.iter().filter_map(|id| self.steps.get(id)) {
             if !matches!(
                 step.view.status,
                 StepStatus::Completed | StepStatus::Skipped
@@ -1171,14 +1258,15 @@ impl MemoryStore {
         // A reattempt keeps the time the attempt before it first parked.
         let waiting_since = (new.reattempts > 0)
             .then(|| {
-                self.steps.values().find(|step| {
-                    step.run_id == run_id
-                        && step.view.step_name == new.step_name
-                        && step.view.attempt == new.attempt - 1
-                })
+                self.step_ids(run_id)
+                    .iter()
+                    .filter_map(|id| self.steps.get(id))
+                    .find(|step| {
+                        step.view.step_name == new.step_name && step.view.attempt == new.attempt - 1
+                    })
+                    .and_then(|step| step.view.waiting_since)
             })
-            .flatten()
-            .and_then(|step| step.view.waiting_since);
+            .flatten();
         let delay = chrono::Duration::milliseconds(i64::try_from(new.delay_ms).unwrap_or(i64::MAX));
         self.steps.insert(
             id,
@@ -1210,8 +1298,15 @@ impl MemoryStore {
                 workflow: workflow.to_owned(),
                 reattempts: new.reattempts,
                 timeout_ms: new.timeout_ms,
+                open_ended: false,
             },
         );
+        if let Some(key) = self.steps.get(&id).and_then(|step| due_key(id, step)) {
+            self.due.insert(key);
+        }
+        if let Some(run) = self.runs.get_mut(&run_id.0) {
+            run.step_ids.push(id);
+        }
     }
 
     fn event(
@@ -1224,9 +1319,11 @@ impl MemoryStore {
     ) {
         let id = self.next_event;
         self.next_event += 1;
-        self.events.push((
-            run_id,
-            EventView {
+        let now = self.now;
+        // An event of a run that is gone (retention) has nowhere to go.
+        self.last_event = None;
+        if let Some(run) = self.runs.get_mut(&run_id.0) {
+            run.events.push(EventView {
                 id,
                 step_id: step.map(|s| s.view.id),
                 step_name: step.map(|s| s.view.step_name.clone()),
@@ -1235,10 +1332,21 @@ impl MemoryStore {
                 actor: actor.to_owned(),
                 reason,
                 details: None,
-                created_at: self.now,
-            },
-        ));
+                created_at: now,
+            });
+            self.last_event = Some(run_id);
+        }
     }
+}
+
+/// Where a row stands in the due index: rows a claim may take (`scheduled`
+/// and `waiting`) by priority, due time and id; others are not in it.
+fn due_key(id: i64, step: &Step) -> Option<(i16, DateTime<Utc>, i64)> {
+    matches!(
+        step.view.status,
+        StepStatus::Scheduled | StepStatus::Waiting
+    )
+    .then_some((step.view.priority, step.view.scheduled_at, id))
 }
 
 /// The signal a step of `run` waits for, from the run's step plan.

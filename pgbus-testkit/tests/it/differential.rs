@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
 use pgbus_runtime::{
-    Action, Client, Clock, Error, ManualClock, RunStatus, RunView, StallAction, StepOutcome,
-    StepStatus, Worker,
+    Action, Client, Clock, Error, ManualClock, RunFilter, RunStatus, RunView, StallAction,
+    StepOutcome, StepStatus, SweepReport, Worker,
 };
 use pgbus_testkit::{TestDatabase, TestEnv, default_start};
 
@@ -277,6 +277,51 @@ impl Driver {
         (report.repaired, report.runs_deleted)
     }
 
+    /// Every run the store holds, by id.
+    async fn all_views(&self) -> std::collections::BTreeMap<i64, RunView> {
+        let filter = RunFilter {
+            limit: Some(1_000),
+            ..RunFilter::default()
+        };
+        let summaries = match self {
+            Self::Memory(env) => env.list_runs(&filter),
+            Self::Postgres { client, .. } => client.list_runs(&filter).await.expect("list"),
+        };
+        assert!(
+            summaries.len() < 1_000,
+            "a scenario keeps to a page of runs"
+        );
+        let mut views = std::collections::BTreeMap::new();
+        for summary in summaries {
+            views.insert(summary.id.0, self.view(summary.id).await);
+        }
+        views
+    }
+
+    /// The fan_out children of `run`: its batches in order, each batch's runs
+    /// oldest first.
+    async fn children(&self, run: RunId) -> Vec<RunId> {
+        let views = self.all_views().await;
+        let batches = &views.get(&run.0).expect("the parent exists").batches;
+        batches
+            .iter()
+            .flat_map(|batch| {
+                views
+                    .values()
+                    .filter(move |view| view.parent_batch_id == Some(batch.id))
+                    .map(|view| view.run.id)
+            })
+            .collect()
+    }
+
+    /// Sweeps once: the whole report.
+    async fn sweep_report(&self) -> SweepReport {
+        match self {
+            Self::Memory(env) => env.sweep(),
+            Self::Postgres { worker, .. } => worker.sweep().await.expect("sweep"),
+        }
+    }
+
     /// Runs the next due attempt in the background.
     fn spawn_next(&self) -> tokio::task::JoinHandle<()> {
         match self {
@@ -315,18 +360,32 @@ impl Driver {
 }
 
 /// A run as both stores must agree on it: everything but ids and actors, times as
-/// offsets from the run's start.
+/// offsets from the start of the run the scenario returned (its root). Ids a
+/// store hands out appear as labels: a run as `r0` (the scenario's first run),
+/// `r0/b1/c2` (the third child of its second batch), a batch as `r0/b1`, a
+/// signal as its position among the run's signals, a step row as its position
+/// among the run's rows. A run's fan_out children are projected with it, in
+/// their batch.
 #[derive(Debug, PartialEq)]
 struct Projection {
+    label: String,
+    workflow: String,
     status: RunStatus,
     current_step: Option<String>,
     error: (Option<String>, Option<String>),
     digest: String,
+    input: serde_json::Value,
+    /// Created, last changed, paused, cancelled, finished.
+    times_ms: (i64, i64, Option<i64>, Option<i64>, Option<i64>),
+    /// The batch a fan_out child counts toward, as a label.
+    parent_batch: Option<String>,
     steps: Vec<StepLine>,
     events: Vec<EventLine>,
+    signals: Vec<SignalLine>,
+    batches: Vec<BatchLine>,
 }
 
-/// Event name, step name, attempt, reason, details.
+/// Event name, step name, attempt, reason, details (ids as labels).
 type EventLine = (
     String,
     Option<String>,
@@ -343,42 +402,213 @@ struct StepLine {
     outcome: Option<StepOutcome>,
     queue: String,
     priority: i16,
-    times_ms: (i64, Option<i64>, Option<i64>),
+    /// Due, claimed, ended, stall horizon.
+    times_ms: (i64, Option<i64>, Option<i64>, Option<i64>),
     output: Option<serde_json::Value>,
     error: (Option<String>, Option<String>, Vec<String>),
+    waiting_for: Option<String>,
+    waiting_since_ms: Option<i64>,
 }
 
+#[derive(Debug, PartialEq)]
+struct SignalLine {
+    name: String,
+    payload: serde_json::Value,
+    created_ms: i64,
+    /// The consuming attempt's position among the run's step rows.
+    consumed_by: Option<usize>,
+    consumed_ms: Option<i64>,
+}
+
+#[derive(Debug, PartialEq)]
+struct BatchLine {
+    /// The attempt that started it, as a position among the run's step rows.
+    parent_step: Option<usize>,
+    total: i32,
+    finished: i32,
+    cancelled: i32,
+    status: String,
+    created_ms: i64,
+    resolved_ms: Option<i64>,
+    /// Its child runs, oldest first.
+    children: Vec<Projection>,
+}
+
+/// Every run of a store by id, and the labels of the runs and batches that the
+/// scenario's runs reach.
+#[derive(Default)]
+struct Ids {
+    views: std::collections::BTreeMap<i64, RunView>,
+    runs: std::collections::HashMap<i64, String>,
+    batches: std::collections::HashMap<i64, String>,
+}
+
+impl Ids {
+    /// Labels `run` and, through its batches, its children and theirs.
+    fn label(&mut self, run: i64, label: &str) {
+        if self.runs.contains_key(&run) {
+            return;
+        }
+        self.runs.insert(run, label.to_owned());
+        let batches: Vec<i64> = self
+            .views
+            .get(&run)
+            .map(|view| view.batches.iter().map(|b| b.id).collect())
+            .unwrap_or_default();
+        for (k, batch) in batches.into_iter().enumerate() {
+            let batch_label = format!("{label}/b{k}");
+            self.batches.insert(batch, batch_label.clone());
+            for (j, child) in self.children_of_batch(batch).into_iter().enumerate() {
+                self.label(child, &format!("{batch_label}/c{j}"));
+            }
+        }
+    }
+
+    /// The runs of a batch, oldest first.
+    fn children_of_batch(&self, batch: i64) -> Vec<i64> {
+        self.views
+            .iter()
+            .filter(|(_, view)| view.parent_batch_id == Some(batch))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+}
+
+/// A single run, its children left out.
 fn project(view: &RunView) -> Projection {
-    let start = view.run.created_at;
-    let offset = |t: chrono::DateTime<chrono::Utc>| (t - start).num_milliseconds();
+    project_in(view, "r0", &Ids::default(), view.run.created_at)
+}
+
+/// How one run's view names the ids it holds: by the labels of [`Ids`], else by
+/// position in the run itself.
+struct Names<'a> {
+    view: &'a RunView,
+    label: &'a str,
+    ids: &'a Ids,
+}
+
+impl Names<'_> {
+    fn batch(&self, raw: i64) -> Option<String> {
+        self.ids.batches.get(&raw).cloned().or_else(|| {
+            self.view
+                .batches
+                .iter()
+                .position(|b| b.id == raw)
+                .map(|k| format!("{}/b{k}", self.label))
+        })
+    }
+
+    fn run(&self, raw: i64) -> Option<String> {
+        self.ids
+            .runs
+            .get(&raw)
+            .cloned()
+            .or_else(|| (raw == self.view.run.id.0).then(|| self.label.to_owned()))
+    }
+
+    fn step(&self, raw: i64) -> Option<usize> {
+        self.view.steps.iter().position(|s| s.id == raw)
+    }
+
+    /// Event details with the ids they name as labels.
+    fn details(&self, details: Option<&serde_json::Value>) -> Option<serde_json::Value> {
+        let mut details = details?.clone();
+        if let serde_json::Value::Object(map) = &mut details {
+            for (key, value) in map.iter_mut() {
+                let Some(raw) = value.as_i64() else {
+                    continue;
+                };
+                let named = match key.as_str() {
+                    "signal_id" => self
+                        .view
+                        .signals
+                        .iter()
+                        .position(|s| s.id.0 == raw)
+                        .map(|i| format!("signal {i}")),
+                    "batch_id" => self.batch(raw),
+                    "parent_run_id" | "cancelled_with" => self.run(raw),
+                    _ => continue,
+                };
+                *value = serde_json::Value::String(
+                    named.unwrap_or_else(|| format!("unknown {key} {raw}")),
+                );
+            }
+        }
+        Some(details)
+    }
+
+    /// An event's reason; a cascaded cancel names the cancelled run in it.
+    fn reason(&self, reason: Option<&str>) -> Option<String> {
+        let text = reason?;
+        let named = text
+            .strip_prefix("parent run ")
+            .and_then(|rest| rest.strip_suffix(" was cancelled"))
+            .and_then(|raw| raw.parse().ok())
+            .map(|raw| {
+                let run = self
+                    .run(raw)
+                    .unwrap_or_else(|| format!("unknown run {raw}"));
+                format!("parent run {run} was cancelled")
+            });
+        Some(named.unwrap_or_else(|| text.to_owned()))
+    }
+}
+
+fn step_line(
+    s: &pgbus_runtime::StepView,
+    offset: impl Fn(chrono::DateTime<chrono::Utc>) -> i64,
+) -> StepLine {
+    StepLine {
+        name: s.step_name.clone(),
+        attempt: s.attempt,
+        status: s.status,
+        outcome: s.outcome,
+        queue: s.queue.clone(),
+        priority: s.priority,
+        times_ms: (
+            offset(s.scheduled_at),
+            s.started_at.map(&offset),
+            s.finished_at.map(&offset),
+            s.stall_at.map(&offset),
+        ),
+        output: s.output.clone(),
+        error: (
+            s.error_class.clone(),
+            s.error_message.clone(),
+            s.error_causes.clone(),
+        ),
+        waiting_for: s.waiting_for.clone(),
+        waiting_since_ms: s.waiting_since.map(&offset),
+    }
+}
+
+fn project_in(
+    view: &RunView,
+    label: &str,
+    ids: &Ids,
+    origin: chrono::DateTime<chrono::Utc>,
+) -> Projection {
+    let offset = |t: chrono::DateTime<chrono::Utc>| (t - origin).num_milliseconds();
+    let names = Names { view, label, ids };
     Projection {
+        label: label.to_owned(),
+        workflow: view.run.workflow.clone(),
         status: view.run.status,
         current_step: view.run.current_step.clone(),
         error: (view.error_class.clone(), view.error_message.clone()),
         digest: view.definition_digest.clone(),
-        steps: view
-            .steps
-            .iter()
-            .map(|s| StepLine {
-                name: s.step_name.clone(),
-                attempt: s.attempt,
-                status: s.status,
-                outcome: s.outcome,
-                queue: s.queue.clone(),
-                priority: s.priority,
-                times_ms: (
-                    offset(s.scheduled_at),
-                    s.started_at.map(offset),
-                    s.finished_at.map(offset),
-                ),
-                output: s.output.clone(),
-                error: (
-                    s.error_class.clone(),
-                    s.error_message.clone(),
-                    s.error_causes.clone(),
-                ),
-            })
-            .collect(),
+        input: view.input.clone(),
+        times_ms: (
+            offset(view.run.created_at),
+            offset(view.run.updated_at),
+            view.paused_at.map(offset),
+            view.cancelled_at.map(offset),
+            view.run.finished_at.map(offset),
+        ),
+        parent_batch: view
+            .parent_batch_id
+            .map(|raw| names.batch(raw).unwrap_or_else(|| "a batch".to_owned())),
+        steps: view.steps.iter().map(|s| step_line(s, offset)).collect(),
         events: view
             .events
             .iter()
@@ -387,15 +617,73 @@ fn project(view: &RunView) -> Projection {
                     e.event.clone(),
                     e.step_name.clone(),
                     e.attempt,
-                    e.reason.clone(),
-                    e.details.clone(),
+                    names.reason(e.reason.as_deref()),
+                    names.details(e.details.as_ref()),
                 )
+            })
+            .collect(),
+        signals: view
+            .signals
+            .iter()
+            .map(|g| SignalLine {
+                name: g.name.clone(),
+                payload: g.payload.clone(),
+                created_ms: offset(g.created_at),
+                consumed_by: g.consumed_by.map(|id| names.step(id).unwrap_or(usize::MAX)),
+                consumed_ms: g.consumed_at.map(offset),
+            })
+            .collect(),
+        batches: view
+            .batches
+            .iter()
+            .enumerate()
+            .map(|(k, b)| BatchLine {
+                parent_step: names.step(b.parent_step_id),
+                total: b.total,
+                finished: b.finished,
+                cancelled: b.cancelled,
+                status: b.status.clone(),
+                created_ms: offset(b.created_at),
+                resolved_ms: b.resolved_at.map(offset),
+                children: ids
+                    .children_of_batch(b.id)
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(j, child)| {
+                        let child_label = format!("{label}/b{k}/c{j}");
+                        ids.views
+                            .get(child)
+                            .map(|child| project_in(child, &child_label, ids, origin))
+                    })
+                    .collect(),
             })
             .collect(),
     }
 }
 
-/// Runs `scenario` on both stores and compares every run it returns.
+/// Projects `roots` (and their children) of one store.
+async fn project_all(driver: &Driver, roots: &[RunId]) -> (Vec<Projection>, usize) {
+    let mut ids = Ids {
+        views: driver.all_views().await,
+        ..Ids::default()
+    };
+    let total = ids.views.len();
+    for (i, root) in roots.iter().enumerate() {
+        ids.label(root.0, &format!("r{i}"));
+    }
+    let projections = roots
+        .iter()
+        .map(|root| {
+            let view = ids.views.get(&root.0).expect("a returned run exists");
+            let label = ids.runs.get(&root.0).expect("labelled");
+            project_in(view, label, &ids, view.run.created_at)
+        })
+        .collect();
+    (projections, total)
+}
+
+/// Runs `scenario` on both stores and compares every run it returns, with its
+/// fan_out children, and how many runs each store holds.
 async fn both<F, Fut>(
     register_memory: impl Fn(TestEnv) -> TestEnv,
     register_pg: impl FnOnce(pgbus_runtime::WorkerBuilder) -> pgbus_runtime::WorkerBuilder,
@@ -409,17 +697,23 @@ where
         scenario(Driver::Memory(Arc::new(register_memory(TestEnv::new())))).await;
     let (postgres, pg_runs) = scenario(Driver::postgres(register_pg).await).await;
     assert_eq!(memory_runs.len(), pg_runs.len());
-    let mut projections = Vec::new();
-    for (m, p) in memory_runs.iter().zip(&pg_runs) {
-        let left = project(&memory.view(*m).await);
-        let right = project(&postgres.view(*p).await);
+    let (left, left_total) = project_all(&memory, &memory_runs).await;
+    let (right, right_total) = project_all(&postgres, &pg_runs).await;
+    for (left, right) in left.iter().zip(&right) {
         assert_eq!(
             left, right,
             "memory (left) and Postgres (right) disagree on a run"
         );
-        projections.push(left);
     }
-    projections
+    assert_eq!(
+        left_total, right_total,
+        "memory (left) and Postgres (right) hold different numbers of runs"
+    );
+    // `DIFF_DUMP=1 cargo test ... -- --nocapture` shows what was compared.
+    if std::env::var_os("DIFF_DUMP").is_some() {
+        eprintln!("{left:#?}\n=== postgres\n{right:#?}");
+    }
+    left
 }
 
 /// Start, then alternate running and moving time until nothing is left.
@@ -1004,4 +1298,1024 @@ async fn signals_are_stored_or_refused_the_same_way() {
         },
     )
     .await;
+}
+
+// ---- wait_for: signals, predicates, timeouts --------------------------------------
+
+/// Holds the `matches` predicate open once, after it is armed, so that a test can
+/// send a signal between a claim and its park.
+#[derive(Default)]
+struct Hold {
+    armed: std::sync::atomic::AtomicBool,
+    entered: tokio::sync::Notify,
+    released: std::sync::Mutex<bool>,
+    release: std::sync::Condvar,
+}
+
+impl Hold {
+    fn arm(&self) {
+        *self.released.lock().unwrap() = false;
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// In the predicate: blocks until released, if armed.
+    fn stop_here(&self) {
+        if self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.entered.notify_one();
+            let mut released = self.released.lock().unwrap();
+            while !*released {
+                released = self.release.wait(released).unwrap();
+            }
+        }
+    }
+
+    fn release(&self) {
+        *self.released.lock().unwrap() = true;
+        self.release.notify_all();
+    }
+}
+
+/// `prepare`, then `approve` waits for an `approval` its predicate accepts (not
+/// `{"ok": false}`); a `{"flaky": true}` approval fails the first attempt, which is
+/// reattempted 30 s later and sees the same signal.
+struct Approvals {
+    hold: Arc<Hold>,
+}
+
+#[workflow(name = "diff.approvals", input = u8, queue = "diff")]
+impl Approvals {
+    fn accepts(&self, _cx: &StepCx<u8>, signal: &Signal) -> bool {
+        self.hold.stop_here();
+        signal.payload["ok"] != false
+    }
+
+    #[step]
+    async fn prepare(&self, cx: &mut StepCx<u8>) -> StepResult {
+        cx.output(&"prepared")?;
+        Ok(Flow::Complete)
+    }
+
+    #[step(
+        wait_for(name = "approval", matches = accepts),
+        on_exception(matching(Flaky), action = "reattempt", wait = "30s", max_reattempts = 2)
+    )]
+    async fn approve(&self, cx: &mut StepCx<u8>) -> StepResult {
+        let payload = cx.signal().map(|s| s.payload.clone());
+        cx.output(&serde_json::json!({ "payload": payload, "attempt": cx.attempt() }))?;
+        if payload.as_ref().is_some_and(|p| p["flaky"] == true) && cx.attempt() == 1 {
+            return Err(StepError::from(Flaky(cx.attempt())));
+        }
+        Ok(Flow::Complete)
+    }
+
+    #[step(wait = "1m")]
+    async fn after(&self, _cx: &mut StepCx<u8>) {}
+}
+
+fn approvals() -> Approvals {
+    Approvals {
+        hold: Arc::new(Hold::default()),
+    }
+}
+
+/// A `wait_for = "go"` step with a 10-minute `wait_timeout` and the given
+/// `on_timeout`, then `after`.
+macro_rules! timeout_workflow {
+    ($ty:ident, $name:literal, $on_timeout:literal) => {
+        struct $ty;
+
+        #[workflow(name = $name, input = u8, queue = "diff")]
+        impl $ty {
+            #[step(wait_for = "go", wait_timeout = "10m", on_timeout = $on_timeout)]
+            async fn wait(&self, cx: &mut StepCx<u8>) -> StepResult {
+                let payload = cx.signal().map(|s| s.payload.clone());
+                cx.output(&payload)?;
+                Ok(Flow::Complete)
+            }
+
+            #[step]
+            async fn after(&self, _cx: &mut StepCx<u8>) {}
+        }
+    };
+}
+
+timeout_workflow!(TimeoutPause, "diff.timeout.pause", "pause");
+timeout_workflow!(TimeoutCancel, "diff.timeout.cancel", "cancel");
+timeout_workflow!(TimeoutSkip, "diff.timeout.skip", "skip");
+timeout_workflow!(TimeoutRun, "diff.timeout.run", "run");
+
+fn event_names(projection: &Projection) -> Vec<&str> {
+    projection.events.iter().map(|e| e.0.as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_before_and_after_the_wait_and_the_predicate_agree() {
+    let projections = both(
+        |env| env.register(approvals()),
+        |worker| worker.register(approvals()),
+        |driver| async move {
+            // Sent while `prepare` is still scheduled: `approve` takes it without parking.
+            let early = driver.start::<Approvals>(&1).await;
+            driver
+                .signal(early, "approval", &serde_json::json!({"n": 1}))
+                .await
+                .expect("sent");
+            // Parked first, then woken by the signal.
+            let woken = driver.start::<Approvals>(&2).await;
+            // The predicate turns two down (they stay unconsumed), then accepts one.
+            let picky = driver.start::<Approvals>(&3).await;
+            driver.run_until_idle().await;
+            driver
+                .signal(woken, "approval", &serde_json::json!({"n": 2}))
+                .await
+                .expect("sent");
+            driver
+                .signal(picky, "other.name", &serde_json::json!({"ok": true}))
+                .await
+                .expect("sent");
+            driver.run_until_idle().await;
+            for n in [1, 2] {
+                driver
+                    .signal(picky, "approval", &serde_json::json!({"ok": false, "n": n}))
+                    .await
+                    .expect("sent");
+                driver.run_until_idle().await;
+            }
+            driver.advance(Duration::from_secs(5));
+            driver
+                .signal(picky, "approval", &serde_json::json!({"ok": true}))
+                .await
+                .expect("sent");
+            drive(&driver).await;
+            (driver, vec![early, woken, picky])
+        },
+    )
+    .await;
+
+    let [early, woken, picky] = &projections[..] else {
+        unreachable!()
+    };
+    for run in [early, woken, picky] {
+        assert_eq!(run.status, RunStatus::Finished, "{}", run.label);
+    }
+    assert!(!event_names(early).contains(&"step_waiting"));
+    assert_eq!(early.steps[1].waiting_since_ms, None, "never parked");
+    assert_eq!(early.signals[0].consumed_by, Some(1));
+    let waiting = woken
+        .events
+        .iter()
+        .find(|e| e.0 == "step_waiting")
+        .expect("parked");
+    assert_eq!(waiting.3.as_deref(), Some("signal `approval`"));
+    assert_eq!(woken.steps[1].waiting_for.as_deref(), Some("approval"));
+    assert_eq!(woken.steps[1].waiting_since_ms, Some(0));
+    assert_eq!(
+        woken
+            .events
+            .iter()
+            .find(|e| e.0 == "signal_consumed")
+            .and_then(|e| e.4.clone()),
+        Some(serde_json::json!({"signal_id": "signal 0"}))
+    );
+    // Three parks of the same attempt: the turned-down signals wake it, in vain.
+    assert_eq!(
+        event_names(picky)
+            .iter()
+            .filter(|e| **e == "step_waiting")
+            .count(),
+        3
+    );
+    assert_eq!(picky.steps.len(), 3, "one attempt of each step");
+    let consumed: Vec<Option<usize>> = picky.signals.iter().map(|g| g.consumed_by).collect();
+    assert_eq!(consumed, [None, None, None, Some(1)]);
+    assert_eq!(picky.signals[3].consumed_ms, Some(5_000));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_between_claim_and_park_wakes_the_row_the_same_way() {
+    let hold = Arc::new(Hold::default());
+    let projections = both(
+        |env| {
+            env.register(Approvals {
+                hold: Arc::clone(&hold),
+            })
+        },
+        |worker| {
+            worker.register(Approvals {
+                hold: Arc::clone(&hold),
+            })
+        },
+        |driver| {
+            let hold = Arc::clone(&hold);
+            async move {
+                let run = driver.start::<Approvals>(&1).await;
+                driver.run_until_idle().await; // parks
+                driver
+                    .signal(run, "approval", &serde_json::json!({"ok": false}))
+                    .await
+                    .expect("sent");
+                hold.arm();
+                let running = driver.spawn_next();
+                hold.entered.notified().await;
+                // The gate holds the first signal in its predicate: the row is in
+                // progress, so this one finds nothing waiting to wake.
+                driver
+                    .signal(run, "approval", &serde_json::json!({"ok": true}))
+                    .await
+                    .expect("sent");
+                hold.release();
+                running.await.expect("join");
+                let view = driver.view(run).await;
+                assert_eq!(
+                    view.steps[1].status,
+                    StepStatus::Scheduled,
+                    "parked and woken at once"
+                );
+                drive(&driver).await;
+                (driver, vec![run])
+            }
+        },
+    )
+    .await;
+    let run = &projections[0];
+    assert_eq!(run.status, RunStatus::Finished);
+    assert_eq!(run.signals[1].consumed_by, Some(1));
+    assert_eq!(run.signals[0].consumed_by, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reattempt_sees_the_signal_its_first_attempt_took() {
+    let projections = both(
+        |env| env.register(approvals()),
+        |worker| worker.register(approvals()),
+        |driver| async move {
+            let run = driver.start::<Approvals>(&1).await;
+            driver.run_until_idle().await;
+            driver
+                .signal(run, "approval", &serde_json::json!({"flaky": true}))
+                .await
+                .expect("sent");
+            driver.run_until_idle().await; // attempt 1 takes it and fails
+            driver
+                .signal(run, "approval", &serde_json::json!({"n": 2}))
+                .await
+                .expect("sent");
+            driver.advance(Duration::from_secs(30));
+            drive(&driver).await;
+            (driver, vec![run])
+        },
+    )
+    .await;
+    let run = &projections[0];
+    assert_eq!(run.status, RunStatus::Finished);
+    let approve: Vec<&StepLine> = run.steps.iter().filter(|s| s.name == "approve").collect();
+    assert_eq!(approve.len(), 2);
+    assert_eq!(
+        approve[1].output,
+        Some(serde_json::json!({"payload": {"flaky": true}, "attempt": 2}))
+    );
+    assert_eq!(
+        approve[1].waiting_since_ms, approve[0].waiting_since_ms,
+        "a reattempt keeps the first park's time"
+    );
+    assert_eq!(run.signals[0].consumed_by, Some(1), "by the first attempt");
+    assert_eq!(run.signals[1].consumed_by, None, "left for a later wait");
+    assert_eq!(
+        event_names(run)
+            .iter()
+            .filter(|e| **e == "signal_consumed")
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_on_timeout_applies_the_same_way() {
+    let projections = both(
+        |env| {
+            env.register(TimeoutPause)
+                .register(TimeoutCancel)
+                .register(TimeoutSkip)
+                .register(TimeoutRun)
+        },
+        |worker| {
+            worker
+                .register(TimeoutPause)
+                .register(TimeoutCancel)
+                .register(TimeoutSkip)
+                .register(TimeoutRun)
+        },
+        |driver| async move {
+            let pause = driver.start::<TimeoutPause>(&1).await;
+            let cancel = driver.start::<TimeoutCancel>(&1).await;
+            let skip = driver.start::<TimeoutSkip>(&1).await;
+            let run = driver.start::<TimeoutRun>(&1).await;
+            // Past its deadline but not yet claimed: the signal still wins.
+            let late_signal = driver.start::<TimeoutRun>(&2).await;
+            driver.run_until_idle().await;
+            driver.advance(Duration::from_secs(599));
+            driver.run_until_idle().await;
+            for id in [pause, cancel, skip, run] {
+                assert_eq!(
+                    driver.view(id).await.steps[0].status,
+                    StepStatus::Waiting,
+                    "9m59s is not 10m"
+                );
+            }
+            driver.advance(Duration::from_secs(1));
+            driver
+                .signal(late_signal, "go", &serde_json::json!("just in time"))
+                .await
+                .expect("sent");
+            driver.run_until_idle().await;
+            let refused = driver.signal(cancel, "go", &1).await;
+            assert!(
+                refused
+                    .as_ref()
+                    .is_err_and(|e| e.contains("has ended (cancelled)")),
+                "{refused:?}"
+            );
+            // The paused one: resuming waits afresh; a signal then ends the wait.
+            driver.advance(Duration::from_mins(1));
+            assert_eq!(
+                driver.act(pause, Action::Resume, "wait again").await,
+                Ok(RunStatus::Ready)
+            );
+            driver.run_until_idle().await;
+            driver
+                .signal(pause, "go", &serde_json::json!("at last"))
+                .await
+                .expect("sent");
+            drive(&driver).await;
+            (driver, vec![pause, cancel, skip, run, late_signal])
+        },
+    )
+    .await;
+
+    let [pause, cancel, skip, run, late_signal] = &projections[..] else {
+        unreachable!()
+    };
+    let timed_out = |p: &Projection| {
+        p.steps[0]
+            .error
+            .0
+            .as_deref()
+            .is_some_and(|class| class.ends_with("WaitTimedOut"))
+    };
+    assert_eq!(pause.status, RunStatus::Finished);
+    assert!(timed_out(pause));
+    assert_eq!(pause.steps[0].outcome, Some(StepOutcome::Paused));
+    assert_eq!(
+        pause.steps[1].waiting_since_ms,
+        Some(660_000),
+        "resumed: a fresh wait"
+    );
+    assert_eq!(pause.steps[1].output, Some(serde_json::json!("at last")));
+    assert_eq!(cancel.status, RunStatus::Cancelled);
+    assert!(timed_out(cancel));
+    assert_eq!(skip.status, RunStatus::Finished);
+    assert!(timed_out(skip));
+    assert_eq!(skip.steps[0].outcome, Some(StepOutcome::Skipped));
+    assert_eq!(run.status, RunStatus::Finished);
+    assert!(!timed_out(run), "`run`: the body's own result");
+    assert_eq!(run.steps[0].output, Some(serde_json::Value::Null));
+    assert!(event_names(run).contains(&"wait_timed_out"));
+    assert_eq!(late_signal.status, RunStatus::Finished);
+    assert!(!event_names(late_signal).contains(&"wait_timed_out"));
+    assert_eq!(
+        late_signal.steps[0].output,
+        Some(serde_json::json!("just in time"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_and_skip_around_a_waiting_step_agree() {
+    let projections = both(
+        |env| env.register(approvals()).register(TimeoutPause),
+        |worker| worker.register(approvals()).register(TimeoutPause),
+        |driver| async move {
+            let signalled = driver.start::<Approvals>(&1).await;
+            let unsignalled = driver.start::<Approvals>(&2).await;
+            let skipped = driver.start::<Approvals>(&3).await;
+            let early = driver.start::<Approvals>(&4).await;
+            let expired = driver.start::<TimeoutPause>(&5).await;
+            assert_eq!(
+                driver.act(early, Action::Pause, "before it starts").await,
+                Ok(RunStatus::Paused)
+            );
+            driver.run_until_idle().await; // the others park
+            for run in [signalled, unsignalled, skipped, expired] {
+                assert_eq!(
+                    driver.act(run, Action::Pause, "hold on").await,
+                    Ok(RunStatus::Paused)
+                );
+            }
+            // A signal to a paused run: kept, and its waiting row woken, but
+            // nothing runs until the run is resumed.
+            driver
+                .signal(signalled, "approval", &serde_json::json!({"n": 1}))
+                .await
+                .expect("sent");
+            driver
+                .signal(early, "approval", &serde_json::json!({"n": 4}))
+                .await
+                .expect("sent");
+            driver.advance(Duration::from_mins(11));
+            driver.run_until_idle().await;
+            assert_eq!(
+                driver.view(signalled).await.steps[1].status,
+                StepStatus::Scheduled
+            );
+            let refused = driver.act(signalled, Action::Skip, "r").await;
+            assert!(refused.is_ok(), "a woken row can be skipped: {refused:?}");
+            for run in [unsignalled, early, expired] {
+                assert_eq!(
+                    driver.act(run, Action::Resume, "go on").await,
+                    Ok(RunStatus::Ready)
+                );
+            }
+            assert_eq!(
+                driver
+                    .act(skipped, Action::Skip, "no approval needed")
+                    .await,
+                Ok(RunStatus::Ready)
+            );
+            driver.run_until_idle().await;
+            // Still waiting: nothing came.
+            assert_eq!(
+                driver.view(unsignalled).await.steps[1].status,
+                StepStatus::Waiting
+            );
+            driver
+                .signal(unsignalled, "approval", &serde_json::json!({"n": 2}))
+                .await
+                .expect("sent");
+            drive(&driver).await;
+            (
+                driver,
+                vec![signalled, unsignalled, skipped, early, expired],
+            )
+        },
+    )
+    .await;
+    let [signalled, unsignalled, skipped, early, expired] = &projections[..] else {
+        unreachable!()
+    };
+    assert_eq!(signalled.status, RunStatus::Finished);
+    assert_eq!(signalled.steps[1].outcome, Some(StepOutcome::Skipped));
+    assert_eq!(signalled.signals[0].consumed_by, None, "skipped: not taken");
+    assert_eq!(unsignalled.status, RunStatus::Finished);
+    assert_eq!(unsignalled.signals[0].consumed_by, Some(1));
+    assert_eq!(skipped.status, RunStatus::Finished);
+    assert_eq!(skipped.steps[1].status, StepStatus::Skipped);
+    assert_eq!(early.status, RunStatus::Finished);
+    assert!(!event_names(early).contains(&"step_waiting"));
+    assert_eq!(early.signals[0].consumed_by, Some(1));
+    assert_eq!(expired.status, RunStatus::Paused, "timed out once resumed");
+    assert!(event_names(expired).contains(&"wait_timed_out"));
+}
+
+// ---- fan_out: batches of child runs -------------------------------------------------
+
+/// A child the parents start: `kids` for a nested fan_out.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Kid {
+    /// A [`Child`] with its verb.
+    Child(String),
+    /// A [`Middle`] that fans out to children with these verbs.
+    Middle(Vec<String>),
+}
+
+fn child(verb: &str) -> Kid {
+    Kid::Child(verb.to_owned())
+}
+
+/// `act` by its verb (`finish`, `cancel`, `pause`; anything else goes on), then
+/// `hold` waits for a `release` signal.
+struct Child;
+
+#[workflow(name = "diff.child", input = String, queue = "diff")]
+impl Child {
+    #[step]
+    async fn act(&self, cx: &mut StepCx<String>) -> Flow {
+        match cx.input().as_str() {
+            "finish" => Flow::Finish,
+            "cancel" => Flow::cancel("the child gives up"),
+            "pause" => Flow::pause("the child asks an operator"),
+            _ => Flow::Complete,
+        }
+    }
+
+    #[step(wait_for = "release")]
+    async fn hold(&self, _cx: &mut StepCx<String>) {}
+}
+
+/// A child that fans out in turn.
+struct Middle;
+
+#[workflow(name = "diff.middle", input = Vec<String>, queue = "diff")]
+impl Middle {
+    #[fan_out]
+    async fn spread(&self, cx: &mut StepCx<Vec<String>>, fan: &mut FanOut) -> StepResult {
+        for verb in cx.input().clone() {
+            fan.start::<Child>(&verb)?;
+        }
+        Ok(Flow::Complete)
+    }
+}
+
+fn spread_kids(cx: &mut StepCx<Vec<Kid>>, fan: &mut FanOut) -> StepResult {
+    for kid in cx.input().clone() {
+        match kid {
+            Kid::Child(verb) => fan.start::<Child>(&verb)?,
+            Kid::Middle(verbs) => fan.start::<Middle>(&verbs)?,
+        }
+    }
+    cx.output(&serde_json::json!({ "kids": fan.len(), "attempt": cx.attempt() }))?;
+    Ok(Flow::Complete)
+}
+
+/// `spread` fans out to its input's kids (`on_batch_failure` by the type), then
+/// `after`.
+macro_rules! parent_workflow {
+    ($ty:ident, $name:literal $(, $on_failure:literal)?) => {
+        struct $ty;
+
+        #[workflow(name = $name, input = Vec<Kid>, queue = "diff")]
+        impl $ty {
+            #[fan_out($(on_batch_failure = $on_failure)?)]
+            async fn spread(&self, cx: &mut StepCx<Vec<Kid>>, fan: &mut FanOut) -> StepResult {
+                spread_kids(cx, fan)
+            }
+
+            #[step]
+            async fn after(&self, _cx: &mut StepCx<Vec<Kid>>) {}
+        }
+    };
+}
+
+parent_workflow!(FanPause, "diff.fan.pause");
+parent_workflow!(FanCancel, "diff.fan.cancel", "cancel");
+parent_workflow!(FanSkip, "diff.fan.skip", "skip");
+
+fn fan_env(env: TestEnv) -> TestEnv {
+    env.register(Child)
+        .register(Middle)
+        .register(FanPause)
+        .register(FanCancel)
+        .register(FanSkip)
+}
+
+fn fan_worker(worker: pgbus_runtime::WorkerBuilder) -> pgbus_runtime::WorkerBuilder {
+    worker
+        .register(Child)
+        .register(Middle)
+        .register(FanPause)
+        .register(FanCancel)
+        .register(FanSkip)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_children_all_finish_completes_the_same_way() {
+    let projections = both(fan_env, fan_worker, |driver| async move {
+        let parent = driver
+            .start::<FanPause>(&vec![child("finish"), child("hold"), child("finish")])
+            .await;
+        let empty = driver.start::<FanPause>(&vec![]).await;
+        driver.run_until_idle().await;
+        let children = driver.children(parent).await;
+        assert_eq!(children.len(), 3);
+        let report = driver.sweep_report().await;
+        assert_eq!(
+            (
+                report.repaired,
+                report.runs_deleted,
+                report.batches_resolved
+            ),
+            (0, 0, 0),
+            "a batch with a child still waiting is not stuck"
+        );
+        driver.advance(Duration::from_mins(1));
+        driver
+            .signal(children[1], "release", &serde_json::json!(null))
+            .await
+            .expect("sent");
+        drive(&driver).await;
+        let report = driver.sweep_report().await;
+        assert_eq!(
+            (
+                report.repaired,
+                report.runs_deleted,
+                report.batches_resolved
+            ),
+            (0, 0, 0),
+            "nothing stuck"
+        );
+        (driver, vec![parent, empty])
+    })
+    .await;
+    let [parent, empty] = &projections[..] else {
+        unreachable!()
+    };
+    assert_eq!(parent.status, RunStatus::Finished);
+    let batch = &parent.batches[0];
+    assert_eq!(
+        (
+            batch.total,
+            batch.finished,
+            batch.cancelled,
+            batch.status.as_str()
+        ),
+        (3, 3, 0, "succeeded")
+    );
+    assert_eq!(batch.parent_step, Some(0));
+    assert_eq!(batch.resolved_ms, Some(60_000));
+    assert_eq!(parent.steps[0].outcome, Some(StepOutcome::Completed));
+    assert_eq!(
+        parent.steps[0].output,
+        Some(serde_json::json!({"kids": 3, "attempt": 1})),
+        "the body's output, kept from its park"
+    );
+    let resolved = parent
+        .events
+        .iter()
+        .find(|e| e.0 == "batch_resolved")
+        .expect("batch_resolved");
+    assert_eq!(
+        resolved.4,
+        Some(serde_json::json!({
+            "batch_id": "r0/b0", "total": 3, "finished": 3, "cancelled": 0
+        }))
+    );
+    for kid in &batch.children {
+        assert_eq!(kid.status, RunStatus::Finished);
+        assert_eq!(kid.parent_batch.as_deref(), Some("r0/b0"));
+        assert_eq!(
+            kid.events[0].4,
+            Some(serde_json::json!({"parent_run_id": "r0", "batch_id": "r0/b0"}))
+        );
+        assert_eq!(kid.events[0].3.as_deref(), Some("fan_out"));
+    }
+    assert_eq!(empty.status, RunStatus::Finished);
+    assert!(empty.batches.is_empty(), "an empty batch completes at once");
+    assert!(!event_names(empty).contains(&"step_waiting"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_child_applies_each_on_batch_failure_the_same_way() {
+    let projections = both(fan_env, fan_worker, |driver| async move {
+        let kids = vec![child("finish"), child("cancel")];
+        let pause = driver.start::<FanPause>(&kids).await;
+        let cancel = driver.start::<FanCancel>(&kids).await;
+        let skip = driver.start::<FanSkip>(&kids).await;
+        // An operator cancels a waiting child.
+        let by_hand = driver.start::<FanSkip>(&vec![child("hold")]).await;
+        // Paused on FanOutFailed, then skipped by an operator.
+        let passed_over = driver.start::<FanPause>(&kids).await;
+        driver.run_until_idle().await;
+        assert_eq!(
+            driver
+                .act(passed_over, Action::Skip, "bill the rest by hand")
+                .await,
+            Ok(RunStatus::Ready)
+        );
+        let held = driver.children(by_hand).await;
+        assert_eq!(
+            driver.act(held[0], Action::Cancel, "not needed").await,
+            Ok(RunStatus::Cancelled)
+        );
+        drive(&driver).await;
+        (driver, vec![pause, cancel, skip, by_hand, passed_over])
+    })
+    .await;
+    let [pause, cancel, skip, by_hand, passed_over] = &projections[..] else {
+        unreachable!()
+    };
+    let fan_out_failed = |p: &Projection| {
+        p.steps[0]
+            .error
+            .0
+            .as_deref()
+            .is_some_and(|class| class.ends_with("FanOutFailed"))
+    };
+    assert_eq!(pause.status, RunStatus::Paused);
+    assert!(fan_out_failed(pause));
+    assert!(
+        pause
+            .error
+            .1
+            .as_deref()
+            .is_some_and(|m| m.contains("1 of 2 child runs were cancelled")),
+        "{:?}",
+        pause.error
+    );
+    assert_eq!(cancel.status, RunStatus::Cancelled);
+    assert!(fan_out_failed(cancel));
+    assert_eq!(skip.status, RunStatus::Finished);
+    assert_eq!(skip.steps[0].outcome, Some(StepOutcome::Skipped));
+    assert_eq!(by_hand.status, RunStatus::Finished);
+    assert_eq!(by_hand.batches[0].status, "failed");
+    assert_eq!(by_hand.batches[0].children[0].status, RunStatus::Cancelled);
+    assert_eq!(passed_over.status, RunStatus::Finished);
+    assert_eq!(
+        passed_over.error,
+        (None, None),
+        "the skip cleared the error"
+    );
+    assert_eq!(passed_over.steps.len(), 2, "no new batch");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_parent_cascades_to_children_and_grandchildren_the_same_way() {
+    let projections = both(fan_env, fan_worker, |driver| async move {
+        let parent = driver
+            .start::<FanPause>(&vec![
+                Kid::Middle(vec!["hold".to_owned(), "finish".to_owned()]),
+                child("hold"),
+                child("finish"),
+            ])
+            .await;
+        driver.run_until_idle().await;
+        driver.advance(Duration::from_secs(5));
+        assert_eq!(
+            driver.act(parent, Action::Cancel, "stop everything").await,
+            Ok(RunStatus::Cancelled)
+        );
+        drive(&driver).await;
+        assert_eq!(driver.sweep_report().await.batches_resolved, 0);
+        (driver, vec![parent])
+    })
+    .await;
+    let parent = &projections[0];
+    assert_eq!(parent.status, RunStatus::Cancelled);
+    let batch = &parent.batches[0];
+    assert_eq!(
+        (batch.finished, batch.cancelled, batch.status.as_str()),
+        (1, 0, "failed"),
+        "closed by the cancel, not counted"
+    );
+    let statuses: Vec<RunStatus> = batch.children.iter().map(|c| c.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            RunStatus::Cancelled,
+            RunStatus::Cancelled,
+            RunStatus::Finished
+        ]
+    );
+    let middle = &batch.children[0];
+    assert_eq!(middle.batches[0].status, "failed");
+    let grandchildren: Vec<RunStatus> = middle.batches[0]
+        .children
+        .iter()
+        .map(|c| c.status)
+        .collect();
+    assert_eq!(grandchildren, [RunStatus::Cancelled, RunStatus::Finished]);
+    let cascaded = middle.batches[0].children[0].events.last().expect("events");
+    assert_eq!(cascaded.0, "cancelled");
+    assert_eq!(cascaded.3.as_deref(), Some("parent run r0 was cancelled"));
+    assert_eq!(
+        cascaded.4,
+        Some(serde_json::json!({"cancelled_with": "r0"}))
+    );
+    assert_eq!(
+        middle.batches[0].children[0].times_ms.3,
+        Some(5_000),
+        "cancelled_at"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_a_failed_fan_out_starts_a_fresh_batch_the_same_way() {
+    let projections = both(fan_env, fan_worker, |driver| async move {
+        let parent = driver.start::<FanPause>(&vec![child("hold")]).await;
+        driver.run_until_idle().await;
+        let first = driver.children(parent).await;
+        assert_eq!(
+            driver.act(first[0], Action::Cancel, "wrong one").await,
+            Ok(RunStatus::Cancelled)
+        );
+        driver.run_until_idle().await;
+        assert_eq!(driver.view(parent).await.run.status, RunStatus::Paused);
+        driver.advance(Duration::from_secs(30));
+        assert_eq!(
+            driver.act(parent, Action::Resume, "try again").await,
+            Ok(RunStatus::Ready)
+        );
+        driver.run_until_idle().await;
+        let all = driver.children(parent).await;
+        assert_eq!(all.len(), 2);
+        driver
+            .signal(all[1], "release", &serde_json::json!(null))
+            .await
+            .expect("sent");
+        drive(&driver).await;
+        (driver, vec![parent])
+    })
+    .await;
+    let parent = &projections[0];
+    assert_eq!(parent.status, RunStatus::Finished);
+    let batches: Vec<(Option<usize>, &str)> = parent
+        .batches
+        .iter()
+        .map(|b| (b.parent_step, b.status.as_str()))
+        .collect();
+    assert_eq!(batches, [(Some(0), "failed"), (Some(1), "succeeded")]);
+    assert_eq!(parent.steps[1].attempt, 2);
+    assert_eq!(
+        parent.steps[1].output,
+        Some(serde_json::json!({"kids": 1, "attempt": 2}))
+    );
+}
+
+/// Waits for a `go` its predicate accepts, for 10 minutes, then skips.
+struct PickyTimeout;
+
+#[workflow(name = "diff.picky_timeout", input = u8, queue = "diff")]
+impl PickyTimeout {
+    fn accepts(&self, _cx: &StepCx<u8>, signal: &Signal) -> bool {
+        signal.payload["ok"] != false
+    }
+
+    #[step(wait_for(name = "go", matches = accepts), wait_timeout = "10m", on_timeout = "skip")]
+    async fn wait(&self, cx: &mut StepCx<u8>) -> StepResult {
+        cx.output(&cx.signal().map(|s| s.payload.clone()))?;
+        Ok(Flow::Complete)
+    }
+
+    #[step]
+    async fn after(&self, _cx: &mut StepCx<u8>) {}
+}
+
+/// Two steps that wait for the same signal name: each consumes its own.
+struct TwoWaits;
+
+#[workflow(name = "diff.two_waits", input = u8, queue = "diff")]
+impl TwoWaits {
+    #[step(wait_for = "go")]
+    async fn first(&self, cx: &mut StepCx<u8>) -> StepResult {
+        cx.output(&cx.signal().map(|s| s.payload.clone()))?;
+        Ok(Flow::Complete)
+    }
+
+    #[step(wait_for = "go")]
+    async fn second(&self, cx: &mut StepCx<u8>) -> StepResult {
+        cx.output(&cx.signal().map(|s| s.payload.clone()))?;
+        Ok(Flow::Complete)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turned_down_signal_does_not_restart_the_timeout_and_each_wait_takes_its_own() {
+    let projections = both(
+        |env| env.register(PickyTimeout).register(TwoWaits),
+        |worker| worker.register(PickyTimeout).register(TwoWaits),
+        |driver| async move {
+            let picky = driver.start::<PickyTimeout>(&1).await;
+            let both_early = driver.start::<TwoWaits>(&2).await;
+            let one_early = driver.start::<TwoWaits>(&3).await;
+            for n in [1, 2] {
+                driver
+                    .signal(both_early, "go", &serde_json::json!(n))
+                    .await
+                    .expect("sent");
+            }
+            driver
+                .signal(one_early, "go", &serde_json::json!(1))
+                .await
+                .expect("sent");
+            driver.run_until_idle().await;
+            driver.advance(Duration::from_mins(5));
+            driver
+                .signal(picky, "go", &serde_json::json!({"ok": false}))
+                .await
+                .expect("sent");
+            driver.run_until_idle().await; // turned down: parks again, same deadline
+            driver.advance(Duration::from_secs(299));
+            driver.run_until_idle().await;
+            assert_eq!(
+                driver.view(picky).await.steps[0].status,
+                StepStatus::Waiting,
+                "9m59s after the first park"
+            );
+            driver.advance(Duration::from_secs(1));
+            driver.run_until_idle().await;
+            driver
+                .signal(one_early, "go", &serde_json::json!(2))
+                .await
+                .expect("sent");
+            drive(&driver).await;
+            (driver, vec![picky, both_early, one_early])
+        },
+    )
+    .await;
+    let [picky, both_early, one_early] = &projections[..] else {
+        unreachable!()
+    };
+    assert_eq!(picky.status, RunStatus::Finished);
+    assert_eq!(picky.steps[0].outcome, Some(StepOutcome::Skipped));
+    assert_eq!(picky.steps[0].waiting_since_ms, Some(0));
+    assert_eq!(picky.steps[0].times_ms.2, Some(600_000), "timed out at 10m");
+    assert_eq!(picky.signals[0].consumed_by, None);
+    for run in [both_early, one_early] {
+        assert_eq!(run.status, RunStatus::Finished);
+        let outputs: Vec<Option<serde_json::Value>> =
+            run.steps.iter().map(|s| s.output.clone()).collect();
+        assert_eq!(
+            outputs,
+            [Some(serde_json::json!(1)), Some(serde_json::json!(2))]
+        );
+        let consumers: Vec<Option<usize>> = run.signals.iter().map(|g| g.consumed_by).collect();
+        assert_eq!(consumers, [Some(0), Some(1)]);
+    }
+    assert!(!event_names(both_early).contains(&"step_waiting"));
+    assert!(event_names(one_early).contains(&"step_waiting"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_on_parents_and_middle_children_agree() {
+    let projections = both(fan_env, fan_worker, |driver| async move {
+        // A middle child cancelled by hand: its children go with it, and it
+        // counts as cancelled in its parent's batch (skip: the parent goes on).
+        let skipper = driver
+            .start::<FanSkip>(&vec![Kid::Middle(vec!["hold".to_owned()]), child("finish")])
+            .await;
+        // A parent paused while its batch resolves: woken, but it waits for resume.
+        let paused = driver.start::<FanPause>(&vec![child("hold")]).await;
+        // A parent whose waiting fan_out step an operator skips: the batch
+        // stays open, resolves later, and wakes nothing.
+        let skipped = driver.start::<FanPause>(&vec![child("hold")]).await;
+        // A child that pauses: the batch waits for it; cancelling it fails the batch.
+        let pausing = driver.start::<FanPause>(&vec![child("pause")]).await;
+        driver.run_until_idle().await;
+
+        let middle = driver.children(skipper).await[0];
+        assert_eq!(
+            driver.act(middle, Action::Cancel, "not this branch").await,
+            Ok(RunStatus::Cancelled)
+        );
+        assert_eq!(
+            driver.act(paused, Action::Pause, "hold on").await,
+            Ok(RunStatus::Paused)
+        );
+        let held = driver.children(paused).await[0];
+        driver
+            .signal(held, "release", &serde_json::json!(null))
+            .await
+            .expect("sent");
+        assert_eq!(
+            driver.act(skipped, Action::Pause, "r").await,
+            Ok(RunStatus::Paused)
+        );
+        assert_eq!(
+            driver.act(skipped, Action::Skip, "do not wait").await,
+            Ok(RunStatus::Ready)
+        );
+        driver.run_until_idle().await;
+        assert_eq!(
+            driver.view(paused).await.steps[0].status,
+            StepStatus::Scheduled,
+            "woken while paused"
+        );
+        driver.advance(Duration::from_secs(10));
+        assert_eq!(
+            driver.act(paused, Action::Resume, "go on").await,
+            Ok(RunStatus::Ready)
+        );
+        let late = driver.children(skipped).await[0];
+        driver
+            .signal(late, "release", &serde_json::json!(null))
+            .await
+            .expect("sent");
+        let paused_child = driver.children(pausing).await[0];
+        assert_eq!(
+            driver.act(paused_child, Action::Cancel, "give up").await,
+            Ok(RunStatus::Cancelled)
+        );
+        drive(&driver).await;
+        assert_eq!(driver.sweep_report().await.batches_resolved, 0);
+        (driver, vec![skipper, paused, skipped, pausing])
+    })
+    .await;
+    let [skipper, paused, skipped, pausing] = &projections[..] else {
+        unreachable!()
+    };
+    assert_eq!(skipper.status, RunStatus::Finished);
+    let batch = &skipper.batches[0];
+    assert_eq!((batch.finished, batch.cancelled), (1, 1));
+    let middle = &batch.children[0];
+    assert_eq!(middle.batches[0].status, "failed");
+    assert_eq!(middle.batches[0].children[0].status, RunStatus::Cancelled);
+    assert_eq!(paused.status, RunStatus::Finished);
+    assert_eq!(
+        paused.steps[0].times_ms.2,
+        Some(10_000),
+        "completed on resume"
+    );
+    assert_eq!(skipped.status, RunStatus::Finished);
+    assert_eq!(skipped.steps[0].outcome, Some(StepOutcome::Skipped));
+    assert_eq!(skipped.batches[0].status, "succeeded");
+    assert!(!event_names(skipped).contains(&"batch_resolved"));
+    assert_eq!(pausing.status, RunStatus::Paused);
+    assert_eq!(pausing.batches[0].status, "failed");
 }

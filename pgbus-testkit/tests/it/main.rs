@@ -6,4 +6,6 @@
 
 mod differential;
 mod env;
+mod gates;
 mod harness;
+mod stress;
