@@ -807,15 +807,19 @@ impl Wide {
     }
 }
 
-/// Three workers on connections of their own, until `stopped` says stop.
+/// Three workers, until `stopped` says stop. They share one pool apart from
+/// the test's (each has its own upkeep connections): three pools of sixteen
+/// would take most of the server's `max_connections` from the tests running
+/// beside this one.
 async fn three_workers(
     t: &TestDb,
     stopped: &tokio::sync::watch::Receiver<bool>,
     build: impl Fn(pgbus_runtime::WorkerBuilder) -> Worker,
 ) -> tokio::task::JoinSet<()> {
     let mut workers = tokio::task::JoinSet::new();
+    let shared = t.second_connection().await;
     for _ in 0..3 {
-        let db = t.second_connection().await;
+        let db = shared.clone();
         let worker = build(
             db.worker()
                 .concurrency(32)

@@ -238,9 +238,9 @@ pub(crate) fn step<'a>(view: &'a RunView, step: &str, attempt: i32) -> &'a pgbus
         .unwrap_or_else(|| panic!("no row {step}#{attempt} in {:?}", steps(view)))
 }
 
-/// Taken by the tests that run several workers, each with a pool of its own
-/// (about twenty connections a worker), so two of them never run at once and
-/// exhaust the server's `max_connections` together.
+/// Taken by the tests that run several busy workers (about forty connections
+/// at their peak), so two of them never run at once and exhaust the server's
+/// `max_connections` together.
 pub(crate) static MANY_CONNECTIONS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The database's deadlock count, from a connection of its own: the backends
