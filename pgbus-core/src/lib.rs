@@ -5,6 +5,8 @@
 //!
 //! - [`duration`]: the duration grammar of `wait = "1h30m"` and friends;
 //! - [`digest`]: the definition digest stored on every run;
+//! - [`names`]: the signal name rules of `wait_for` and `Client::signal`, and the
+//!   invisible characters no name may hold;
 //! - [`vocab`]: the words the DSL accepts (actions, report modes, option names)
 //!   and the did-you-mean used in diagnostics.
 //!
@@ -13,11 +15,13 @@
 pub mod defaults;
 pub mod digest;
 pub mod duration;
+pub mod names;
 pub mod vocab;
 
 pub use digest::{DIGEST_HEX_LEN, definition_digest, entries_json, sha256_hex};
 pub use duration::format_duration_ms;
 pub use duration::{DurationError, MAX_DURATION_MS, parse_duration_ms};
+pub use names::{MAX_SIGNAL_NAME_CHARS, check_signal_name, is_invisible};
 pub use vocab::{
     EntryKind, ExceptionAction, FailureAction, OnTimeout, Report, UnknownWord, backticked,
     did_you_mean,

@@ -54,7 +54,11 @@ pub fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
 /// - `queue`, `priority`: override the workflow's.
 /// - `wait_for = "signal.name"` or `wait_for(name = "...", matches = path)`: wait
 ///   for a signal before the body runs; `matches` is
-///   `fn(&self, &StepCx<I>, &Signal) -> bool` (or `Result<bool, E>`).
+///   `fn(&self, &StepCx<I>, &Signal) -> bool` (or `Result<bool, E>`). The name
+///   follows the rule `Client::signal` applies
+///   (`pgbus_core::check_signal_name`): 1 to 255 characters, no control or
+///   invisible formatting characters (zero-width spaces and joiners, direction
+///   marks, the byte-order mark, soft hyphens), no whitespace at either end.
 /// - `wait_timeout = "1h"`: `> 0`, needs `wait_for`.
 /// - `on_timeout = "pause" | "cancel" | "skip" | "run"`: needs `wait_for` and
 ///   `wait_timeout`; default `pause`; a trailing `!` is accepted except on `run`.

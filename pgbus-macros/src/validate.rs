@@ -154,7 +154,7 @@ fn step_options(args: &RawStepArgs, kind: EntryKind, errors: &mut Accumulator) -
     }
 
     let wait_for = args.wait_for.as_ref().and_then(|wait_for| {
-        let signal = non_empty(&wait_for.name, "signal name", "\"payment.settled\"", errors)?;
+        let signal = signal_name(&wait_for.name, errors)?;
         Some(WaitForDef {
             signal,
             matches: wait_for.matches.as_ref().map(|m| m.0.clone()),
@@ -451,6 +451,45 @@ fn non_empty(text: &Text, what: &str, example: &str, errors: &mut Accumulator) -
         return None;
     }
     Some(value.clone())
+}
+
+/// A `wait_for` name, checked by the rule `Client::signal` applies
+/// ([`pgbus_core::check_signal_name`]): a name no signal can carry would leave the
+/// step waiting until it times out.
+fn signal_name(text: &Text, errors: &mut Accumulator) -> Option<String> {
+    let value = &text.value;
+    let Err(reason) = pgbus_core::check_signal_name(value) else {
+        return Some(value.clone());
+    };
+    let count = value.chars().count();
+    let message = if count > pgbus_core::MAX_SIGNAL_NAME_CHARS {
+        format!(
+            "{reason}, and this one has {count}: `Client::signal` rejects such a name, \
+             so the step could only time out"
+        )
+    } else if let Some((at, c)) = unseen_char(value) {
+        format!(
+            "{reason}; found U+{:04X} at character {}",
+            u32::from(c),
+            at + 1
+        )
+    } else {
+        format!("{reason}; write e.g. `\"payment.settled\"`")
+    };
+    errors.push(Error::custom(message).with_span(&text.span));
+    None
+}
+
+/// The first character, counted from zero, that the signal name rule rejects for
+/// what it is and that a diagnostic cannot show: a control character first, as
+/// the rule checks those first, else an invisible one. `None` for a blank name,
+/// whose reason says enough.
+fn unseen_char(value: &str) -> Option<(usize, char)> {
+    if value.trim().is_empty() {
+        return None;
+    }
+    let find = |rejected: fn(char) -> bool| value.chars().enumerate().find(|&(_, c)| rejected(c));
+    find(char::is_control).or_else(|| find(pgbus_core::is_invisible))
 }
 
 fn queue(text: &Text, errors: &mut Accumulator) -> Option<String> {

@@ -310,10 +310,7 @@ fn json(row: &tokio_postgres::Row, column: &str) -> Result<Option<Value>, Error>
 /// # Errors
 /// [`Error::InvalidActor`].
 pub fn check_actor(actor: &str) -> Result<(), Error> {
-    let invisible = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{00ad}')
-    };
+    let invisible = |c: char| c.is_control() || pgbus_core::is_invisible(c);
     if actor.is_empty()
         || actor.trim() != actor
         || actor.chars().count() > crate::error::MAX_IDEMPOTENCY_KEY_CHARS

@@ -178,7 +178,7 @@ fn wait_options_need_their_prerequisites() {
     );
     assert_eq!(
         errors(quote!(), step(&quote!(#[step(wait_for = " ")]))),
-        ["signal name cannot be empty; write e.g. `\"payment.settled\"`"]
+        ["a signal name cannot be empty or only whitespace; write e.g. `\"payment.settled\"`"]
     );
     let run_bang = errors(
         quote!(),
@@ -190,6 +190,55 @@ fn wait_options_need_their_prerequisites() {
             "unknown value `run!`, expected `pause`, `cancel`, `skip` or `run`; \
           the `!` spelling is accepted on `pause!`, `cancel!` and `skip!` only; did you mean `run`?"
         ]
+    );
+}
+
+#[test]
+fn wait_for_names_follow_the_signal_rule() {
+    let long = "x".repeat(pgbus_core::MAX_SIGNAL_NAME_CHARS + 17);
+    let longest = "é".repeat(pgbus_core::MAX_SIGNAL_NAME_CHARS);
+    let too_long = [
+        "a signal name is at most 255 characters, and this one has 272: \
+         `Client::signal` rejects such a name, so the step could only time out",
+    ];
+    assert_eq!(
+        errors(quote!(), step(&quote!(#[step(wait_for = #long)]))),
+        too_long
+    );
+    assert_eq!(
+        errors(quote!(), step(&quote!(#[step(wait_for(name = #long))]))),
+        too_long
+    );
+    assert_eq!(
+        errors(quote!(), step(&quote!(#[step(wait_for = #longest)]))),
+        Vec::<String>::new()
+    );
+    let invisible = "a signal name cannot hold invisible formatting characters \
+         (zero-width spaces and joiners, direction marks, the byte-order mark, soft hyphens)";
+    assert_eq!(
+        errors(
+            quote!(),
+            step(&quote!(#[step(wait_for = "pay\u{200b}ment")]))
+        ),
+        [format!("{invisible}; found U+200B at character 4")]
+    );
+    assert_eq!(
+        errors(
+            quote!(),
+            step(&quote!(#[step(wait_for(name = "\u{feff}paid", matches = m))]))
+        ),
+        [format!("{invisible}; found U+FEFF at character 1")]
+    );
+    assert_eq!(
+        errors(quote!(), step(&quote!(#[step(wait_for = "a\u{200b}\tb")]))),
+        [
+            "a signal name cannot hold control characters (tabs, newlines, NUL); \
+             found U+0009 at character 3"
+        ]
+    );
+    assert_eq!(
+        errors(quote!(), step(&quote!(#[step(wait_for = "paid ")]))),
+        ["a signal name cannot start or end with whitespace; write e.g. `\"payment.settled\"`"]
     );
 }
 
