@@ -37,24 +37,38 @@ impl fmt::Display for SignalId {
 }
 
 /// The longest signal name accepted, in characters.
-pub const MAX_SIGNAL_NAME_CHARS: usize = 255;
+pub use pgbus_core::MAX_SIGNAL_NAME_CHARS;
+
+/// The largest signal payload accepted: 256 KiB of JSON. A signal carries a
+/// fact or a reference, not bulk data (Temporal warns at the same size); the
+/// gate's claim brings up to a page of pending payloads at once.
+pub const MAX_SIGNAL_PAYLOAD_BYTES: usize = 256 * 1024;
+
+/// The deepest signal payload accepted: 100 levels of arrays and objects. The
+/// driver reads JSON back only to 128 levels (`serde_json`'s limit), and the
+/// claim wraps each payload in two more.
+pub const MAX_SIGNAL_PAYLOAD_DEPTH: usize = 100;
 
 /// The rules every store applies to a signal before storing it: a name of 1 to
-/// 255 characters without control characters or whitespace at either end (as a
-/// step's `wait_for` name), and a payload without NUL characters (Postgres
-/// `jsonb` cannot hold them).
+/// 255 characters without control characters, invisible formatting characters
+/// or whitespace at either end ([`pgbus_core::check_signal_name`], the rule a
+/// step's `wait_for` name is checked by at compile time), and a payload without
+/// NUL characters (Postgres `jsonb` cannot hold them), of at most
+/// [`MAX_SIGNAL_PAYLOAD_BYTES`] as JSON and [`MAX_SIGNAL_PAYLOAD_DEPTH`] levels
+/// deep (deeper could be stored but not read back).
 ///
 /// # Errors
 /// [`Error::InvalidSignal`](crate::Error::InvalidSignal) saying which.
 pub fn check_signal(name: &str, payload: &Value) -> Result<(), crate::Error> {
     let invalid = |reason| Err(crate::Error::InvalidSignal { reason });
-    if name.is_empty() || name.chars().count() > MAX_SIGNAL_NAME_CHARS {
-        return invalid("a signal name is 1 to 255 characters");
+    if let Err(reason) = pgbus_core::check_signal_name(name) {
+        return invalid(reason);
     }
-    if name.chars().any(char::is_control) || name.trim() != name {
-        return invalid(
-            "a signal name cannot hold control characters or start or end with whitespace",
-        );
+    if depth(payload) > MAX_SIGNAL_PAYLOAD_DEPTH {
+        return invalid("a signal payload is at most 100 levels of arrays and objects deep");
+    }
+    if serde_json::to_vec(payload).map_or(true, |json| json.len() > MAX_SIGNAL_PAYLOAD_BYTES) {
+        return invalid("a signal payload is at most 256 KiB of JSON");
     }
     if holds_nul(payload) {
         return invalid(
@@ -62,6 +76,26 @@ pub fn check_signal(name: &str, payload: &Value) -> Result<(), crate::Error> {
         );
     }
     Ok(())
+}
+
+/// How many levels of arrays and objects `value` nests (a scalar is 0). Not
+/// recursive, so a payload deeper than the stack allows is measured too.
+fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut pending = vec![(value, 0)];
+    while let Some((value, level)) = pending.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => continue,
+        };
+        deepest = deepest.max(level + 1);
+        if deepest > MAX_SIGNAL_PAYLOAD_DEPTH {
+            break;
+        }
+        pending.extend(children.map(|child| (child, level + 1)));
+    }
+    deepest
 }
 
 /// A signal delivered to a run: a name and a JSON payload.
@@ -245,3 +279,6 @@ impl<I> StepCx<I> {
         self.signal.as_ref()
     }
 }
+
+#[cfg(test)]
+mod tests;

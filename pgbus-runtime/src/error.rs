@@ -201,7 +201,7 @@ pub struct BadInput {
 }
 
 /// The attempt's outcome could not be stored as it was (an output or text that
-/// Postgres refuses), or the run's stored input or outputs cannot be read back
+/// Postgres refuses), or the run's stored input, outputs or signals cannot be read back
 /// (JSON nested deeper than the driver reads); the run is paused with this error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the step's outcome could not be stored or its data read: {reason}")]

@@ -59,8 +59,13 @@ pub struct AttemptInput {
     /// When it was claimed, on the store's clock: the gate decides a timeout
     /// by this time, never a worker's clock.
     pub claimed_at: Option<DateTime<Utc>>,
-    /// For a fan_out attempt that parked: its batch.
+    /// For a fan_out step: the latest batch of any attempt of it.
     pub batch: Option<BatchState>,
+    /// Whether this is a reattempt of an attempt whose wait timed out: it
+    /// sees the timeout again (with `on_timeout = "run"`, the body runs without
+    /// a signal again), as a retried step sees the recorded result of a wait
+    /// that timed out in DBOS and Temporal.
+    pub timed_out_before: bool,
 }
 
 impl AttemptInput {
@@ -83,6 +88,7 @@ impl AttemptInput {
             waiting_since: None,
             claimed_at: None,
             batch: None,
+            timed_out_before: false,
         }
     }
 }
@@ -126,7 +132,9 @@ pub async fn run_attempt_with_fault<W: Workflow>(
 
     if let Some(reason) = &input.unreadable {
         let error = StepError::from(crate::error::Unstorable {
-            reason: format!("the run's stored input or outputs cannot be read back: {reason}"),
+            reason: format!(
+                "the run's stored input, outputs or signals cannot be read back: {reason}"
+            ),
         });
         return failed(
             workflow,
@@ -189,10 +197,8 @@ pub async fn run_attempt_with_fault<W: Workflow>(
             }
         }
     }
-    if entry.kind == EntryKind::FanOut
-        && let Some(batch) = input.batch
-    {
-        return batch_resolved(entry, batch);
+    if let Some(decided) = batch_decides(entry, input.batch) {
+        return decided;
     }
 
     let (outcome, children) = match fault() {
@@ -231,10 +237,17 @@ enum Passed {
     Failed(StepError),
 }
 
+/// How many unconsumed signals a claim brings to the gate at most; more wake
+/// the row again at once for the next page.
+pub const SIGNAL_PAGE: usize = 8;
+
 /// The `wait_for` gate: the signal an earlier attempt of this step consumed (a
-/// reattempt sees the same one), else the first unconsumed signal of the name
-/// that the `matches` predicate accepts, else the timeout if it passed by the
-/// claim's time, else park. Signals the predicate turns down stay unconsumed.
+/// reattempt sees the same one); else the timeout again, for a reattempt of an
+/// attempt that timed out; else the first unconsumed signal of the name that
+/// the `matches` predicate accepts; else the timeout if it passed by the claim's
+/// time and every pending signal has been looked at; else park. Signals the
+/// predicate turns down stay unconsumed, and this attempt does not look at
+/// them again.
 fn pass_gate<W: Workflow>(
     workflow: &W,
     wait: &WaitFor,
@@ -251,8 +264,13 @@ fn pass_gate<W: Workflow>(
             },
         );
     }
-    let mut seen = Vec::new();
-    for stored in candidates {
+    if input.timed_out_before {
+        return Passed::TimedOut;
+    }
+    let mut turned_down_to = None;
+    let mut looked_at = 0;
+    for stored in candidates.filter(|s| !s.taken_before) {
+        looked_at += 1;
         let signal = signal_of(stored);
         let accepted = match wait.matches {
             None => Ok(true),
@@ -268,18 +286,22 @@ fn pass_gate<W: Workflow>(
                     },
                 );
             }
-            Ok(false) => seen.push(stored.id),
+            Ok(false) => turned_down_to = Some(stored.id),
             Err(error) => return Passed::Failed(error),
         }
     }
-    if let Some(now) = input.claimed_at
+    // A full page may have more behind it, sent before the claim: look at
+    // them (the park wakes the row at once) before deciding on the timeout.
+    let more_pending = looked_at >= SIGNAL_PAGE;
+    if !more_pending
+        && let Some(now) = input.claimed_at
         && wait_expired(input.waiting_since, wait.timeout_ms, now)
     {
         return Passed::TimedOut;
     }
     Passed::Park(Park::Signal {
         name: wait.signal.to_owned(),
-        seen,
+        turned_down_to,
         timeout_ms: wait.timeout_ms,
     })
 }
@@ -310,13 +332,26 @@ fn timed_out(entry: &Entry, wait: &WaitFor) -> AttemptResult {
     result
 }
 
+/// For a fan_out step with a batch: the batch decides the step, unless it is a
+/// failed one of an earlier attempt (a resume or reattempt after a failed batch
+/// starts a fresh one; one after a crash takes over a batch that succeeded or
+/// still runs).
+fn batch_decides(entry: &Entry, batch: Option<BatchState>) -> Option<AttemptResult> {
+    let batch = batch.filter(|b| entry.kind == EntryKind::FanOut && (b.own || !b.failed()))?;
+    Some(batch_resolved(entry, batch))
+}
+
 /// A fan_out attempt claimed again after parking: its batch decides, the body
 /// does not run again. All finished: complete. Any cancelled:
 /// `on_batch_failure` (default pause) with a [`FanOutFailed`] error. Still
 /// open (woken by mistake): park again.
 fn batch_resolved(entry: &Entry, batch: BatchState) -> AttemptResult {
     if batch.open {
-        return AttemptResult::parked(Park::BatchOpen, None);
+        let park = Park::BatchOpen {
+            batch_id: batch.id,
+            adopt: !batch.own,
+        };
+        return AttemptResult::parked(park, None);
     }
     if batch.cancelled == 0 {
         return AttemptResult::ok(Verb::Complete, None);

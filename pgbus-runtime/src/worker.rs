@@ -772,6 +772,7 @@ impl Worker {
                     waiting_since: claim.waiting_since,
                     claimed_at: Some(claim.started_at),
                     batch: claim.batch,
+                    timed_out_before: claim.timed_out_before,
                 })
                 .await;
             let ran = began.elapsed();

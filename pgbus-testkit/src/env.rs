@@ -451,6 +451,7 @@ impl TestEnv {
                 waiting_since: claim.waiting_since,
                 claimed_at: Some(claim.claimed_at),
                 batch: claim.batch,
+                timed_out_before: claim.timed_out_before,
             },
             fault,
         )

@@ -52,6 +52,8 @@ struct Step {
     /// `wait_timeout`, or for its batch. Its due time (36500 days on) only parks
     /// it again, so [`MemoryStore::next_due`] leaves it out.
     open_ended: bool,
+    /// The highest signal id its gate turned down (`steps.signals_seen_to`).
+    signals_seen_to: Option<i64>,
 }
 
 /// A fan_out batch row.
@@ -82,6 +84,7 @@ pub(crate) struct Claim {
     pub(crate) waiting_since: Option<DateTime<Utc>>,
     pub(crate) claimed_at: DateTime<Utc>,
     pub(crate) batch: Option<BatchState>,
+    pub(crate) timed_out_before: bool,
 }
 
 /// The run-level changes of an outcome or action plan.
@@ -238,21 +241,33 @@ impl MemoryStore {
         let signals = wait_for
             .map(|name| self.gate_signals(&step, &name))
             .unwrap_or_default();
-        let batch = step
-            .view
-            .waiting_since
-            .and_then(|_| {
-                self.batches
-                    .values()
-                    .filter(|b| b.view.parent_step_id == step_id)
-                    .max_by_key(|b| b.view.id)
+        // The latest batch of any attempt of the step, as claim.sql finds it.
+        let batch = self
+            .batches
+            .values()
+            .filter(|b| {
+                b.run_id == step.run_id
+                    && self
+                        .steps
+                        .get(&b.view.parent_step_id)
+                        .is_some_and(|parent| parent.view.step_name == step.view.step_name)
             })
+            .max_by_key(|b| b.view.id)
             .map(|b| BatchState {
                 id: b.view.id,
                 total: b.view.total,
                 finished: b.view.finished,
                 cancelled: b.view.cancelled,
                 open: b.view.status == "open",
+                own: b.view.parent_step_id == step_id,
+            });
+        let timed_out_before = step.reattempts > 0
+            && self.runs.get(&step.run_id.0).is_some_and(|run| {
+                run.events.iter().any(|e| {
+                    e.event == "wait_timed_out"
+                        && e.step_name.as_deref() == Some(step.view.step_name.as_str())
+                        && e.attempt == Some(step.view.attempt - 1)
+                })
             });
         Some(Claim {
             step_id,
@@ -269,6 +284,7 @@ impl MemoryStore {
             waiting_since: step.view.waiting_since,
             claimed_at: now,
             batch,
+            timed_out_before,
         })
     }
 
@@ -322,36 +338,41 @@ impl MemoryStore {
         Some(changed)
     }
 
-    /// The run's signals named `name` that the gate of `step` may take: not
-    /// consumed, or consumed by an attempt of the same step; in order.
+    /// The run's signals named `name` that the gate of `step` may take, as
+    /// claim.sql brings them: the one an attempt of the same step consumed,
+    /// then at most a page of unconsumed ones above the row's
+    /// `signals_seen_to`, oldest first.
     fn gate_signals(&self, step: &Step, name: &str) -> Vec<StoredSignal> {
         let Some(run) = self.runs.get(&step.run_id.0) else {
             return Vec::new();
         };
-        run.signals
-            .iter()
-            .filter(|g| g.name == name)
-            .filter_map(|g| {
-                let taken_before = match g.consumed_by {
-                    None => false,
-                    Some(by) => {
-                        let same_step = self.steps.get(&by).is_some_and(|consumer| {
-                            consumer.run_id == step.run_id
-                                && consumer.view.step_name == step.view.step_name
-                        });
-                        if !same_step {
-                            return None;
-                        }
-                        true
-                    }
-                };
-                Some(StoredSignal {
-                    id: g.id,
-                    name: g.name.clone(),
-                    payload: g.payload.clone(),
-                    taken_before,
-                })
+        let stored = |g: &SignalView, taken_before| StoredSignal {
+            id: g.id,
+            name: g.name.clone(),
+            payload: g.payload.clone(),
+            taken_before,
+        };
+        let named = run.signals.iter().filter(|g| g.name == name);
+        let taken = named
+            .clone()
+            .find(|g| {
+                g.consumed_by
+                    .and_then(|by| self.steps.get(&by))
+                    .is_some_and(|consumer| {
+                        consumer.run_id == step.run_id
+                            && consumer.view.step_name == step.view.step_name
+                    })
             })
+            .map(|g| stored(g, true));
+        let seen_to = step.signals_seen_to.unwrap_or(0);
+        taken
+            .into_iter()
+            .chain(
+                named
+                    .filter(|g| g.consumed_by.is_none() && g.id.0 > seen_to)
+                    .take(pgbus_runtime::executor::SIGNAL_PAGE)
+                    .map(|g| stored(g, false)),
+            )
             .collect()
     }
 
@@ -582,30 +603,35 @@ impl MemoryStore {
             return false;
         }
         let plan = plan_park(state, park);
-        let (name, seen, due_ms, from_first_park): (Option<&str>, &[SignalId], u64, bool) =
-            match park {
-                Park::Signal {
-                    name,
-                    seen,
-                    timeout_ms,
-                } => (
-                    Some(name.as_str()),
-                    seen.as_slice(),
-                    timeout_ms.unwrap_or(pgbus_runtime::MAX_DURATION_MS),
-                    timeout_ms.is_some(),
-                ),
-                Park::Batch { .. } | Park::BatchOpen => {
-                    (None, &[], pgbus_runtime::MAX_DURATION_MS, false)
-                }
-            };
-        let woken = name.is_some_and(|name| {
-            self.runs.get(&claim.run_id.0).is_some_and(|run| {
-                run.signals
-                    .iter()
-                    .any(|g| g.name == name && g.consumed_by.is_none() && !seen.contains(&g.id))
-            })
-        });
+        let (name, turned_down_to, due_ms, from_first_park) = match park {
+            Park::Signal {
+                name,
+                turned_down_to,
+                timeout_ms,
+            } => (
+                Some(name.as_str()),
+                turned_down_to.map(|id| id.0),
+                timeout_ms.unwrap_or(pgbus_runtime::MAX_DURATION_MS),
+                timeout_ms.is_some(),
+            ),
+            Park::Batch { .. } | Park::BatchOpen { .. } => {
+                (None, None, pgbus_runtime::MAX_DURATION_MS, false)
+            }
+        };
+        let seen_to = self
+            .steps
+            .get(&claim.step_id)
+            .and_then(|step| step.signals_seen_to)
+            .max(turned_down_to);
+        let (woken, adopt) = self.wakes_at_park(claim.run_id, name, seen_to, park);
+        if let Some(batch) = adopt
+            .and_then(|id| self.batches.get_mut(&id))
+            .filter(|b| b.view.status == "open")
+        {
+            batch.view.parent_step_id = claim.step_id;
+        }
         let parked = self.update_step(claim.step_id, |step| {
+            step.signals_seen_to = seen_to;
             let since = *step.view.waiting_since.get_or_insert(now);
             step.view.status = if woken {
                 StepStatus::Scheduled
@@ -651,6 +677,36 @@ impl MemoryStore {
             worker,
         );
         true
+    }
+
+    /// What `park_step.sql` checks under the run's lock: whether an unconsumed
+    /// signal of `name` above `seen_to` (one that came after the claim, or past
+    /// its page) or a resolution of the awaited batch wakes the row at once;
+    /// and the batch of an earlier attempt the row takes over.
+    fn wakes_at_park(
+        &self,
+        run_id: RunId,
+        name: Option<&str>,
+        seen_to: Option<i64>,
+        park: &Park,
+    ) -> (bool, Option<i64>) {
+        let signal_arrived = name.is_some_and(|name| {
+            self.runs.get(&run_id.0).is_some_and(|run| {
+                run.signals.iter().any(|g| {
+                    g.name == name && g.consumed_by.is_none() && g.id.0 > seen_to.unwrap_or(0)
+                })
+            })
+        });
+        let (batch_resolved, adopt) = match park {
+            Park::BatchOpen { batch_id, adopt } => (
+                self.batches
+                    .get(batch_id)
+                    .is_some_and(|b| b.view.status != "open"),
+                adopt.then_some(*batch_id),
+            ),
+            Park::Signal { .. } | Park::Batch { .. } => (false, None),
+        };
+        (signal_arrived || batch_resolved, adopt)
     }
 
     /// As `start_children.sql`: the batch, each child run with its first step
@@ -1092,6 +1148,7 @@ impl MemoryStore {
                 waiting_since: step.view.waiting_since,
                 claimed_at: now,
                 batch: None,
+                timed_out_before: false,
             };
             let worker = step.view.worker_id.clone().unwrap_or_default();
             if let Some(token) = self.tokens.remove(&id) {
@@ -1299,6 +1356,7 @@ impl MemoryStore {
                 reattempts: new.reattempts,
                 timeout_ms: new.timeout_ms,
                 open_ended: false,
+                signals_seen_to: None,
             },
         );
         if let Some(key) = self.steps.get(&id).and_then(|step| due_key(id, step)) {

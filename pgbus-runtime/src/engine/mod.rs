@@ -202,11 +202,13 @@ pub enum Park {
     Signal {
         /// The signal name.
         name: String,
-        /// Signals of that name the gate looked at and turned down (its predicate
-        /// said no). One that is not among them and not consumed when the row
-        /// parks arrived meanwhile: the row is woken at once, so no wake-up is
-        /// lost.
-        seen: Vec<SignalId>,
+        /// The highest signal id the gate turned down (its predicate said no
+        /// to it and to every unconsumed one before it), if it looked at any.
+        /// An unconsumed signal above it when the row parks (one that arrived
+        /// meanwhile, or one past the page the claim brought) wakes the row at
+        /// once, so no wake-up is lost; later claims bring only signals above
+        /// it.
+        turned_down_to: Option<SignalId>,
         /// The `wait_timeout`, in milliseconds.
         timeout_ms: Option<u64>,
     },
@@ -216,8 +218,15 @@ pub enum Park {
         /// The children, in the order the body added them.
         children: Vec<ChildRun>,
     },
-    /// The attempt's batch is still open: go on waiting for it.
-    BatchOpen,
+    /// The step's batch was open at the claim: go on waiting for it. Should it
+    /// have resolved since, the row is woken at once.
+    BatchOpen {
+        /// The batch.
+        batch_id: i64,
+        /// Whether an earlier attempt of the step started it: this row takes
+        /// it over, and its last child wakes this row.
+        adopt: bool,
+    },
 }
 
 /// A signal as the gate sees it at a claim: one of the run's signals of the
@@ -248,6 +257,17 @@ pub struct BatchState {
     pub cancelled: i32,
     /// Whether children are still running.
     pub open: bool,
+    /// Whether this attempt started it (else an earlier attempt of the step
+    /// did).
+    pub own: bool,
+}
+
+impl BatchState {
+    /// Whether it ended with cancelled children.
+    #[must_use]
+    pub const fn failed(&self) -> bool {
+        !self.open && self.cancelled > 0
+    }
 }
 
 /// What parking an attempt changes: the run's status (`ready`, or `paused` when
@@ -272,7 +292,7 @@ pub fn plan_park(run: &RunState, park: &Park) -> ParkPlan {
     let reason = match park {
         Park::Signal { name, .. } => format!("signal `{name}`"),
         Park::Batch { children } => format!("a batch of {} child runs", children.len()),
-        Park::BatchOpen => "its batch of child runs".to_owned(),
+        Park::BatchOpen { .. } => "its batch of child runs".to_owned(),
     };
     ParkPlan {
         run_status,

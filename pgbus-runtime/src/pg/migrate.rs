@@ -54,6 +54,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0005_fan_out.sql",
         sql: include_str!("../../../migrations/0005_fan_out.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_signal_pages.sql",
+        sql: include_str!("../../../migrations/0006_signal_pages.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

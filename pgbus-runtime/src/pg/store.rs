@@ -87,8 +87,10 @@ pub(crate) struct Claimed {
     pub(crate) waiting_since: Option<DateTime<Utc>>,
     /// For a step that waits for a signal: the signals its gate may take.
     pub(crate) signals: Vec<StoredSignal>,
-    /// For a fan_out attempt that parked: its batch.
+    /// For a fan_out step: the latest batch of any attempt of it.
     pub(crate) batch: Option<BatchState>,
+    /// Whether the attempt before this reattempt timed out waiting.
+    pub(crate) timed_out_before: bool,
 }
 
 impl Claimed {
@@ -111,6 +113,7 @@ impl Claimed {
             waiting_since: None,
             signals: Vec::new(),
             batch: None,
+            timed_out_before: false,
         }
     }
 }
@@ -275,6 +278,7 @@ impl PgStore {
                 waiting_since: row.get("waiting_since"),
                 signals,
                 batch,
+                timed_out_before: row.get("timed_out_before"),
                 ..Claimed::from_step_row(row)
             });
         }
@@ -608,20 +612,24 @@ impl PgStore {
             },
             park,
         );
-        let (name, seen, due_ms, from_first_park) = match park {
+        let (name, turned_down_to, due_ms, from_first_park) = match park {
             Park::Signal {
                 name,
-                seen,
+                turned_down_to,
                 timeout_ms,
             } => (
                 Some(name.as_str()),
-                seen.iter().map(|id| id.0).collect::<Vec<i64>>(),
+                turned_down_to.map(|id| id.0),
                 timeout_ms.unwrap_or(pgbus_core::MAX_DURATION_MS),
                 timeout_ms.is_some(),
             ),
-            Park::Batch { .. } | Park::BatchOpen => {
-                (None, Vec::new(), pgbus_core::MAX_DURATION_MS, false)
+            Park::Batch { .. } | Park::BatchOpen { .. } => {
+                (None, None, pgbus_core::MAX_DURATION_MS, false)
             }
+        };
+        let (batch_id, adopt) = match park {
+            Park::BatchOpen { batch_id, adopt } => (Some(*batch_id), *adopt),
+            Park::Signal { .. } | Park::Batch { .. } => (None, false),
         };
         let statement = tx.prepare_cached(&self.sql.park_step).await?;
         let parked = tx
@@ -632,11 +640,13 @@ impl PgStore {
                     &claimed.attempt,
                     &worker_id,
                     &name,
-                    &seen,
+                    &turned_down_to,
                     &ms(due_ms),
                     &from_first_park,
                     &result.output,
                     &now,
+                    &batch_id,
+                    &adopt,
                 ],
             )
             .await?;
@@ -1198,6 +1208,7 @@ fn gate_columns(
         finished: i32,
         cancelled: i32,
         open: bool,
+        own: bool,
     }
     let corrupt = |e: serde_json::Error| Error::Corrupt(format!("claim: {e}"));
     let signals: Vec<SignalRow> = row
@@ -1228,6 +1239,7 @@ fn gate_columns(
             finished: b.finished,
             cancelled: b.cancelled,
             open: b.open,
+            own: b.own,
         }),
     ))
 }

@@ -5,8 +5,10 @@
 -- `waiting` rows whose `wait_timeout` ended (the gate then decides). Moves each
 -- run to `performing`, writes a `step_started` event, and returns the input and
 -- earlier outputs of each run; for a step that waits for a signal, the run's
--- signals of that name that are unconsumed or consumed by an earlier attempt of
--- the step; for a fan_out attempt that parked, its batch.
+-- signals of that name that an earlier attempt of the step consumed, then at
+-- most 8 unconsumed ones its gate has not turned down yet (ids above the row's
+-- `signals_seen_to`), oldest first, and whether the attempt before it timed
+-- out; for a fan_out step, the latest batch of any attempt of it.
 -- $1 queues, $2 workflows, $3 limit, $4 worker id, $5 stall threshold (ms),
 -- $6 now (NULL = clock_timestamp())
 WITH t AS (
@@ -32,7 +34,8 @@ WITH t AS (
     FROM due, t
     WHERE s.id = due.step_id
     RETURNING s.id, s.run_id, s.workflow, s.step_name, s.attempt, s.reattempts,
-              s.scheduled_at, s.started_at, s.timeout_ms, s.waiting_since, s.waiting_for
+              s.scheduled_at, s.started_at, s.timeout_ms, s.waiting_since, s.waiting_for,
+              s.signals_seen_to
 ), moved AS (
     UPDATE {schema}.runs r
     SET status = 'performing', updated_at = t.now
@@ -46,7 +49,7 @@ WITH t AS (
     RETURNING id
 )
 SELECT c.id, c.run_id, c.workflow, c.step_name, c.attempt, c.reattempts,
-       c.scheduled_at, c.started_at, c.timeout_ms, c.waiting_since, m.input,
+       c.scheduled_at, c.started_at, c.timeout_ms, c.waiting_since, c.signals_seen_to, m.input,
        (SELECT coalesce(jsonb_object_agg(o.step_name, o.output), '{}'::jsonb)
         FROM (SELECT DISTINCT ON (p.step_name) p.step_name, p.output
               FROM {schema}.steps p
@@ -56,17 +59,29 @@ SELECT c.id, c.run_id, c.workflow, c.step_name, c.attempt, c.reattempts,
               ORDER BY p.step_name, p.attempt DESC) o) AS outputs,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
                     'id', g.id, 'name', g.name, 'payload', g.payload,
-                    'taken_before', g.consumed_by IS NOT NULL) ORDER BY g.id), '[]'::jsonb)
-        FROM {schema}.signals g
-        WHERE w.name IS NOT NULL AND g.run_id = c.run_id AND g.name = w.name
-          AND (g.consumed_by IS NULL
-               OR g.consumed_by IN (SELECT p.id FROM {schema}.steps p
-                                    WHERE p.run_id = c.run_id
-                                      AND p.step_name = c.step_name))) AS signals,
+                    'taken_before', g.taken_before) ORDER BY g.taken_before DESC, g.id), '[]'::jsonb)
+        FROM ((SELECT g.id, g.name, g.payload, true AS taken_before
+               FROM {schema}.signals g
+               JOIN {schema}.steps p ON p.id = g.consumed_by
+               WHERE w.name IS NOT NULL AND g.run_id = c.run_id AND g.name = w.name
+                 AND p.run_id = c.run_id AND p.step_name = c.step_name
+               ORDER BY g.id LIMIT 1)
+              UNION ALL
+              (SELECT g.id, g.name, g.payload, false AS taken_before
+               FROM {schema}.signals g
+               WHERE w.name IS NOT NULL AND g.run_id = c.run_id AND g.name = w.name
+                 AND g.consumed_by IS NULL AND g.id > coalesce(c.signals_seen_to, 0)
+               ORDER BY g.id LIMIT 8)) g) AS signals,
+       (c.reattempts > 0 AND EXISTS (
+            SELECT 1 FROM {schema}.events e
+            WHERE e.run_id = c.run_id AND e.step_name = c.step_name
+              AND e.attempt = c.attempt - 1 AND e.event = 'wait_timed_out')) AS timed_out_before,
        (SELECT jsonb_build_object('id', b.id, 'total', b.total, 'finished', b.succeeded,
-                                  'cancelled', b.failed, 'open', b.status = 'open')
+                                  'cancelled', b.failed, 'open', b.status = 'open',
+                                  'own', b.parent_step_id = c.id)
         FROM {schema}.batches b
-        WHERE c.waiting_since IS NOT NULL AND b.parent_step_id = c.id
+        JOIN {schema}.steps p ON p.id = b.parent_step_id
+        WHERE b.run_id = c.run_id AND p.step_name = c.step_name
         ORDER BY b.id DESC LIMIT 1) AS batch,
        (SELECT count(*) FROM claimed) AS claimed_rows,
        (SELECT count(*) FROM moved) AS moved_rows,
