@@ -7,7 +7,7 @@
 
 use std::any::type_name;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -1092,4 +1092,361 @@ async fn ten_thousand_signals_racing_their_waits_lose_no_wake_up() {
     );
     // Both orders happened, or the race tested nothing.
     assert!(parked_first > 0 && parked_first < RACES, "{parks:?}");
+}
+
+// ---- signal pages -----------------------------------------------------------------
+
+/// Takes only `{"ok": true}` signals named `s`, counting every call of its
+/// predicate.
+struct Counted {
+    calls: Arc<AtomicUsize>,
+}
+
+#[workflow(name = "gate.counted")]
+impl Counted {
+    fn ok(&self, _cx: &StepCx<()>, signal: &Signal) -> bool {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        signal.payload["ok"] == json!(true)
+    }
+
+    #[step(wait_for(name = "s", matches = ok))]
+    async fn wait(&self, cx: &mut StepCx<()>) -> StepResult {
+        keep_signal(cx)
+    }
+}
+
+/// `Counted` with a 10 s `wait_timeout` (`on_timeout` pause).
+struct CountedTimeout {
+    calls: Arc<AtomicUsize>,
+}
+
+#[workflow(name = "gate.counted_timeout")]
+impl CountedTimeout {
+    fn ok(&self, _cx: &StepCx<()>, signal: &Signal) -> bool {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        signal.payload["ok"] == json!(true)
+    }
+
+    #[step(wait_for(name = "s", matches = ok), wait_timeout = "10s")]
+    async fn wait(&self, cx: &mut StepCx<()>) -> StepResult {
+        keep_signal(cx)
+    }
+}
+
+/// The row's `steps.signals_seen_to`: the highest signal id its gate turned down.
+async fn seen_to(t: &TestDb, step_id: i64) -> Option<i64> {
+    t.query(
+        "SELECT signals_seen_to FROM {schema}.steps WHERE id = $1",
+        &[&step_id],
+    )
+    .await[0]
+        .get(0)
+}
+
+/// Sends `count` signals `s` that the predicate turns down.
+async fn turned_down(client: &Client, run: RunId, count: usize) -> Vec<SignalId> {
+    let mut ids = Vec::new();
+    for n in 0..count {
+        ids.push(
+            client
+                .signal(run, "s", &json!({"ok": false, "n": n}))
+                .await
+                .expect("signal"),
+        );
+    }
+    ids
+}
+
+/// How many events named `event` the run has.
+fn count_of(view: &RunView, event: &str) -> usize {
+    named(view, event).len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)] // the pages, then the match, one story
+async fn turned_down_signals_are_judged_once_a_page_at_a_time() {
+    let t = TestDb::new().await;
+    let client = t.client();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let worker = polling(&t.db)
+        .register(Counted {
+            calls: Arc::clone(&calls),
+        })
+        .build()
+        .expect("worker");
+    let run = client.start::<Counted>(&()).await.expect("start");
+    assert_eq!(worker.run_until_idle().await.expect("run"), 1, "parks");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    let parked = t.run(run).await.steps[0].id;
+    assert_eq!(seen_to(&t, parked).await, None, "nothing turned down yet");
+
+    let rejected = turned_down(&client, run, 20).await;
+    // A page is 8 signals: the first two pages are full, so the row parks woken
+    // at once for the next; each claim judges only the signals of its page.
+    for (page, judged) in [(1, 8), (2, 16)] {
+        assert_eq!(worker.run_once().await.expect("run"), 1, "page {page}");
+        assert_eq!(calls.load(Ordering::SeqCst), judged, "page {page}");
+        let view = t.run(run).await;
+        assert_eq!(
+            steps(&view),
+            ["wait#1 scheduled/-"],
+            "page {page}: a full page wakes the row again at once"
+        );
+        assert_eq!(view.steps[0].waiting_since, Some(t0()));
+        assert_eq!(
+            seen_to(&t, parked).await,
+            Some(rejected[judged - 1].0),
+            "page {page}"
+        );
+    }
+    // The third page is short (4): the row waits.
+    assert_eq!(worker.run_once().await.expect("run"), 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 20, "each judged once");
+    let view = t.run(run).await;
+    assert_eq!(steps(&view), ["wait#1 waiting/-"]);
+    assert_eq!(seen_to(&t, parked).await, Some(rejected[19].0));
+    assert_eq!(
+        worker.run_until_idle().await.expect("run"),
+        0,
+        "nothing due"
+    );
+
+    let accepted = client
+        .signal(run, "s", &json!({"ok": true}))
+        .await
+        .expect("signal");
+    assert_eq!(worker.run_until_idle().await.expect("run"), 1);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        21,
+        "the claim the match woke judged only the match: no signal twice"
+    );
+
+    let view = t.run(run).await;
+    assert_eq!(view.run.status, RunStatus::Finished);
+    assert_eq!(steps(&view), ["wait#1 completed/completed"]);
+    assert_eq!(view.steps[0].id, parked, "one attempt throughout");
+    assert_eq!(view.steps[0].output, Some(json!({"signal": {"ok": true}})));
+    let consumed: Vec<(SignalId, Option<i64>)> =
+        view.signals.iter().map(|s| (s.id, s.consumed_by)).collect();
+    let mut expected: Vec<(SignalId, Option<i64>)> =
+        rejected.iter().map(|id| (*id, None)).collect();
+    expected.push((accepted, Some(parked)));
+    assert_eq!(consumed, expected, "the 20 turned down stay unconsumed");
+    let taken = named(&view, "signal_consumed");
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].details, Some(json!({"signal_id": accepted.0})));
+    // Parked: with nothing, after each of the three pages; claimed: once more
+    // for the match.
+    assert_eq!(count_of(&view, "step_waiting"), 4);
+    assert_eq!(count_of(&view, "step_started"), 5);
+    assert_eq!(
+        seen_to(&t, parked).await,
+        Some(rejected[19].0),
+        "set, and never lowered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_match_behind_full_pages_of_turned_down_signals_wins_over_a_passed_timeout() {
+    let t = TestDb::new().await;
+    let client = t.client();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let worker = polling(&t.db)
+        .register(CountedTimeout {
+            calls: Arc::clone(&calls),
+        })
+        .build()
+        .expect("worker");
+    let wins = client.start::<CountedTimeout>(&()).await.expect("start");
+    let loses = client.start::<CountedTimeout>(&()).await.expect("start");
+    assert_eq!(worker.run_until_idle().await.expect("run"), 2, "both park");
+
+    turned_down(&client, wins, 20).await;
+    let accepted = client
+        .signal(wins, "s", &json!({"ok": true}))
+        .await
+        .expect("signal");
+    let rejected = turned_down(&client, loses, 20).await;
+    // Every signal was sent before the wait ended; no claim looked at them
+    // before it did.
+    t.clock.advance(Duration::from_secs(11));
+    // Each run: two full pages (woken at once), then the short last one.
+    assert_eq!(worker.run_until_idle().await.expect("run"), 6);
+    assert_eq!(calls.load(Ordering::SeqCst), 21 + 20, "each judged once");
+
+    // The 21st signal is the match: it wins over the timeout.
+    let view = t.run(wins).await;
+    assert_eq!(view.run.status, RunStatus::Finished, "{:?}", events(&view));
+    assert_eq!(steps(&view), ["wait#1 completed/completed"]);
+    assert_eq!(view.steps[0].output, Some(json!({"signal": {"ok": true}})));
+    assert!(named(&view, "wait_timed_out").is_empty());
+    let taken = named(&view, "signal_consumed");
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].details, Some(json!({"signal_id": accepted.0})));
+    assert_eq!(count_of(&view, "step_waiting"), 3);
+    assert_eq!(
+        view.signals
+            .iter()
+            .filter(|s| s.consumed_by.is_some())
+            .count(),
+        1
+    );
+
+    // Without a match, the timeout is decided on the short last page.
+    let view = t.run(loses).await;
+    assert_eq!(view.run.status, RunStatus::Paused);
+    assert_eq!(steps(&view), ["wait#1 failed/paused"]);
+    assert_eq!(
+        view.steps[0].error_class.as_deref(),
+        Some(type_name::<WaitTimedOut>())
+    );
+    assert_eq!(count_of(&view, "wait_timed_out"), 1);
+    assert_eq!(count_of(&view, "step_waiting"), 3);
+    assert!(named(&view, "signal_consumed").is_empty());
+    assert_eq!(view.signals.len(), rejected.len());
+    assert!(view.signals.iter().all(|s| s.consumed_by.is_none()));
+}
+
+// ---- a reattempt of a wait that timed out -------------------------------------------
+
+/// `on_timeout = "run"` with a reattempt policy: a body that finds no signal
+/// fails and is reattempted once; what each attempt saw is kept.
+struct RunRetry {
+    seen: Seen,
+}
+
+#[workflow(name = "gate.run_retry")]
+impl RunRetry {
+    #[step(
+        wait_for = "go",
+        wait_timeout = "10s",
+        on_timeout = "run",
+        on_exception(matching(Flake), action = "reattempt", wait = "1s", max_reattempts = 1)
+    )]
+    async fn wait(&self, cx: &mut StepCx<()>) -> Result<(), Flake> {
+        let payload = cx.signal().map(|s| s.payload.clone());
+        self.seen
+            .lock()
+            .unwrap()
+            .push((cx.attempt(), payload.clone()));
+        if payload.is_none() {
+            Err(Flake)
+        } else {
+            Ok(())
+        }
+    }
+
+    #[step]
+    async fn after(&self, _cx: &mut StepCx<()>) {}
+}
+
+/// The attempts of the run's `wait_timed_out` events.
+fn timed_out_attempts(view: &RunView) -> Vec<Option<i32>> {
+    named(view, "wait_timed_out")
+        .iter()
+        .map(|e| e.attempt)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)] // two runs through timeout, reattempt and resume
+async fn a_reattempt_sees_its_timeout_again_but_a_resumed_attempt_waits_afresh() {
+    let t = TestDb::new().await;
+    let client = t.client();
+    let seen: Seen = Arc::default();
+    let worker = polling(&t.db)
+        .register(RunRetry {
+            seen: Arc::clone(&seen),
+        })
+        .register(OnPause)
+        .build()
+        .expect("worker");
+    let retry = client.start::<RunRetry>(&()).await.expect("start");
+    let paused = client.start::<OnPause>(&()).await.expect("start");
+    assert_eq!(worker.run_until_idle().await.expect("run"), 2, "both park");
+    t.clock.advance(Duration::from_secs(10));
+    // `run`: the body runs without a signal and fails, reattempted in 1 s;
+    // `pause`: the run pauses.
+    assert_eq!(worker.run_until_idle().await.expect("run"), 2);
+    assert_eq!(*seen.lock().unwrap(), [(1, None)]);
+    assert_eq!(t.run(paused).await.run.status, RunStatus::Paused);
+
+    // Signals sent after the timeouts were decided.
+    let late = client.signal(retry, "go", "late").await.expect("signal");
+    let while_paused = client
+        .signal(paused, "go", "while paused")
+        .await
+        .expect("signal");
+    let view = t.run(retry).await;
+    assert_eq!(
+        steps(&view),
+        ["wait#1 failed/reattempted", "wait#2 scheduled/-"]
+    );
+
+    // The reattempt sees the timeout again: no signal, and it takes none.
+    t.clock.advance(Duration::from_secs(1));
+    assert_eq!(worker.run_until_idle().await.expect("run"), 1);
+    assert_eq!(*seen.lock().unwrap(), [(1, None), (2, None)]);
+    let view = t.run(retry).await;
+    assert_eq!(view.run.status, RunStatus::Paused, "reattempts used up");
+    assert_eq!(
+        steps(&view),
+        ["wait#1 failed/reattempted", "wait#2 failed/paused"]
+    );
+    assert_eq!(
+        view.steps[1].error_class.as_deref(),
+        Some(type_name::<Flake>())
+    );
+    assert_eq!(timed_out_attempts(&view), [Some(1), Some(2)]);
+    assert!(named(&view, "signal_consumed").is_empty());
+    assert_eq!(view.signals[0].id, late);
+    assert_eq!(view.signals[0].consumed_by, None, "left unconsumed");
+
+    // A resume resets the reattempts: the new attempt waits afresh, and each
+    // run's pending signal is taken at once.
+    t.clock.advance(Duration::from_mins(1));
+    client.resume(retry, "ops", "go on").await.expect("resume");
+    client.resume(paused, "ops", "go on").await.expect("resume");
+    assert_eq!(worker.run_until_idle().await.expect("run"), 4);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(1, None), (2, None), (3, Some(json!("late")))]
+    );
+
+    let view = t.run(retry).await;
+    assert_eq!(view.run.status, RunStatus::Finished);
+    assert_eq!(
+        steps(&view),
+        [
+            "wait#1 failed/reattempted",
+            "wait#2 failed/paused",
+            "wait#3 completed/completed",
+            "after#1 completed/completed"
+        ]
+    );
+    let third = step(&view, "wait", 3);
+    assert_eq!(third.waiting_since, None, "it never parked");
+    assert_eq!(view.signals[0].consumed_by, Some(third.id));
+    assert_eq!(timed_out_attempts(&view), [Some(1), Some(2)]);
+    let taken = named(&view, "signal_consumed");
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].attempt, Some(3));
+
+    let view = t.run(paused).await;
+    assert_eq!(view.run.status, RunStatus::Finished);
+    assert_eq!(
+        steps(&view),
+        [
+            "wait#1 failed/paused",
+            "wait#2 completed/completed",
+            "after#1 completed/completed"
+        ]
+    );
+    let again = step(&view, "wait", 2);
+    assert_eq!(again.output, Some(json!({"signal": "while paused"})));
+    assert_eq!(again.waiting_since, None, "it never parked");
+    assert_eq!(view.signals[0].id, while_paused);
+    assert_eq!(view.signals[0].consumed_by, Some(again.id));
+    assert_eq!(timed_out_attempts(&view), [Some(1)]);
 }

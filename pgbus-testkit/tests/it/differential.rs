@@ -4,6 +4,7 @@
 //! other lacks fails here.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
@@ -322,6 +323,46 @@ impl Driver {
         }
     }
 
+    /// Runs what is due now, one attempt: call it with a single row due, so
+    /// that the worker's claim (up to its concurrency) and the environment's
+    /// (the first due row) take the same one.
+    async fn run_one(&self) {
+        match self {
+            Self::Memory(env) => {
+                env.run_next().await.expect("a step was due");
+            }
+            Self::Postgres { worker, .. } => {
+                assert_eq!(worker.run_once().await.expect("run"), 1, "one step due");
+            }
+        }
+    }
+
+    /// Claims the next due step for a worker that dies at once, before any
+    /// body runs (as a claim the batch or the gate decides would). Memory:
+    /// `TestEnv::crash_next`; Postgres: what claim.sql writes, under a worker
+    /// that never registered and so never heartbeats. Returns the run.
+    async fn claim_and_die(&self) -> RunId {
+        match self {
+            Self::Memory(env) => env.crash_next().expect("a step was due"),
+            Self::Postgres { db, clock, .. } => {
+                let schema = format!("\"{}\"", db.db().schema().as_str());
+                let sql = CLAIM_AND_DIE.replace("{schema}", &schema);
+                let client = db.db().pool().get().await.expect("a connection");
+                let now = clock.now();
+                let row = client
+                    .query_one(&sql, &[&now])
+                    .await
+                    .expect("a step was due");
+                assert_eq!(
+                    (row.get::<_, i64>(1), row.get::<_, i64>(2)),
+                    (1, 1),
+                    "the run moved, the event written"
+                );
+                RunId(row.get(0))
+            }
+        }
+    }
+
     /// Runs the next due attempt in the background.
     fn spawn_next(&self) -> tokio::task::JoinHandle<()> {
         match self {
@@ -358,6 +399,38 @@ impl Driver {
         }
     }
 }
+
+/// claim.sql for a worker named `crashed` that dies right after its claim: the
+/// first due row of a ready run (by priority, due time, id) in progress, its
+/// run performing, a `step_started` event. $1 now.
+const CLAIM_AND_DIE: &str = "
+WITH due AS (
+    SELECT s.id
+    FROM {schema}.steps s
+    JOIN {schema}.runs r ON r.id = s.run_id
+    WHERE s.status IN ('scheduled', 'waiting') AND s.scheduled_at <= $1
+      AND r.status = 'ready'
+    ORDER BY s.priority, s.scheduled_at, s.id
+    LIMIT 1
+), claimed AS (
+    UPDATE {schema}.steps s
+    SET status = 'in_progress', started_at = $1, worker_id = 'crashed',
+        stall_at = $1 + coalesce(s.timeout_ms, 300000) * interval '1 millisecond'
+    FROM due
+    WHERE s.id = due.id
+    RETURNING s.id, s.run_id, s.step_name, s.attempt
+), moved AS (
+    UPDATE {schema}.runs r SET status = 'performing', updated_at = $1
+    FROM claimed c
+    WHERE r.id = c.run_id
+    RETURNING r.id
+), started AS (
+    INSERT INTO {schema}.events (run_id, step_id, step_name, attempt, event, actor, created_at)
+    SELECT run_id, id, step_name, attempt, 'step_started', 'crashed', $1 FROM claimed
+    RETURNING id
+)
+SELECT c.run_id, (SELECT count(*) FROM moved), (SELECT count(*) FROM started)
+FROM claimed c";
 
 /// A run as both stores must agree on it: everything but ids and actors, times as
 /// offsets from the start of the run the scenario returned (its root). Ids a
@@ -2318,4 +2391,402 @@ async fn operators_on_parents_and_middle_children_agree() {
     assert!(!event_names(skipped).contains(&"batch_resolved"));
     assert_eq!(pausing.status, RunStatus::Paused);
     assert_eq!(pausing.batches[0].status, "failed");
+}
+
+// ---- signal pages ---------------------------------------------------------------------
+
+/// Takes only `{"ok": true}` signals named `s`, counting every call of its
+/// predicate; waits 10 minutes (`on_timeout` pause).
+struct Counted {
+    calls: Arc<AtomicUsize>,
+}
+
+#[workflow(name = "diff.counted", input = u8, queue = "diff")]
+impl Counted {
+    fn ok(&self, _cx: &StepCx<u8>, signal: &Signal) -> bool {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        signal.payload["ok"] == true
+    }
+
+    #[step(wait_for(name = "s", matches = ok), wait_timeout = "10m")]
+    async fn wait(&self, cx: &mut StepCx<u8>) -> StepResult {
+        cx.output(&cx.signal().map(|s| s.payload.clone()))?;
+        Ok(Flow::Complete)
+    }
+}
+
+/// Sends `count` signals `s` that `Counted` turns down.
+async fn turned_down(driver: &Driver, run: RunId, count: usize) {
+    for n in 0..count {
+        driver
+            .signal(run, "s", &serde_json::json!({"ok": false, "n": n}))
+            .await
+            .expect("sent");
+    }
+}
+
+fn count_events(projection: &Projection, event: &str) -> usize {
+    event_names(projection)
+        .iter()
+        .filter(|e| **e == event)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)] // three runs through their pages, then the checks
+async fn signal_pages_are_judged_once_and_the_timeout_waits_for_the_last_page_the_same_way() {
+    let memory_calls = Arc::new(AtomicUsize::new(0));
+    let pg_calls = Arc::new(AtomicUsize::new(0));
+    let (memory_for_env, pg_for_worker) = (Arc::clone(&memory_calls), Arc::clone(&pg_calls));
+    let projections = both(
+        move |env| {
+            env.register(Counted {
+                calls: Arc::clone(&memory_for_env),
+            })
+        },
+        move |worker| {
+            worker.register(Counted {
+                calls: pg_for_worker,
+            })
+        },
+        |driver| {
+            let calls = match &driver {
+                Driver::Memory(_) => Arc::clone(&memory_calls),
+                Driver::Postgres { .. } => Arc::clone(&pg_calls),
+            };
+            async move {
+                let paged = driver.start::<Counted>(&1).await;
+                let wins = driver.start::<Counted>(&2).await;
+                let loses = driver.start::<Counted>(&3).await;
+                driver.run_until_idle().await; // all three park
+                assert_eq!(calls.load(Ordering::SeqCst), 0);
+
+                // 20 turned down: pages of 8, 8 and 4, each signal judged once.
+                turned_down(&driver, paged, 20).await;
+                driver.run_until_idle().await;
+                assert_eq!(calls.load(Ordering::SeqCst), 20);
+                assert_eq!(
+                    driver.view(paged).await.steps[0].status,
+                    StepStatus::Waiting
+                );
+                // The match that wakes it is the only signal judged.
+                driver
+                    .signal(paged, "s", &serde_json::json!({"ok": true}))
+                    .await
+                    .expect("sent");
+                driver.run_until_idle().await;
+                assert_eq!(calls.load(Ordering::SeqCst), 21, "none judged twice");
+
+                // Past the deadline before any claim looked: the match behind
+                // two full pages wins; with none, the short last page times out.
+                turned_down(&driver, wins, 20).await;
+                driver
+                    .signal(wins, "s", &serde_json::json!({"ok": true}))
+                    .await
+                    .expect("sent");
+                turned_down(&driver, loses, 20).await;
+                driver.advance(Duration::from_secs(601));
+                driver.run_until_idle().await;
+                assert_eq!(calls.load(Ordering::SeqCst), 21 + 21 + 20);
+                (driver, vec![paged, wins, loses])
+            }
+        },
+    )
+    .await;
+    assert_eq!(memory_calls.load(Ordering::SeqCst), 62);
+    assert_eq!(pg_calls.load(Ordering::SeqCst), 62);
+
+    let [paged, wins, loses] = &projections[..] else {
+        unreachable!()
+    };
+    assert_eq!(paged.status, RunStatus::Finished);
+    assert_eq!(paged.steps.len(), 1, "one attempt");
+    assert_eq!(paged.steps[0].output, Some(serde_json::json!({"ok": true})));
+    // Parked with nothing, after each page; claimed once more for the match.
+    assert_eq!(count_events(paged, "step_waiting"), 4);
+    assert_eq!(count_events(paged, "step_started"), 5);
+    let consumed: Vec<Option<usize>> = paged.signals.iter().map(|g| g.consumed_by).collect();
+    let mut expected = vec![None; 20];
+    expected.push(Some(0));
+    assert_eq!(consumed, expected, "the 20 turned down stay unconsumed");
+
+    assert_eq!(wins.status, RunStatus::Finished);
+    assert_eq!(wins.steps[0].output, Some(serde_json::json!({"ok": true})));
+    assert_eq!(count_events(wins, "wait_timed_out"), 0);
+    assert_eq!(count_events(wins, "signal_consumed"), 1);
+    assert_eq!(wins.signals[20].consumed_by, Some(0));
+    assert_eq!(count_events(wins, "step_waiting"), 3);
+
+    assert_eq!(loses.status, RunStatus::Paused);
+    assert!(
+        loses.steps[0]
+            .error
+            .0
+            .as_deref()
+            .is_some_and(|class| class.ends_with("WaitTimedOut"))
+    );
+    assert_eq!(count_events(loses, "wait_timed_out"), 1);
+    assert_eq!(count_events(loses, "step_waiting"), 3);
+    assert!(loses.signals.iter().all(|g| g.consumed_by.is_none()));
+}
+
+// ---- a fan_out parent's claim lost with its worker -------------------------------
+
+/// Past the lost-worker threshold, one sweep pauses every run whose attempt a
+/// dead worker held; an operator resumes each.
+async fn sweep_and_resume(driver: &Driver, runs: &[RunId]) {
+    driver.advance(Duration::from_secs(31));
+    assert_eq!(driver.sweep().await, (runs.len(), 0));
+    for run in runs {
+        assert_eq!(driver.view(*run).await.run.status, RunStatus::Paused);
+        assert_eq!(
+            driver.act(*run, Action::Resume, "the worker is gone").await,
+            Ok(RunStatus::Ready)
+        );
+    }
+}
+
+fn stalled(projection: &Projection) -> bool {
+    projection.steps[0]
+        .error
+        .0
+        .as_deref()
+        .is_some_and(|class| class.ends_with("StepStalled"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_after_a_batch_resolved_is_swept_and_resumed_the_same_way() {
+    let projections = both(fan_env, fan_worker, |driver| async move {
+        let succeeded = driver
+            .start::<FanPause>(&vec![child("finish"), child("hold")])
+            .await;
+        let failed = driver
+            .start::<FanPause>(&vec![child("cancel"), child("hold")])
+            .await;
+        driver.run_until_idle().await;
+        for parent in [succeeded, failed] {
+            let kids = driver.children(parent).await;
+            driver
+                .signal(kids[1], "release", &serde_json::json!(null))
+                .await
+                .expect("sent");
+            driver.run_one().await; // the last child ends: its batch wakes the parent
+            assert_eq!(
+                driver.view(parent).await.steps[0].status,
+                StepStatus::Scheduled
+            );
+            assert_eq!(driver.claim_and_die().await, parent);
+        }
+        sweep_and_resume(&driver, &[succeeded, failed]).await;
+        drive(&driver).await;
+        (driver, vec![succeeded, failed])
+    })
+    .await;
+    let [succeeded, failed] = &projections[..] else {
+        unreachable!()
+    };
+    // The batch that succeeded decides the resumed attempt: no second batch,
+    // and the body does not run (the attempt has no output of its own).
+    assert_eq!(succeeded.status, RunStatus::Finished);
+    assert!(stalled(succeeded));
+    let rows: Vec<(&str, i32, Option<StepOutcome>)> = succeeded
+        .steps
+        .iter()
+        .map(|s| (s.name.as_str(), s.attempt, s.outcome))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("spread", 1, Some(StepOutcome::Paused)),
+            ("spread", 2, Some(StepOutcome::Completed)),
+            ("after", 1, Some(StepOutcome::Completed)),
+        ]
+    );
+    assert_eq!(succeeded.steps[1].output, None, "the body did not run");
+    assert_eq!(succeeded.batches.len(), 1);
+    assert_eq!(succeeded.batches[0].parent_step, Some(0));
+    assert_eq!(succeeded.batches[0].children.len(), 2);
+    // The failed one is not taken over: the resumed attempt starts a fresh batch.
+    assert!(stalled(failed));
+    let batches: Vec<(Option<usize>, &str, usize)> = failed
+        .batches
+        .iter()
+        .map(|b| (b.parent_step, b.status.as_str(), b.children.len()))
+        .collect();
+    assert_eq!(batches, [(Some(0), "failed", 2), (Some(1), "open", 2)]);
+    assert_eq!(
+        failed.steps[1].output,
+        Some(serde_json::json!({"kids": 2, "attempt": 2}))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_attempt_takes_over_an_open_batch_the_same_way() {
+    let projections = both(
+        |env| fan_env(env.retention(None)),
+        |worker| fan_worker(worker.retention(None)),
+        |driver| async move {
+            let parent = driver
+                .start::<FanPause>(&vec![child("finish"), child("hold")])
+                .await;
+            driver.run_one().await; // parks
+            driver.advance(Duration::from_secs(1));
+            driver.run_until_idle().await; // one child finishes, the other waits
+            // The parked row comes due at the end of its longest wait while a
+            // child still waits; a worker claims it and dies.
+            driver.advance(Duration::from_millis(pgbus_runtime::MAX_DURATION_MS));
+            assert_eq!(driver.claim_and_die().await, parent);
+            sweep_and_resume(&driver, &[parent]).await;
+            driver.run_until_idle().await;
+            let view = driver.view(parent).await;
+            assert_eq!(view.steps[1].status, StepStatus::Waiting);
+            assert_eq!(
+                view.batches[0].parent_step_id, view.steps[1].id,
+                "taken over"
+            );
+            let kids = driver.children(parent).await;
+            driver
+                .signal(kids[1], "release", &serde_json::json!(null))
+                .await
+                .expect("sent");
+            drive(&driver).await;
+            (driver, vec![parent])
+        },
+    )
+    .await;
+    let parent = &projections[0];
+    assert_eq!(parent.status, RunStatus::Finished);
+    assert!(stalled(parent));
+    assert_eq!(parent.steps[1].outcome, Some(StepOutcome::Completed));
+    assert_eq!(parent.steps[1].output, None, "the body did not run");
+    let batches: Vec<(Option<usize>, &str, i32)> = parent
+        .batches
+        .iter()
+        .map(|b| (b.parent_step, b.status.as_str(), b.finished))
+        .collect();
+    assert_eq!(batches, [(Some(1), "succeeded", 2)]);
+    let resolved = parent
+        .events
+        .iter()
+        .find(|e| e.0 == "batch_resolved")
+        .expect("batch_resolved");
+    assert_eq!(resolved.2, Some(2), "it woke the new attempt");
+}
+
+// ---- a reattempt of a wait that timed out -------------------------------------------
+
+/// `on_timeout = "run"` with a reattempt policy: a body that finds no signal
+/// fails, and is reattempted once.
+struct RunRetry;
+
+#[workflow(name = "diff.run_retry", input = u8, queue = "diff")]
+impl RunRetry {
+    #[step(
+        wait_for = "go",
+        wait_timeout = "10m",
+        on_timeout = "run",
+        on_exception(matching(Flaky), action = "reattempt", wait = "1s", max_reattempts = 1)
+    )]
+    async fn wait(&self, cx: &mut StepCx<u8>) -> StepResult {
+        let Some(payload) = cx.signal().map(|s| s.payload.clone()) else {
+            return Err(StepError::from(Flaky(cx.attempt())));
+        };
+        cx.output(&payload)?;
+        Ok(Flow::Complete)
+    }
+
+    #[step]
+    async fn after(&self, _cx: &mut StepCx<u8>) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reattempt_sees_its_timeout_again_and_a_resume_waits_afresh_the_same_way() {
+    let projections = both(
+        |env| env.register(RunRetry).register(TimeoutPause),
+        |worker| worker.register(RunRetry).register(TimeoutPause),
+        |driver| async move {
+            let retry = driver.start::<RunRetry>(&1).await;
+            let paused = driver.start::<TimeoutPause>(&1).await;
+            driver.run_until_idle().await;
+            driver.advance(Duration::from_mins(10));
+            driver.run_until_idle().await;
+            // Sent after each timeout was decided.
+            driver
+                .signal(retry, "go", &serde_json::json!("late"))
+                .await
+                .expect("sent");
+            driver
+                .signal(paused, "go", &serde_json::json!("while paused"))
+                .await
+                .expect("sent");
+            driver.advance(Duration::from_secs(1));
+            driver.run_until_idle().await;
+            let view = driver.view(retry).await;
+            assert_eq!(view.run.status, RunStatus::Paused, "reattempts used up");
+            assert_eq!(view.signals[0].consumed_by, None);
+            driver.advance(Duration::from_mins(1));
+            for run in [retry, paused] {
+                assert_eq!(
+                    driver.act(run, Action::Resume, "go on").await,
+                    Ok(RunStatus::Ready)
+                );
+            }
+            drive(&driver).await;
+            (driver, vec![retry, paused])
+        },
+    )
+    .await;
+    let [retry, paused] = &projections[..] else {
+        unreachable!()
+    };
+    let timed_out: Vec<Option<i32>> = retry
+        .events
+        .iter()
+        .filter(|e| e.0 == "wait_timed_out")
+        .map(|e| e.2)
+        .collect();
+    assert_eq!(
+        timed_out,
+        [Some(1), Some(2)],
+        "the reattempt timed out again"
+    );
+    let rows: Vec<(i32, Option<StepOutcome>)> = retry
+        .steps
+        .iter()
+        .filter(|s| s.name == "wait")
+        .map(|s| (s.attempt, s.outcome))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (1, Some(StepOutcome::Reattempted)),
+            (2, Some(StepOutcome::Paused)),
+            (3, Some(StepOutcome::Completed)),
+        ]
+    );
+    assert!(
+        retry.steps[1]
+            .error
+            .0
+            .as_deref()
+            .is_some_and(|class| class.ends_with("Flaky")),
+        "attempt 2's body ran without a signal"
+    );
+    assert_eq!(retry.status, RunStatus::Finished);
+    assert_eq!(retry.steps[2].output, Some(serde_json::json!("late")));
+    assert_eq!(retry.steps[2].waiting_since_ms, None, "it never parked");
+    assert_eq!(
+        retry.signals[0].consumed_by,
+        Some(2),
+        "by the resumed attempt"
+    );
+
+    assert_eq!(paused.status, RunStatus::Finished);
+    assert_eq!(count_events(paused, "wait_timed_out"), 1);
+    assert_eq!(
+        paused.steps[1].output,
+        Some(serde_json::json!("while paused"))
+    );
+    assert_eq!(paused.steps[1].waiting_since_ms, None, "it never parked");
+    assert_eq!(paused.signals[0].consumed_by, Some(1));
 }

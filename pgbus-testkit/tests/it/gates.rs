@@ -2,6 +2,8 @@
 //! `env.signal(..)` and timeouts on the virtual clock, and a `fan_out` step with
 //! its child runs.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
@@ -348,4 +350,341 @@ async fn cancelling_the_parent_cancels_the_children_still_running() {
         ]
     );
     assert!(env.run_to_completion().await.is_empty());
+}
+
+// ---- a fan_out parent's claim lost with its worker -------------------------------
+
+/// Bills each line in a child run on its first attempt (lines of 1 cent on a
+/// later one), counting how often its body runs.
+struct Rebill {
+    bodies: Arc<AtomicU32>,
+}
+
+#[workflow(name = "billing.rebill", input = Vec<u32>)]
+impl Rebill {
+    #[fan_out]
+    async fn bill_lines(&self, cx: &mut StepCx<Vec<u32>>, fan: &mut FanOut) -> StepResult {
+        self.bodies.fetch_add(1, Ordering::SeqCst);
+        for cents in cx.input().clone() {
+            fan.start::<BillLine>(&if cx.attempt() == 1 { cents } else { 1 })?;
+        }
+        Ok(Flow::Complete)
+    }
+
+    #[step]
+    async fn send(&self, _cx: &mut StepCx<Vec<u32>>) {}
+}
+
+/// An environment with `Rebill` counting into `bodies`; finished runs are kept
+/// however far the clock goes.
+fn rebilling(bodies: &Arc<AtomicU32>) -> TestEnv {
+    TestEnv::new()
+        .retention(None)
+        .register(Rebill {
+            bodies: Arc::clone(bodies),
+        })
+        .register(BillLine)
+}
+
+/// Past the lost-worker threshold, the sweep pauses the run whose attempt a
+/// crashed worker held (`StepStalled`); an operator resumes it.
+fn sweep_and_resume(env: &TestEnv, run: RunId) {
+    env.advance(Duration::from_secs(31));
+    assert_eq!(env.sweep().repaired, 1);
+    let view = env.run(run).unwrap();
+    assert_eq!(view.run.status, RunStatus::Paused);
+    assert_eq!(
+        (view.steps[0].status, view.steps[0].outcome),
+        (StepStatus::Failed, Some(StepOutcome::Paused))
+    );
+    assert!(
+        view.error_class
+            .as_deref()
+            .is_some_and(|class| class.ends_with("StepStalled")),
+        "{:?}",
+        view.error_class
+    );
+    let stalled: Vec<Option<&str>> = view
+        .events
+        .iter()
+        .filter(|e| e.event == "stall_detected")
+        .map(|e| e.reason.as_deref())
+        .collect();
+    assert_eq!(stalled, [Some("worker_lost")]);
+    assert_eq!(
+        env.resume(run, "ops", "the worker is gone").unwrap(),
+        RunStatus::Ready
+    );
+}
+
+#[tokio::test]
+async fn a_crash_after_the_batch_resolved_starts_a_second_batch_only_if_it_failed() {
+    // (lines, batches afterwards, body runs)
+    for (lines, batches, body_runs) in [(vec![100, 200], 1, 1), (vec![0, 200], 2, 2)] {
+        let bodies = Arc::new(AtomicU32::new(0));
+        let env = rebilling(&bodies);
+        let run = env.start::<Rebill>(&lines).unwrap();
+        let parked = env.run_next().await.unwrap();
+        assert_eq!((parked.step.as_str(), parked.outcome), ("bill_lines", None));
+        for _ in 0..2 {
+            assert_eq!(env.run_next().await.unwrap().workflow, "billing.line");
+        }
+        let view = env.run(run).unwrap();
+        assert_eq!(view.steps[0].status, StepStatus::Scheduled, "woken");
+        let resolved = if batches == 1 { "succeeded" } else { "failed" };
+        assert_eq!(view.batches[0].status, resolved);
+
+        // The wake's claim is taken by a worker that dies at once.
+        assert_eq!(env.crash_next(), Some(run));
+        assert!(env.run_until_idle().await.is_empty(), "{lines:?}");
+        sweep_and_resume(&env, run);
+        let records = env.run_to_completion().await;
+        let parent: Vec<(&str, i32, Option<StepOutcome>)> = records
+            .iter()
+            .filter(|r| r.run_id == run)
+            .map(|r| (r.step.as_str(), r.attempt, r.outcome))
+            .collect();
+        if batches == 1 {
+            assert_eq!(
+                parent,
+                [
+                    ("bill_lines", 2, Some(StepOutcome::Completed)),
+                    ("send", 1, Some(StepOutcome::Completed)),
+                ],
+                "the resolved batch decides: the body does not run again"
+            );
+        } else {
+            assert_eq!(
+                parent,
+                [
+                    ("bill_lines", 2, None),
+                    ("bill_lines", 2, Some(StepOutcome::Completed)),
+                    ("send", 1, Some(StepOutcome::Completed)),
+                ],
+                "a failed batch is not taken over: a fresh one"
+            );
+        }
+
+        let view = env.run(run).unwrap();
+        assert_eq!(view.run.status, RunStatus::Finished, "{lines:?}");
+        assert_eq!(view.batches.len(), batches, "{lines:?}");
+        assert_eq!(view.batches[0].parent_step_id, view.steps[0].id);
+        assert_eq!(
+            view.batches.last().unwrap().parent_step_id,
+            view.steps[batches - 1].id
+        );
+        assert_eq!(children(&env, run).len(), 2 * batches, "{lines:?}");
+        assert_eq!(bodies.load(Ordering::SeqCst), body_runs, "{lines:?}");
+        assert!(
+            !view
+                .events
+                .iter()
+                .any(|e| e.event == "late_completion_ignored")
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_new_attempt_takes_over_the_open_batch_and_its_last_child_wakes_it() {
+    let bodies = Arc::new(AtomicU32::new(0));
+    let env = rebilling(&bodies);
+    let run = env.start::<Rebill>(&vec![100, 2_000]).unwrap();
+    assert_eq!(env.run_next().await.unwrap().outcome, None, "parks");
+    env.advance(Duration::from_secs(1));
+    env.run_until_idle().await; // one child finishes, the other waits
+    let kids = children(&env, run);
+    let view = env.run(run).unwrap();
+    let first = view.steps[0].id;
+    assert_eq!(
+        (view.batches[0].finished, view.batches[0].status.as_str()),
+        (1, "open")
+    );
+
+    // The parked row comes due at the end of its longest wait while a child
+    // still waits; a worker claims it and dies.
+    env.advance(Duration::from_millis(pgbus_runtime::MAX_DURATION_MS));
+    assert_eq!(env.crash_next(), Some(run));
+    sweep_and_resume(&env, run);
+    assert_eq!(env.run(run).unwrap().batches[0].status, "open");
+
+    // The new attempt takes the open batch over instead of running the body.
+    let records = env.run_until_idle().await;
+    let parent: Vec<(i32, Option<StepOutcome>, StepStatus)> = records
+        .iter()
+        .filter(|r| r.run_id == run)
+        .map(|r| (r.attempt, r.outcome, r.status))
+        .collect();
+    assert_eq!(parent, [(2, None, StepStatus::Waiting)]);
+    let view = env.run(run).unwrap();
+    let second = view.steps[1].id;
+    assert_ne!(first, second);
+    assert_eq!(view.batches.len(), 1, "no second batch");
+    assert_eq!(
+        view.batches[0].parent_step_id, second,
+        "the batch now wakes the new attempt"
+    );
+    assert_eq!(bodies.load(Ordering::SeqCst), 1);
+
+    // The last child ends: its batch wakes the new row, which completes.
+    env.signal(kids[1], "approved", &()).unwrap();
+    let records = env.run_until_idle().await;
+    let steps: Vec<(&str, i32, Option<StepOutcome>)> = records
+        .iter()
+        .map(|r| (r.step.as_str(), r.attempt, r.outcome))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("approve", 1, Some(StepOutcome::Completed)),
+            ("bill_lines", 2, Some(StepOutcome::Completed)),
+            ("send", 1, Some(StepOutcome::Completed)),
+        ]
+    );
+    let view = env.run(run).unwrap();
+    assert_eq!(view.run.status, RunStatus::Finished);
+    assert_eq!(
+        (
+            view.batches[0].parent_step_id,
+            view.batches[0].status.as_str(),
+            view.batches[0].finished
+        ),
+        (second, "succeeded", 2)
+    );
+    let resolved: Vec<Option<i64>> = view
+        .events
+        .iter()
+        .filter(|e| e.event == "batch_resolved")
+        .map(|e| e.step_id)
+        .collect();
+    assert_eq!(resolved, [Some(second)]);
+    assert_eq!(children(&env, run).len(), 2);
+    assert_eq!(bodies.load(Ordering::SeqCst), 1, "the body ran once");
+}
+
+// ---- a reattempt of a wait that timed out -------------------------------------------
+
+#[derive(Debug, thiserror::Error)]
+#[error("no signal")]
+struct NoSignal;
+
+/// What each attempt's body saw: its number and the signal's payload.
+type Seen = Arc<Mutex<Vec<(u32, Option<serde_json::Value>)>>>;
+
+/// `on_timeout = "run"` with a reattempt policy: a body that finds no signal
+/// fails, and is reattempted once.
+struct RunRetry {
+    seen: Seen,
+}
+
+#[workflow(name = "shop.run_retry")]
+impl RunRetry {
+    #[step(
+        wait_for = "go",
+        wait_timeout = "10s",
+        on_timeout = "run",
+        on_exception(
+            matching(NoSignal),
+            action = "reattempt",
+            wait = "1s",
+            max_reattempts = 1
+        )
+    )]
+    async fn wait(&self, cx: &mut StepCx<()>) -> Result<(), NoSignal> {
+        let payload = cx.signal().map(|s| s.payload.clone());
+        self.seen
+            .lock()
+            .unwrap()
+            .push((cx.attempt(), payload.clone()));
+        payload.map(drop).ok_or(NoSignal)
+    }
+
+    #[step]
+    async fn after(&self, _cx: &mut StepCx<()>) {}
+}
+
+/// `on_timeout = "pause"` after 10 s; keeps what it got.
+struct PauseOnTimeout;
+
+#[workflow(name = "shop.pause_on_timeout")]
+impl PauseOnTimeout {
+    #[step(wait_for = "go", wait_timeout = "10s")]
+    async fn wait(&self, cx: &mut StepCx<()>) -> StepResult {
+        cx.output(&cx.signal().map(|s| s.payload.clone()))?;
+        Ok(Flow::Complete)
+    }
+}
+
+/// The attempts of the run's `wait_timed_out` events.
+fn timed_out_attempts(env: &TestEnv, run: RunId) -> Vec<Option<i32>> {
+    env.run(run)
+        .unwrap()
+        .events
+        .iter()
+        .filter(|e| e.event == "wait_timed_out")
+        .map(|e| e.attempt)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_reattempt_sees_its_timeout_again_but_a_resumed_attempt_waits_afresh() {
+    let seen: Seen = Arc::default();
+    let env = TestEnv::new()
+        .register(RunRetry {
+            seen: Arc::clone(&seen),
+        })
+        .register(PauseOnTimeout);
+    let retry = env.start::<RunRetry>(&()).unwrap();
+    let paused = env.start::<PauseOnTimeout>(&()).unwrap();
+    assert_eq!(env.run_until_idle().await.len(), 2, "both park");
+    env.advance(Duration::from_secs(10));
+    assert_eq!(env.run_until_idle().await.len(), 2);
+    assert_eq!(*seen.lock().unwrap(), [(1, None)]);
+    assert_eq!(env.run(paused).unwrap().run.status, RunStatus::Paused);
+
+    // Signals sent after each timeout was decided.
+    env.signal(retry, "go", &"late").unwrap();
+    env.signal(paused, "go", &"while paused").unwrap();
+    env.advance(Duration::from_secs(1));
+    let records = env.run_until_idle().await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        (records[0].attempt, records[0].outcome),
+        (2, Some(StepOutcome::Paused)),
+        "the reattempt saw the timeout again, failed, and used up its reattempts"
+    );
+    assert_eq!(*seen.lock().unwrap(), [(1, None), (2, None)]);
+    let view = env.run(retry).unwrap();
+    assert_eq!(view.signals[0].consumed_by, None, "left unconsumed");
+    assert_eq!(timed_out_attempts(&env, retry), [Some(1), Some(2)]);
+
+    // A resume resets the reattempts: the new attempt waits afresh and takes
+    // the pending signal at once.
+    env.resume(retry, "ops", "go on").unwrap();
+    env.resume(paused, "ops", "go on").unwrap();
+    env.run_until_idle().await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(1, None), (2, None), (3, Some(serde_json::json!("late")))]
+    );
+    for (run, attempt, timeouts) in [
+        (retry, 3, vec![Some(1), Some(2)]),
+        (paused, 2, vec![Some(1)]),
+    ] {
+        let view = env.run(run).unwrap();
+        assert_eq!(view.run.status, RunStatus::Finished);
+        let taking = view
+            .steps
+            .iter()
+            .find(|s| s.step_name == "wait" && s.attempt == attempt)
+            .expect("the resumed attempt");
+        assert_eq!(taking.outcome, Some(StepOutcome::Completed));
+        assert_eq!(taking.waiting_since, None, "it never parked");
+        assert_eq!(view.signals[0].consumed_by, Some(taking.id));
+        assert_eq!(timed_out_attempts(&env, run), timeouts);
+    }
+    let view = env.run(paused).unwrap();
+    assert_eq!(
+        view.steps[1].output,
+        Some(serde_json::json!("while paused"))
+    );
 }
