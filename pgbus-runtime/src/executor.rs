@@ -197,7 +197,7 @@ pub async fn run_attempt_with_fault<W: Workflow>(
             }
         }
     }
-    if let Some(decided) = batch_decides(entry, input.batch) {
+    if let Some(decided) = batch_decides(entry, input.batch.clone()) {
         return decided;
     }
 
@@ -346,15 +346,18 @@ fn batch_decides(entry: &Entry, batch: Option<BatchState>) -> Option<AttemptResu
 /// `on_batch_failure` (default pause) with a [`FanOutFailed`] error. Still
 /// open (woken by mistake): park again.
 fn batch_resolved(entry: &Entry, batch: BatchState) -> AttemptResult {
+    // A row that takes over an earlier attempt's batch takes its output too
+    // (its own row keeps what it stored when it parked).
+    let output = if batch.own { None } else { batch.output };
     if batch.open {
         let park = Park::BatchOpen {
             batch_id: batch.id,
             adopt: !batch.own,
         };
-        return AttemptResult::parked(park, None);
+        return AttemptResult::parked(park, output);
     }
     if batch.cancelled == 0 {
-        return AttemptResult::ok(Verb::Complete, None);
+        return AttemptResult::ok(Verb::Complete, output);
     }
     let error = StepError::from(FanOutFailed {
         step: entry.name.to_owned(),

@@ -771,7 +771,7 @@ impl Worker {
                     signals: claim.signals.clone(),
                     waiting_since: claim.waiting_since,
                     claimed_at: Some(claim.started_at),
-                    batch: claim.batch,
+                    batch: claim.batch.clone(),
                     timed_out_before: claim.timed_out_before,
                 })
                 .await;

@@ -450,7 +450,7 @@ impl TestEnv {
                 signals: claim.signals.clone(),
                 waiting_since: claim.waiting_since,
                 claimed_at: Some(claim.claimed_at),
-                batch: claim.batch,
+                batch: claim.batch.clone(),
                 timed_out_before: claim.timed_out_before,
             },
             fault,

@@ -260,6 +260,10 @@ impl MemoryStore {
                 cancelled: b.view.cancelled,
                 open: b.view.status == "open",
                 own: b.view.parent_step_id == step_id,
+                output: self
+                    .steps
+                    .get(&b.view.parent_step_id)
+                    .and_then(|parent| parent.view.output.clone()),
             });
         let timed_out_before = step.reattempts > 0
             && self.runs.get(&step.run_id.0).is_some_and(|run| {

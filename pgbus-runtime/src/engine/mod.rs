@@ -245,7 +245,7 @@ pub struct StoredSignal {
 }
 
 /// A fan_out attempt's batch as the claim found it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchState {
     /// The batch (`batches.id`).
     pub id: i64,
@@ -260,6 +260,9 @@ pub struct BatchState {
     /// Whether this attempt started it (else an earlier attempt of the step
     /// did).
     pub own: bool,
+    /// The output of the attempt that started it (its body's, stored when it
+    /// parked): an attempt that takes the batch over keeps it.
+    pub output: Option<Value>,
 }
 
 impl BatchState {

@@ -117,6 +117,7 @@ statements! {
     lock_signalled_run => "lock_signalled_run.sql",
     send_signal => "send_signal.sql",
     park_step => "park_step.sql",
+    gate_inputs => "gate_inputs.sql",
     consume_signal => "consume_signal.sql",
     start_children => "start_children.sql",
     count_child => "count_child.sql",

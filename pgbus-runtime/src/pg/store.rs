@@ -240,6 +240,7 @@ impl PgStore {
             )
             .await?;
         let mut claimed = Vec::with_capacity(rows.len());
+        let mut gated = Vec::new();
         for row in &rows {
             let claimed_rows: i64 = row.get("claimed_rows");
             check_count("claim: runs moved", claimed_rows, row.get("moved_rows"))?;
@@ -262,12 +263,10 @@ impl PgStore {
                     Some(crate::error::display_chain(&error)),
                 ),
             };
-            // Signals whose payload the driver cannot read back fail the
-            // attempt for the policies as an unreadable input does.
-            let (signals, batch, unreadable) = match gate_columns(row) {
-                Ok((signals, batch)) => (signals, batch, unreadable),
-                Err(error) => (Vec::new(), None, Some(crate::error::display_chain(&error))),
-            };
+            let wait_name: Option<String> = row.get("wait_name");
+            if wait_name.is_some() || row.get::<_, bool>("has_batches") {
+                gated.push((row.get::<_, i64>("id"), wait_name));
+            }
             claimed.push(Claimed {
                 input,
                 unreadable,
@@ -276,11 +275,11 @@ impl PgStore {
                     _ => BTreeMap::new(),
                 },
                 waiting_since: row.get("waiting_since"),
-                signals,
-                batch,
-                timed_out_before: row.get("timed_out_before"),
                 ..Claimed::from_step_row(row)
             });
+        }
+        if !gated.is_empty() {
+            self.gate_inputs(tx, &gated, &mut claimed).await?;
         }
         if i64::try_from(claimed.len()).unwrap_or(i64::MAX) > limit {
             return Err(Error::RowCount {
@@ -290,6 +289,39 @@ impl PgStore {
             });
         }
         Ok(claimed)
+    }
+
+    /// Fills in what the gates of `gated` (claimed step ids with the signal name
+    /// each waits for) read, in a statement of the claim's transaction after
+    /// the one that took the locks (see `gate_inputs.sql` for why).
+    async fn gate_inputs(
+        &self,
+        tx: &Transaction<'_>,
+        gated: &[(i64, Option<String>)],
+        claimed: &mut [Claimed],
+    ) -> Result<(), Error> {
+        let ids: Vec<i64> = gated.iter().map(|(id, _)| *id).collect();
+        let names: Vec<Option<&str>> = gated.iter().map(|(_, name)| name.as_deref()).collect();
+        let statement = tx.prepare_cached(&self.sql.gate_inputs).await?;
+        for row in tx.query(&statement, &[&ids, &names]).await? {
+            let id: i64 = row.get("id");
+            let Some(claim) = claimed.iter_mut().find(|c| c.step_id == id) else {
+                continue;
+            };
+            claim.timed_out_before = row.get("timed_out_before");
+            // Signals whose payload the driver cannot read back fail the
+            // attempt for the policies as an unreadable input does.
+            match gate_columns(&row) {
+                Ok((signals, batch)) => {
+                    claim.signals = signals;
+                    claim.batch = batch;
+                }
+                Err(error) => {
+                    claim.unreadable = Some(crate::error::display_chain(&error));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Milliseconds until the next scheduled step of these queues and workflows
@@ -1209,6 +1241,7 @@ fn gate_columns(
         cancelled: i32,
         open: bool,
         own: bool,
+        output: Option<Value>,
     }
     let corrupt = |e: serde_json::Error| Error::Corrupt(format!("claim: {e}"));
     let signals: Vec<SignalRow> = row
@@ -1240,6 +1273,7 @@ fn gate_columns(
             cancelled: b.cancelled,
             open: b.open,
             own: b.own,
+            output: b.output,
         }),
     ))
 }

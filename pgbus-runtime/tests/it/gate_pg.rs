@@ -1450,3 +1450,78 @@ async fn a_reattempt_sees_its_timeout_again_but_a_resumed_attempt_waits_afresh()
     assert_eq!(view.signals[0].consumed_by, Some(again.id));
     assert_eq!(timed_out_attempts(&view), [Some(1)]);
 }
+
+const BOUNDARY_RUNS: usize = 200;
+const BOUNDARY_ROUNDS: usize = 5;
+
+/// The deadline passed while the rows waited; signals are sent while a worker
+/// claims them. A signal committed before the claim locked its run (its
+/// `signal_received` comes before the deciding `step_started`) must win: the
+/// claim statement's snapshot predates its locks, so the gate reads signals in a
+/// later statement (`gate_inputs.sql`). Reading them in the claim statement lost
+/// about 4 of 1,000 such races to the timeout (found in review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_signal_committed_while_the_claim_locks_its_run_beats_a_passed_timeout() {
+    let t = TestDb::new().await;
+    let client = t.client();
+    let worker = polling(&t.db)
+        .register(OnPause)
+        .concurrency(8)
+        .build()
+        .expect("worker");
+    let mut raced = 0;
+    for _ in 0..BOUNDARY_ROUNDS {
+        let mut runs = Vec::new();
+        for _ in 0..BOUNDARY_RUNS {
+            runs.push(client.start::<OnPause>(&()).await.expect("start"));
+        }
+        worker.run_until_idle().await.expect("park them all");
+        t.clock.advance(Duration::from_secs(10));
+
+        let sender = {
+            let client = client.clone();
+            let runs = runs.clone();
+            tokio::spawn(async move {
+                for run in runs {
+                    // A run whose timeout won meanwhile may be paused: still
+                    // taken. None is ended, so every send succeeds.
+                    client
+                        .signal(run, "go", &json!("late"))
+                        .await
+                        .expect("send");
+                }
+            })
+        };
+        worker
+            .run_until_idle()
+            .await
+            .expect("claims racing the sends");
+        sender.await.expect("sender");
+
+        for run in runs {
+            let view = t.run(run).await;
+            let received = named(&view, "signal_received").first().map(|e| e.id);
+            let deciding_start = view
+                .events
+                .iter()
+                .filter(|e| e.event == "step_started" && e.step_name.as_deref() == Some("wait"))
+                .map(|e| e.id)
+                .max();
+            let timed_out = !named(&view, "wait_timed_out").is_empty();
+            if let (Some(received), Some(started)) = (received, deciding_start)
+                && received < started
+            {
+                raced += 1;
+                assert!(
+                    !timed_out,
+                    "run {run}: the signal came before the claim and the timeout won: {:?}",
+                    events(&view)
+                );
+            }
+        }
+    }
+    assert!(
+        raced > 0,
+        "no signal landed before a claim: the race was not run"
+    );
+}

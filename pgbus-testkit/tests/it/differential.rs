@@ -2602,7 +2602,11 @@ async fn a_crash_after_a_batch_resolved_is_swept_and_resumed_the_same_way() {
             ("after", 1, Some(StepOutcome::Completed)),
         ]
     );
-    assert_eq!(succeeded.steps[1].output, None, "the body did not run");
+    assert_eq!(
+        succeeded.steps[1].output,
+        Some(serde_json::json!({"attempt": 1, "kids": 2})),
+        "the body did not run again: attempt 2 keeps attempt 1's output"
+    );
     assert_eq!(succeeded.batches.len(), 1);
     assert_eq!(succeeded.batches[0].parent_step, Some(0));
     assert_eq!(succeeded.batches[0].children.len(), 2);
@@ -2658,7 +2662,11 @@ async fn a_new_attempt_takes_over_an_open_batch_the_same_way() {
     assert_eq!(parent.status, RunStatus::Finished);
     assert!(stalled(parent));
     assert_eq!(parent.steps[1].outcome, Some(StepOutcome::Completed));
-    assert_eq!(parent.steps[1].output, None, "the body did not run");
+    assert_eq!(
+        parent.steps[1].output,
+        Some(serde_json::json!({"attempt": 1, "kids": 2})),
+        "the body did not run again: attempt 2 keeps attempt 1's output"
+    );
     let batches: Vec<(Option<usize>, &str, i32)> = parent
         .batches
         .iter()

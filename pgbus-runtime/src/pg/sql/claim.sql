@@ -4,11 +4,11 @@
 -- outcome holding a run lock. Due: `scheduled` rows whose time has come, and
 -- `waiting` rows whose `wait_timeout` ended (the gate then decides). Moves each
 -- run to `performing`, writes a `step_started` event, and returns the input and
--- earlier outputs of each run; for a step that waits for a signal, the run's
--- signals of that name that an earlier attempt of the step consumed, then at
--- most 8 unconsumed ones its gate has not turned down yet (ids above the row's
--- `signals_seen_to`), oldest first, and whether the attempt before it timed
--- out; for a fan_out step, the latest batch of any attempt of it.
+-- earlier outputs of each run, the signal name a step waits for, and whether
+-- the run has fan_out batches. What the gate reads (signals, batches) comes from
+-- gate_inputs.sql, a later statement of the same transaction: this statement's
+-- snapshot predates the locks it takes, so a signal committed in between would
+-- be missing from it although its wake made the row due.
 -- $1 queues, $2 workflows, $3 limit, $4 worker id, $5 stall threshold (ms),
 -- $6 now (NULL = clock_timestamp())
 WITH t AS (
@@ -34,8 +34,7 @@ WITH t AS (
     FROM due, t
     WHERE s.id = due.step_id
     RETURNING s.id, s.run_id, s.workflow, s.step_name, s.attempt, s.reattempts,
-              s.scheduled_at, s.started_at, s.timeout_ms, s.waiting_since, s.waiting_for,
-              s.signals_seen_to
+              s.scheduled_at, s.started_at, s.timeout_ms, s.waiting_since, s.waiting_for
 ), moved AS (
     UPDATE {schema}.runs r
     SET status = 'performing', updated_at = t.now
@@ -49,7 +48,7 @@ WITH t AS (
     RETURNING id
 )
 SELECT c.id, c.run_id, c.workflow, c.step_name, c.attempt, c.reattempts,
-       c.scheduled_at, c.started_at, c.timeout_ms, c.waiting_since, c.signals_seen_to, m.input,
+       c.scheduled_at, c.started_at, c.timeout_ms, c.waiting_since, m.input,
        (SELECT coalesce(jsonb_object_agg(o.step_name, o.output), '{}'::jsonb)
         FROM (SELECT DISTINCT ON (p.step_name) p.step_name, p.output
               FROM {schema}.steps p
@@ -57,32 +56,8 @@ SELECT c.id, c.run_id, c.workflow, c.step_name, c.attempt, c.reattempts,
                 AND p.status IN ('completed', 'skipped')
                 AND p.output IS NOT NULL
               ORDER BY p.step_name, p.attempt DESC) o) AS outputs,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                    'id', g.id, 'name', g.name, 'payload', g.payload,
-                    'taken_before', g.taken_before) ORDER BY g.taken_before DESC, g.id), '[]'::jsonb)
-        FROM ((SELECT g.id, g.name, g.payload, true AS taken_before
-               FROM {schema}.signals g
-               JOIN {schema}.steps p ON p.id = g.consumed_by
-               WHERE w.name IS NOT NULL AND g.run_id = c.run_id AND g.name = w.name
-                 AND p.run_id = c.run_id AND p.step_name = c.step_name
-               ORDER BY g.id LIMIT 1)
-              UNION ALL
-              (SELECT g.id, g.name, g.payload, false AS taken_before
-               FROM {schema}.signals g
-               WHERE w.name IS NOT NULL AND g.run_id = c.run_id AND g.name = w.name
-                 AND g.consumed_by IS NULL AND g.id > coalesce(c.signals_seen_to, 0)
-               ORDER BY g.id LIMIT 8)) g) AS signals,
-       (c.reattempts > 0 AND EXISTS (
-            SELECT 1 FROM {schema}.events e
-            WHERE e.run_id = c.run_id AND e.step_name = c.step_name
-              AND e.attempt = c.attempt - 1 AND e.event = 'wait_timed_out')) AS timed_out_before,
-       (SELECT jsonb_build_object('id', b.id, 'total', b.total, 'finished', b.succeeded,
-                                  'cancelled', b.failed, 'open', b.status = 'open',
-                                  'own', b.parent_step_id = c.id)
-        FROM {schema}.batches b
-        JOIN {schema}.steps p ON p.id = b.parent_step_id
-        WHERE b.run_id = c.run_id AND p.step_name = c.step_name
-        ORDER BY b.id DESC LIMIT 1) AS batch,
+       w.name AS wait_name,
+       EXISTS (SELECT 1 FROM {schema}.batches b WHERE b.run_id = c.run_id) AS has_batches,
        (SELECT count(*) FROM claimed) AS claimed_rows,
        (SELECT count(*) FROM moved) AS moved_rows,
        (SELECT count(*) FROM started) AS event_rows
