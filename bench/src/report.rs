@@ -1,0 +1,333 @@
+//! The figures of one run: printed as a table, written as JSON.
+
+use std::fmt;
+
+use crate::BoxError;
+use crate::history::{self, HistoryPoint};
+use crate::latency::Latency;
+use crate::machine::Machine;
+use crate::macro_cost::MacroCost;
+use crate::memory::Memory;
+use crate::options::Scale;
+use crate::throughput::Throughput;
+
+/// Everything measured, in the issue's order. Phases that did not run (an
+/// error stopped the run, or `--no-macro-cost`) are empty.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Report {
+    /// How the benchmark was invoked.
+    pub(crate) command: String,
+    /// The sizes used (`--quick` or the full run).
+    pub(crate) scale: Scale,
+    pub(crate) machine: Option<Machine>,
+    /// 1. Steps per second beside the raw-SQL floor.
+    pub(crate) throughput: Vec<ThroughputRow>,
+    /// 2. Pickup latency, notifications on, then off.
+    pub(crate) latency: Vec<Latency>,
+    /// 3. Steps per second as history grows: empty, then each load.
+    pub(crate) history: Vec<HistoryPoint>,
+    /// 3. And beside runs parked on a signal.
+    pub(crate) parked: Option<HistoryPoint>,
+    /// 4. This process's memory after the phases that load the worker most.
+    pub(crate) memory: Vec<Memory>,
+    /// 5. The macro cost.
+    pub(crate) macro_cost: Option<MacroCost>,
+    /// The whole run, seconds.
+    pub(crate) wall_s: f64,
+    /// What stopped the run early, if anything did.
+    pub(crate) error: Option<String>,
+}
+
+/// The engine at one concurrency beside the raw-SQL floor at as many clients.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct ThroughputRow {
+    pub(crate) engine: Throughput,
+    /// `raw_sql_steps_per_s`, when the baseline ran.
+    pub(crate) raw_sql_steps_per_s: Option<f64>,
+    /// Engine over baseline.
+    pub(crate) ratio: Option<f64>,
+    /// Why the baseline has no figure.
+    pub(crate) raw_sql_error: Option<String>,
+}
+
+impl ThroughputRow {
+    /// The row; a baseline that failed leaves its reason instead of a figure
+    /// (the engine's figure stands on its own).
+    pub(crate) fn new(engine: Throughput, baseline: Result<f64, BoxError>) -> Self {
+        match baseline {
+            Ok(raw) => Self {
+                ratio: (raw > 0.0).then(|| engine.steps_per_s / raw),
+                raw_sql_steps_per_s: Some(raw),
+                raw_sql_error: None,
+                engine,
+            },
+            Err(error) => Self {
+                engine,
+                raw_sql_steps_per_s: None,
+                ratio: None,
+                raw_sql_error: Some(error.to_string()),
+            },
+        }
+    }
+}
+
+impl Report {
+    pub(crate) fn new(args: &[String], scale: Scale) -> Self {
+        let mut command = "cargo run --release -p pgbus-bench".to_owned();
+        if !args.is_empty() {
+            command.push_str(" -- ");
+            command.push_str(&args.join(" "));
+        }
+        Self {
+            command,
+            scale,
+            machine: None,
+            throughput: Vec::new(),
+            latency: Vec::new(),
+            history: Vec::new(),
+            parked: None,
+            memory: Vec::new(),
+            macro_cost: None,
+            wall_s: 0.0,
+            error: None,
+        }
+    }
+
+    /// Fills in what needs figures from two phases: the parked runs' share of
+    /// the empty schema's steps per second.
+    pub(crate) fn settle(&mut self) {
+        if let (Some(parked), Some(empty)) = (self.parked.as_mut(), self.history.first()) {
+            parked.pct_of_empty =
+                Some(100.0 * parked.throughput.steps_per_s / empty.throughput.steps_per_s);
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f)?;
+        writeln!(f, "pgbus benchmark (issue 7)")?;
+        self.fmt_machine(f)?;
+        writeln!(f, "  command    {}", self.command)?;
+        self.fmt_throughput(f)?;
+        self.fmt_latency(f)?;
+        self.fmt_history(f)?;
+        self.fmt_memory(f)?;
+        self.fmt_macro_cost(f)?;
+        writeln!(f)?;
+        writeln!(f, "wall time  {:.0} s", self.wall_s)?;
+        if let Some(error) = &self.error {
+            writeln!(f, "STOPPED EARLY: {error}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes each line of `text` indented under its table.
+fn note(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
+    for line in text.lines() {
+        writeln!(f, "   {line}")?;
+    }
+    Ok(())
+}
+
+impl Report {
+    fn fmt_machine(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(m) = &self.machine else {
+            return writeln!(f, "  (no machine details: the server did not answer)");
+        };
+        writeln!(f, "  date       {}", m.date)?;
+        writeln!(f, "  commit     {}", m.commit)?;
+        writeln!(
+            f,
+            "  machine    {} x {} CPUs, {:.1} GiB RAM",
+            m.cpu_model, m.cpus, m.ram_gib
+        )?;
+        writeln!(f, "  postgres   {}", m.postgres)?;
+        let settings: Vec<String> = m
+            .postgres_settings
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        writeln!(f, "             {}", settings.join(" "))
+    }
+
+    fn fmt_throughput(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f)?;
+        writeln!(
+            f,
+            "1. Steps per second: runs of 5 no-op steps, all started up front, one worker in this process"
+        )?;
+        note(
+            f,
+            "concurrency    runs   engine steps/s   (whole batch)   raw SQL steps/s   engine/raw",
+        )?;
+        for row in &self.throughput {
+            let e = &row.engine;
+            let (raw, ratio) = match (row.raw_sql_steps_per_s, row.ratio) {
+                (Some(raw), Some(ratio)) => (format!("{raw:.0}"), format!("{ratio:.2}")),
+                (Some(raw), None) => (format!("{raw:.0}"), "-".to_owned()),
+                _ => ("failed".to_owned(), "-".to_owned()),
+            };
+            writeln!(
+                f,
+                "   {:>11} {:>7} {:>16.0} {:>15.0} {:>17} {:>12}",
+                e.concurrency, e.runs, e.steps_per_s, e.overall_steps_per_s, raw, ratio
+            )?;
+        }
+        for row in &self.throughput {
+            if let Some(error) = &row.raw_sql_error {
+                writeln!(
+                    f,
+                    "   raw SQL at {} failed: {error}",
+                    row.engine.concurrency
+                )?;
+            }
+        }
+        note(
+            f,
+            &format!(
+                "engine: the steady middle 80% of step completions (whole batch: first claim to last
+outcome). Each batch: a fresh schema, sized by a pilot batch to take ~{:.0} s, on fresh
+connections, after a CHECKPOINT. The engine's pool holds 16 connections
+(Database::connect_with) whatever the concurrency.
+raw SQL: {}
+at as many pgbench clients for {} s, right after the engine (also after a CHECKPOINT).",
+                self.scale.measure_secs,
+                crate::baseline::script().display(),
+                self.scale.baseline_secs
+            ),
+        )
+    }
+
+    fn fmt_latency(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f)?;
+        writeln!(
+            f,
+            "2. Pickup latency, idle worker: first step started_at - scheduled_at (database clock)"
+        )?;
+        note(f, "notifications      runs    p50 ms    p99 ms    max ms")?;
+        for l in &self.latency {
+            let how = if l.notifications {
+                "on (LISTEN)".to_owned()
+            } else {
+                format!("off, poll {} ms", l.poll_interval_ms)
+            };
+            writeln!(
+                f,
+                "   {how:<16} {:>6} {:>9.1} {:>9.1} {:>9.1}",
+                l.samples, l.p50_ms, l.p99_ms, l.max_ms
+            )?;
+        }
+        note(
+            f,
+            &format!(
+                "A worker of default settings. On: each run started 20 ms after the last one ended.
+Off: bounded by the default poll interval ({} ms). Runs started one at a time at random
+gaps (mean 50 ms), not waiting for pickup, so starts land anywhere in the poll cycle.",
+                crate::latency::DEFAULT_POLL_INTERVAL.as_millis()
+            ),
+        )
+    }
+
+    fn fmt_history(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f)?;
+        writeln!(
+            f,
+            "3. Cost as history grows: steps per second at concurrency {}",
+            history::CONCURRENCY
+        )?;
+        note(
+            f,
+            "schema holds                           rows   steps/s   % of empty   setup s",
+        )?;
+        for point in self.history.iter().chain(&self.parked) {
+            let rows = if point.parked_runs > 0 {
+                point.parked_runs
+            } else {
+                point.finished_step_rows
+            };
+            let pct = point
+                .pct_of_empty
+                .map_or_else(|| "-".to_owned(), |pct| format!("{pct:.1}%"));
+            writeln!(
+                f,
+                "   {:<32} {:>10} {:>9.0} {:>12} {:>9.1}",
+                point.label, rows, point.throughput.steps_per_s, pct, point.setup_s
+            )?;
+        }
+        note(
+            f,
+            "Measured as in 1. History: copies of a finished run's rows (runs `finished`, steps
+`completed`), one INSERT ... SELECT generate_series per load, then VACUUM (ANALYZE) and
+CHECKPOINT; setup s is all of that. Parked: runs of one `wait_for = \"never\"` step, each
+claimed once and parked, in an otherwise empty schema; the worker measured beside them
+serves both workflows; setup s is starting and parking them.",
+        )
+    }
+
+    fn fmt_memory(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f)?;
+        writeln!(f, "4. Worker memory: this process, from /proc/self/status")?;
+        note(
+            f,
+            "after                                            peak RSS (VmHWM)   RSS (VmRSS)",
+        )?;
+        for m in &self.memory {
+            writeln!(
+                f,
+                "   {:<48} {:>12.1} MiB {:>9.1} MiB",
+                m.after, m.peak_rss_mib, m.rss_mib
+            )?;
+        }
+        note(
+            f,
+            "The process holds the client that starts the runs (and its pool) beside the worker.
+VmHWM cannot be reset: each peak covers every phase before it.",
+        )
+    }
+
+    fn fmt_macro_cost(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f)?;
+        let Some(m) = &self.macro_cost else {
+            return writeln!(
+                f,
+                "5. Macro cost: not measured (--no-macro-cost, or an earlier phase failed)"
+            );
+        };
+        writeln!(
+            f,
+            "5. Macro cost: compile time of a crate with one {}-step workflow",
+            m.steps
+        )?;
+        let secs = |secs: &[f64]| {
+            secs.iter()
+                .map(|s| format!("{s:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        writeln!(
+            f,
+            "   with #[workflow] and #[step]   {:>6.2} s  (builds: {} s)",
+            m.with_macros.mean_s,
+            secs(&m.with_macros.secs)
+        )?;
+        writeln!(
+            f,
+            "   plain async methods            {:>6.2} s  (builds: {} s)",
+            m.plain.mean_s,
+            secs(&m.plain.secs)
+        )?;
+        writeln!(
+            f,
+            "   difference                     {:>6.2} s",
+            m.difference_s
+        )?;
+        note(
+            f,
+            "`cargo build`, dev profile, not incremental (a touched but unchanged file costs an
+incremental build ~0.1 s either way), of target/bench/macro-cost/, sharing the workspace's
+target dir; each timed build follows a warm-up build and touches only the crate's lib.rs.",
+        )
+    }
+}

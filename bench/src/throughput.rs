@@ -1,0 +1,166 @@
+//! Steps per second: runs of five no-op steps, all started up front, through
+//! one worker in this process at a given concurrency, until every run finished.
+
+use std::time::Duration;
+
+use pgbus_runtime::RunId;
+use tokio::sync::mpsc;
+
+use crate::BoxError;
+use crate::runner::{Progress, RunningWorker, await_count, await_ended, start_runs};
+use crate::schema::{BenchSchema, checkpoint};
+use crate::workflows::{FiveSteps, Parked};
+
+/// Steps per run of [`FiveSteps`].
+const STEPS_PER_RUN: u32 = 5;
+
+/// The most runs one measurement starts, whatever the pilot says.
+const MAX_RUNS: u32 = 40_000;
+
+/// How often the benchmark checks that a batch's outcomes are committed, once
+/// every body has run (a few outcomes in flight take milliseconds).
+const FINISH_POLL: Duration = Duration::from_millis(10);
+
+/// The batch's runs that finished. `$1`, `$2`: its first and last run id.
+const FINISHED_RUNS: &str = "
+SELECT count(*) FROM {schema}.runs WHERE id BETWEEN $1 AND $2 AND status = 'finished'";
+
+/// The batch's completed steps. `$1`, `$2`: its first and last run id.
+const COMPLETED_STEPS: &str = "
+SELECT count(*) FROM {schema}.steps WHERE run_id BETWEEN $1 AND $2 AND status = 'completed'";
+
+/// A batch's figures from its step rows, all on the database clock: how many
+/// steps completed, from the first claim to the last outcome, and the steady
+/// part, the middle 80% of completions (the ramp-up while the first claims
+/// fill the slots, and the tail while the last runs drain with slots idle,
+/// left out). `$1`, `$2`: its first and last run id.
+const BATCH_FIGURES: &str = "
+WITH done AS (
+    SELECT started_at, finished_at
+    FROM {schema}.steps
+    WHERE run_id BETWEEN $1 AND $2 AND status = 'completed'
+), steady AS (
+    SELECT percentile_disc(0.1) WITHIN GROUP (ORDER BY finished_at) AS from_at,
+           percentile_disc(0.9) WITHIN GROUP (ORDER BY finished_at) AS to_at
+    FROM done
+)
+SELECT (SELECT count(*) FROM done) AS steps,
+       (SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM done) AS span_s,
+       (SELECT count(*) FROM done, steady
+        WHERE done.finished_at > steady.from_at AND done.finished_at <= steady.to_at) AS steady_steps,
+       (SELECT extract(epoch FROM to_at - from_at)::float8 FROM steady) AS steady_s";
+
+/// One batch measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Throughput {
+    /// The worker's `concurrency`.
+    pub(crate) concurrency: usize,
+    /// Runs in the measured batch.
+    pub(crate) runs: u32,
+    /// Step attempts that completed (`runs` × 5).
+    pub(crate) steps: i64,
+    /// Steps per second over the steady middle 80% of completions: the figure.
+    pub(crate) steps_per_s: f64,
+    /// Steps over the whole batch, first claim to last outcome.
+    pub(crate) overall_steps_per_s: f64,
+    /// First claim to last outcome, seconds.
+    pub(crate) elapsed_s: f64,
+}
+
+/// Measures steps per second at `concurrency` in `bench`'s schema. A pilot
+/// batch (which also warms the server's caches) sizes the measured batch to
+/// take about `secs`, so every concurrency is measured over about as long, on
+/// any machine. `with_parked` registers [`Parked`] too, as a worker serving
+/// runs parked in the schema would.
+pub(crate) async fn measure(
+    bench: &BenchSchema,
+    concurrency: usize,
+    secs: f64,
+    with_parked: bool,
+) -> Result<Throughput, BoxError> {
+    let admin = bench.admin().await?;
+    let pilot_runs = 10 + 4 * u32::try_from(concurrency)?;
+    let pilot = batch(bench, &admin, concurrency, pilot_runs, with_parked).await?;
+    let wanted = (pilot.overall_steps_per_s * secs / f64::from(STEPS_PER_RUN)).ceil();
+    // Float-to-int `as` saturates (NaN gives 0), and the clamp bounds it
+    // either way.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let runs = (wanted as u32).clamp(pilot_runs, MAX_RUNS);
+    batch(bench, &admin, concurrency, runs, with_parked).await
+}
+
+/// Starts `runs` runs, then runs a fresh worker until all of them finished,
+/// stops it, and reads the batch's figures from its step rows.
+///
+/// The batch runs on a `Database` of its own, so its pool's connections
+/// prepare the engine's statements against the backlog being measured. On a
+/// pool kept from the pilot, Postgres reuses plans cached while the due queue
+/// was a pilot's few hundred rows, and a claim over a backlog of 10,000 steps
+/// took hundreds of milliseconds instead of a few: C = 16 fell from about
+/// 1,200 to under 40 steps per second on the 2-core machine this was written
+/// on. That is worth knowing about the engine (a worker whose backlog grows
+/// from small to large meets it), but it is not the figure asked for here.
+async fn batch(
+    bench: &BenchSchema,
+    admin: &tokio_postgres::Client,
+    concurrency: usize,
+    runs: u32,
+    with_parked: bool,
+) -> Result<Throughput, BoxError> {
+    let db = bench.connect_again().await?;
+    let started = start_runs::<FiveSteps>(&db.client(), runs).await?;
+    let (ended_tx, mut ended) = mpsc::unbounded_channel::<RunId>();
+    let mut builder = db
+        .worker()
+        .register(FiveSteps { ended: ended_tx })
+        .concurrency(concurrency);
+    if with_parked {
+        builder = builder.register(Parked);
+    }
+    checkpoint(admin).await;
+    let worker = RunningWorker::spawn(builder.build()?);
+    let range = [started.first.0, started.last.0];
+    let progress = Progress {
+        admin,
+        query: bench.sql(COMPLETED_STEPS),
+        params: vec![&range[0], &range[1]],
+    };
+    await_ended(&mut ended, runs, &progress).await?;
+    await_count(
+        admin,
+        &bench.sql(FINISHED_RUNS),
+        &[&range[0], &range[1]],
+        i64::from(runs),
+        FINISH_POLL,
+    )
+    .await?;
+    worker.stop().await?;
+
+    let row = admin
+        .query_one(&bench.sql(BATCH_FIGURES), &[&range[0], &range[1]])
+        .await?;
+    let steps: i64 = row.get("steps");
+    let span_s: f64 = row.get("span_s");
+    let steady_steps: i64 = row.get("steady_steps");
+    let steady_s: f64 = row.get("steady_s");
+    if steps != i64::from(runs * STEPS_PER_RUN) {
+        return Err(format!(
+            "{runs} runs finished with {steps} completed steps, not {}",
+            runs * STEPS_PER_RUN
+        )
+        .into());
+    }
+    Ok(Throughput {
+        concurrency,
+        runs,
+        steps,
+        steps_per_s: per_second(steady_steps, steady_s),
+        overall_steps_per_s: per_second(steps, span_s),
+        elapsed_s: span_s,
+    })
+}
+
+/// `count / secs`, or 0 for an empty span (a batch too small to have one).
+fn per_second(count: i64, secs: f64) -> f64 {
+    if secs > 0.0 { count as f64 / secs } else { 0.0 }
+}
