@@ -7,8 +7,9 @@ use chrono::{DateTime, Utc};
 use pgbus_runtime::context::CancellationToken;
 use pgbus_runtime::engine::{
     Action, ActionRun, AttemptResult, AttemptState, BatchState, ErrorRecord, EventSpec, Gate,
-    LatestStep, NewStep, Park, Plan, PlannedStep, RunState, RunStatus, StallAction, StepOutcome,
-    StepStatus, StoredSignal, first_attempt, plan_action, plan_outcome, plan_park, stalled_result,
+    LatestStep, NewStep, Park, ParkWait, Plan, PlannedStep, RunState, RunStatus, StallAction,
+    StepOutcome, StepStatus, StoredSignal, first_attempt, plan_action, plan_outcome, plan_park,
+    stalled_result,
 };
 use pgbus_runtime::{
     BatchView, ChildRun, Error, EventView, RunFilter, RunId, RunSummary, RunView, SignalId,
@@ -607,27 +608,14 @@ impl MemoryStore {
             return false;
         }
         let plan = plan_park(state, park);
-        let (name, turned_down_to, due_ms, from_first_park) = match park {
-            Park::Signal {
-                name,
-                turned_down_to,
-                timeout_ms,
-            } => (
-                Some(name.as_str()),
-                turned_down_to.map(|id| id.0),
-                timeout_ms.unwrap_or(pgbus_runtime::MAX_DURATION_MS),
-                timeout_ms.is_some(),
-            ),
-            Park::Batch { .. } | Park::BatchOpen { .. } => {
-                (None, None, pgbus_runtime::MAX_DURATION_MS, false)
-            }
-        };
+        let wait = park.wait();
+        let (name, due_ms, from_first_park) = (wait.signal, wait.due_ms, wait.from_first_park);
         let seen_to = self
             .steps
             .get(&claim.step_id)
             .and_then(|step| step.signals_seen_to)
-            .max(turned_down_to);
-        let (woken, adopt) = self.wakes_at_park(claim.run_id, name, seen_to, park);
+            .max(wait.turned_down_to.map(|id| id.0));
+        let (woken, adopt) = self.wakes_at_park(claim.run_id, &wait, seen_to);
         if let Some(batch) = adopt
             .and_then(|id| self.batches.get_mut(&id))
             .filter(|b| b.view.status == "open")
@@ -690,26 +678,21 @@ impl MemoryStore {
     fn wakes_at_park(
         &self,
         run_id: RunId,
-        name: Option<&str>,
+        wait: &ParkWait<'_>,
         seen_to: Option<i64>,
-        park: &Park,
     ) -> (bool, Option<i64>) {
-        let signal_arrived = name.is_some_and(|name| {
+        let signal_arrived = wait.signal.is_some_and(|name| {
             self.runs.get(&run_id.0).is_some_and(|run| {
                 run.signals.iter().any(|g| {
                     g.name == name && g.consumed_by.is_none() && g.id.0 > seen_to.unwrap_or(0)
                 })
             })
         });
-        let (batch_resolved, adopt) = match park {
-            Park::BatchOpen { batch_id, adopt } => (
-                self.batches
-                    .get(batch_id)
-                    .is_some_and(|b| b.view.status != "open"),
-                adopt.then_some(*batch_id),
-            ),
-            Park::Signal { .. } | Park::Batch { .. } => (false, None),
-        };
+        let batch_resolved = wait
+            .batch_id
+            .and_then(|id| self.batches.get(&id))
+            .is_some_and(|b| b.view.status != "open");
+        let adopt = wait.batch_id.filter(|_| wait.adopt);
         (signal_arrived || batch_resolved, adopt)
     }
 

@@ -229,6 +229,59 @@ pub enum Park {
     },
 }
 
+impl Park {
+    /// What a parked row waits for and until when, as both stores write it.
+    #[must_use]
+    pub fn wait(&self) -> ParkWait<'_> {
+        let forever = ParkWait {
+            signal: None,
+            turned_down_to: None,
+            due_ms: MAX_DURATION_MS,
+            from_first_park: false,
+            batch_id: None,
+            adopt: false,
+        };
+        match self {
+            Self::Signal {
+                name,
+                turned_down_to,
+                timeout_ms,
+            } => ParkWait {
+                signal: Some(name),
+                turned_down_to: *turned_down_to,
+                due_ms: timeout_ms.unwrap_or(MAX_DURATION_MS),
+                from_first_park: timeout_ms.is_some(),
+                ..forever
+            },
+            Self::Batch { .. } => forever,
+            Self::BatchOpen { batch_id, adopt } => ParkWait {
+                batch_id: Some(*batch_id),
+                adopt: *adopt,
+                ..forever
+            },
+        }
+    }
+}
+
+/// The row a park leaves: what it waits for and when it is due again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParkWait<'a> {
+    /// The signal name it waits for (`None`: its batch).
+    pub signal: Option<&'a str>,
+    /// The highest signal id the gate turned down, if any.
+    pub turned_down_to: Option<SignalId>,
+    /// Milliseconds until it is due again: its `wait_timeout`, or 36500 days
+    /// (it parks again then) for a wait without one.
+    pub due_ms: u64,
+    /// Whether `due_ms` counts from the row's first park (a `wait_timeout`)
+    /// rather than from now.
+    pub from_first_park: bool,
+    /// The batch it goes on waiting for, for a row claimed while it was open.
+    pub batch_id: Option<i64>,
+    /// Whether that batch is an earlier attempt's, which this row takes over.
+    pub adopt: bool,
+}
+
 /// A signal as the gate sees it at a claim: one of the run's signals of the
 /// name the step waits for, not consumed or consumed by an earlier attempt of the
 /// same step.

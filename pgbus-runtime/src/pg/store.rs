@@ -644,25 +644,7 @@ impl PgStore {
             },
             park,
         );
-        let (name, turned_down_to, due_ms, from_first_park) = match park {
-            Park::Signal {
-                name,
-                turned_down_to,
-                timeout_ms,
-            } => (
-                Some(name.as_str()),
-                turned_down_to.map(|id| id.0),
-                timeout_ms.unwrap_or(pgbus_core::MAX_DURATION_MS),
-                timeout_ms.is_some(),
-            ),
-            Park::Batch { .. } | Park::BatchOpen { .. } => {
-                (None, None, pgbus_core::MAX_DURATION_MS, false)
-            }
-        };
-        let (batch_id, adopt) = match park {
-            Park::BatchOpen { batch_id, adopt } => (Some(*batch_id), *adopt),
-            Park::Signal { .. } | Park::Batch { .. } => (None, false),
-        };
+        let wait = park.wait();
         let statement = tx.prepare_cached(&self.sql.park_step).await?;
         let parked = tx
             .query_opt(
@@ -671,14 +653,14 @@ impl PgStore {
                     &claimed.step_id,
                     &claimed.attempt,
                     &worker_id,
-                    &name,
-                    &turned_down_to,
-                    &ms(due_ms),
-                    &from_first_park,
+                    &wait.signal,
+                    &wait.turned_down_to.map(|id| id.0),
+                    &ms(wait.due_ms),
+                    &wait.from_first_park,
                     &result.output,
                     &now,
-                    &batch_id,
-                    &adopt,
+                    &wait.batch_id,
+                    &wait.adopt,
                 ],
             )
             .await?;
@@ -1130,17 +1112,22 @@ impl PgStore {
             // the cancel below reads it all with one snapshot taken after
             // (lock_children.sql).
             let lock = tx.prepare_cached(&self.sql.lock_children).await?;
-            let mut locked = 0;
+            let mut locked: Vec<i64> = Vec::new();
             loop {
-                let found = tx.query(&lock, &[&run_id]).await?.len();
-                if found <= locked {
+                let found: Vec<i64> = tx
+                    .query(&lock, &[&run_id])
+                    .await?
+                    .iter()
+                    .map(|row| row.get(0))
+                    .collect();
+                if found.len() <= locked.len() {
                     break;
                 }
                 locked = found;
             }
             let statement = tx.prepare_cached(&self.sql.cancel_children).await?;
             let reason = format!("parent run {run_id} was cancelled");
-            tx.query_one(&statement, &[&run_id, &now, &actor, &reason])
+            tx.query_one(&statement, &[&run_id, &now, &actor, &reason, &locked])
                 .await?;
         }
         if change.run_status.is_terminal() && change.parent_batch_id.is_some() {

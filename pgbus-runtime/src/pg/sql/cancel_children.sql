@@ -1,24 +1,12 @@
 -- A run was cancelled: cancels its open child runs, and theirs, all the way
--- down, in the same transaction. Rows are locked parents first (by depth), the
--- order every transaction takes, so a child ending at the same moment never
--- deadlocks with it. Their open batches are closed as `failed`. Runs after
--- lock_children.sql has locked the whole tree (see there why), so its own
--- locks no longer wait and its snapshot holds every open step of the tree.
--- $1 run id, $2 now, $3 actor, $4 reason
-WITH RECURSIVE tree AS (
-    SELECT c.id, 1 AS depth
-    FROM {schema}.batches b JOIN {schema}.runs c ON c.parent_batch_id = b.id
-    WHERE b.run_id = $1 AND b.status = 'open'
-  UNION ALL
-    SELECT c.id, t.depth + 1
-    FROM tree t
-    JOIN {schema}.batches b ON b.run_id = t.id AND b.status = 'open'
-    JOIN {schema}.runs c ON c.parent_batch_id = b.id
-), locked AS (
-    SELECT r.id FROM {schema}.runs r JOIN tree t ON t.id = r.id
-    WHERE r.status NOT IN ('finished', 'cancelled')
-    ORDER BY t.depth, r.id
-    FOR UPDATE OF r
+-- down, in the same transaction, with their open batches closed as `failed`.
+-- Runs after lock_children.sql has locked the whole open tree parents first
+-- (see there why), so its snapshot holds every open step of the tree.
+-- $1 run id, $2 now, $3 actor, $4 reason, $5 the open descendants
+-- lock_children.sql locked. The batches closed are $1's, theirs, and any that
+-- holds one of them (a batch of a run an operator skipped past).
+WITH locked AS (
+    SELECT unnest($5::bigint[]) AS id
 ), runs_cancelled AS (
     UPDATE {schema}.runs r
     SET status = 'cancelled', cancelled_at = $2, updated_at = $2
@@ -34,7 +22,10 @@ WITH RECURSIVE tree AS (
 ), batches_closed AS (
     UPDATE {schema}.batches b
     SET status = 'failed', resolved_at = $2
-    WHERE b.status = 'open' AND (b.run_id = $1 OR b.run_id IN (SELECT id FROM tree))
+    WHERE b.status = 'open'
+      AND (b.run_id = $1 OR b.run_id = ANY($5::bigint[])
+           OR b.id IN (SELECT c.parent_batch_id FROM {schema}.runs c
+                       WHERE c.id = ANY($5::bigint[])))
     RETURNING b.id
 ), events AS (
     INSERT INTO {schema}.events (run_id, event, actor, reason, details, created_at)
