@@ -59,6 +59,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0006_signal_pages.sql",
         sql: include_str!("../../../migrations/0006_signal_pages.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_claim_plans.sql",
+        sql: include_str!("../../../migrations/0007_claim_plans.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

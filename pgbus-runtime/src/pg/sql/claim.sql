@@ -9,22 +9,46 @@
 -- gate_inputs.sql, a later statement of the same transaction: this statement's
 -- snapshot predates the locks it takes, so a signal committed in between would
 -- be missing from it although its wake made the row due.
+--
+-- The shape is chosen for one plan whatever the table statistics say (a
+-- worker's pooled connection keeps the plan it made when the tables were
+-- empty): per queue, an ordered scan of the due index (`queue` equal, then
+-- `priority, scheduled_at, id` in index order) that stops after $3 rows,
+-- checking each row's run by primary key; then the runs of those rows locked
+-- by primary key, their status read after the lock. No sort of the whole due
+-- queue, and no join the planner could turn into a scan of every ready run.
+-- Candidates beyond the limit (a worker of several queues) stay locked, not
+-- claimed, until this transaction commits.
 -- $1 queues, $2 workflows, $3 limit, $4 worker id, $5 stall threshold (ms),
 -- $6 now (NULL = clock_timestamp())
 WITH t AS (
     SELECT coalesce($6::timestamptz, clock_timestamp()) AS now
+), candidates AS (
+    SELECT d.step_id, d.run_id, d.priority, d.scheduled_at
+    FROM (SELECT DISTINCT u.name FROM unnest($1::text[]) AS u(name)) AS q
+    CROSS JOIN LATERAL (
+        SELECT s.id AS step_id, s.run_id, s.priority, s.scheduled_at
+        FROM {schema}.steps s
+        WHERE s.queue = q.name
+          AND s.status IN ('scheduled', 'waiting')
+          AND s.scheduled_at <= (SELECT now FROM t)
+          AND s.workflow = ANY($2)
+          AND (SELECT r.status FROM {schema}.runs r WHERE r.id = s.run_id) = 'ready'
+        ORDER BY s.priority, s.scheduled_at, s.id
+        LIMIT $3
+        FOR UPDATE OF s SKIP LOCKED
+    ) d
+), runs_locked AS (
+    SELECT r.id, r.status
+    FROM {schema}.runs r
+    WHERE r.id = ANY (ARRAY(SELECT run_id FROM candidates))
+    FOR UPDATE SKIP LOCKED
 ), due AS (
-    SELECT s.id AS step_id, s.run_id
-    FROM {schema}.steps s
-    JOIN {schema}.runs r ON r.id = s.run_id
-    WHERE s.status IN ('scheduled', 'waiting')
-      AND s.queue = ANY($1)
-      AND s.workflow = ANY($2)
-      AND s.scheduled_at <= (SELECT now FROM t)
-      AND r.status = 'ready'
-    ORDER BY s.priority, s.scheduled_at, s.id
+    SELECT c.step_id, c.run_id
+    FROM candidates c
+    JOIN runs_locked l ON l.id = c.run_id AND l.status = 'ready'
+    ORDER BY c.priority, c.scheduled_at, c.step_id
     LIMIT $3
-    FOR UPDATE OF s, r SKIP LOCKED
 ), claimed AS (
     UPDATE {schema}.steps s
     SET status = 'in_progress',
