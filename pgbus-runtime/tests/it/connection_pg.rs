@@ -510,3 +510,44 @@ impl tracing::Subscriber for Logs {
 
     fn exit(&self, _: &tracing::span::Id) {}
 }
+
+#[tokio::test]
+async fn engine_connections_run_without_jit_unless_the_url_asks_for_it() {
+    let t = TestDb::new().await;
+    let setting = |db: Database, name: &'static str| async move {
+        let client = db.pool().get().await.expect("a pooled connection");
+        let value: String = client
+            .query_one("SELECT current_setting($1)", &[&name])
+            .await
+            .expect("read the setting")
+            .get(0);
+        value
+    };
+    let connect = |query: &'static str| {
+        let url = format!(
+            "{}{}{query}",
+            database_url(),
+            if database_url().contains('?') {
+                "&"
+            } else {
+                "?"
+            }
+        );
+        let (schema, clock) = (t.db.schema().clone(), t.db.clock().clone());
+        async move {
+            Database::connect_with(&url, schema, clock)
+                .await
+                .expect("connect")
+        }
+    };
+
+    let plain = connect("application_name=jit_plain").await;
+    assert_eq!(setting(plain, "jit").await, "off");
+
+    // Options the URL sets are kept beside it, and can turn it back on.
+    let tuned = connect("options=-c%20work_mem%3D5MB").await;
+    assert_eq!(setting(tuned.clone(), "work_mem").await, "5MB");
+    assert_eq!(setting(tuned, "jit").await, "off");
+    let on = connect("options=-c%20jit%3Don").await;
+    assert_eq!(setting(on, "jit").await, "on");
+}

@@ -3,8 +3,35 @@
 -- Steps of runs that are not `ready` (a paused run holding its next step) do not
 -- count: no claim can take them, so waking for them would spin. A waiting row
 -- counts at the end of its `wait_timeout`.
+--
+-- Read from the due index alone, whatever the statistics: the priorities
+-- present in each queue found by skipping through the index (one probe each),
+-- then per queue and priority the earliest row whose run is ready, in index
+-- order, each run read by primary key. A join to runs would let the planner
+-- scan every run (history included) on each call.
 -- $1 queues, $2 workflows, $3 now (NULL = clock_timestamp())
-SELECT (extract(epoch FROM min(s.scheduled_at) - coalesce($3::timestamptz, clock_timestamp())) * 1000)::bigint
-FROM {schema}.steps s
-JOIN {schema}.runs r ON r.id = s.run_id AND r.status = 'ready'
-WHERE s.status IN ('scheduled', 'waiting') AND s.queue = ANY($1) AND s.workflow = ANY($2)
+WITH RECURSIVE levels AS (
+    SELECT q.name,
+           (SELECT min(s.priority) FROM {schema}.steps s
+            WHERE s.queue = q.name AND s.status IN ('scheduled', 'waiting')) AS priority
+    FROM (SELECT DISTINCT u.name FROM unnest($1::text[]) AS u(name)) AS q
+    UNION ALL
+    SELECT l.name,
+           (SELECT min(s.priority) FROM {schema}.steps s
+            WHERE s.queue = l.name AND s.status IN ('scheduled', 'waiting')
+              AND s.priority > l.priority)
+    FROM levels l
+    WHERE l.priority IS NOT NULL
+)
+SELECT (extract(epoch FROM min(d.scheduled_at) - coalesce($3::timestamptz, clock_timestamp())) * 1000)::bigint
+FROM levels l
+CROSS JOIN LATERAL (
+    SELECT s.scheduled_at
+    FROM {schema}.steps s
+    WHERE s.queue = l.name AND s.priority = l.priority
+      AND s.status IN ('scheduled', 'waiting')
+      AND s.workflow = ANY($2)
+      AND (SELECT r.status FROM {schema}.runs r WHERE r.id = s.run_id) = 'ready'
+    ORDER BY s.scheduled_at, s.id
+    LIMIT 1
+) d

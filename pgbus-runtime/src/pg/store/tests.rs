@@ -188,3 +188,90 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
 
     drop_schema(&db).await;
 }
+
+/// Sets the first step row of `run` to `queue`, `priority` and a due time
+/// `offset_s` seconds from the pinned clock.
+async fn place(db: &Database, run: RunId, queue: &str, priority: i16, offset_s: i64) {
+    let client = db.pool().get().await.expect("connection");
+    let moved = client
+        .execute(
+            &format!(
+                "UPDATE \"{}\".steps SET queue = $2, priority = $3,
+                     scheduled_at = to_timestamp(1900000000) + $4::bigint * interval '1 second'
+                 WHERE run_id = $1",
+                db.schema()
+            ),
+            &[&run.0, &queue, &priority, &offset_s],
+        )
+        .await
+        .expect("place the step");
+    assert_eq!(moved, 1);
+}
+
+#[tokio::test]
+async fn claims_and_the_next_due_time_follow_queue_priority_and_time_not_held_runs() {
+    let db = database().await;
+    let store = &db.store;
+    let client = db.client();
+    let workflows = ["store.once".to_owned()];
+    let both = ["a".to_owned(), "b".to_owned()];
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        runs.push(client.start::<Once>(&()).await.expect("start"));
+    }
+    // Queue a: priority 0 in 10 s, priority 5 in 3 s, priority 0 due a second
+    // ago but its run paused (a held step). Queue b: priority 2 in 7 s.
+    place(&db, runs[0], "a", 0, 10).await;
+    place(&db, runs[1], "a", 5, 3).await;
+    place(&db, runs[2], "a", 0, -1).await;
+    client.pause(runs[2], "ops", "hold").await.expect("pause");
+    place(&db, runs[3], "b", 2, 7).await;
+    place(&db, runs[4], "elsewhere", 0, -60).await;
+
+    assert_eq!(
+        store.next_due_ms(&both, &workflows).await.expect("next"),
+        Some(3_000)
+    );
+    assert_eq!(
+        store
+            .next_due_ms(&["b".to_owned()], &workflows)
+            .await
+            .expect("next"),
+        Some(7_000)
+    );
+    assert_eq!(
+        store
+            .next_due_ms(&["none".to_owned()], &workflows)
+            .await
+            .expect("next"),
+        None
+    );
+    assert!(
+        store
+            .claim(&both, &workflows, 5, "w1", 60_000)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "nothing is due yet, and the held step is not claimable"
+    );
+
+    // Everything due: lowest priority number first across both queues, then
+    // the earlier time; a queue named twice is claimed from once.
+    place(&db, runs[0], "a", 0, -1).await;
+    place(&db, runs[1], "a", 5, -30).await;
+    place(&db, runs[3], "b", 2, -20).await;
+    let twice = ["a".to_owned(), "b".to_owned(), "a".to_owned()];
+    let first = store
+        .claim(&twice, &workflows, 2, "w1", 60_000)
+        .await
+        .expect("claim");
+    let order: Vec<RunId> = first.iter().map(|c| c.run_id).collect();
+    assert_eq!(order, [runs[0], runs[3]]);
+    let rest = store
+        .claim(&twice, &workflows, 5, "w1", 60_000)
+        .await
+        .expect("claim");
+    let order: Vec<RunId> = rest.iter().map(|c| c.run_id).collect();
+    assert_eq!(order, [runs[1]], "the paused run's step stays held");
+    drop_schema(&db).await;
+}
