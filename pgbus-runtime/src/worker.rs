@@ -19,7 +19,7 @@ use crate::database::Database;
 use crate::engine::AttemptResult;
 use crate::error::{Error, display_chain};
 use crate::executor::{AttemptInput, ErasedWorkflow};
-use crate::pg::store::{Claimed, Ended, PgStore};
+use crate::pg::store::{Claimed, Ended, Handoff, PgStore};
 use crate::workflow::Workflow;
 
 /// An error a policy chose to report, handed to the worker's error hook after the
@@ -60,7 +60,12 @@ pub struct WorkerBuilder {
     lost_worker_threshold: Duration,
     sweep_interval: Duration,
     retention: Option<Duration>,
+    eager_steps: usize,
 }
+
+/// How many steps of a run one slot runs eagerly in a row by default (see
+/// [`WorkerBuilder::eager_steps`]).
+pub const DEFAULT_EAGER_STEPS: usize = 16;
 
 /// How long finished and cancelled runs are kept by default: 30 days, so the
 /// longest insight window (30 d) still sees every run it counts.
@@ -124,7 +129,31 @@ impl WorkerBuilder {
             lost_worker_threshold: Duration::from_secs(30),
             sweep_interval: Duration::from_secs(10),
             retention: Some(DEFAULT_RETENTION),
+            eager_steps: DEFAULT_EAGER_STEPS,
         }
+    }
+
+    /// How many steps of a run one slot may run eagerly in a row (default
+    /// [`DEFAULT_EAGER_STEPS`]; 0 sends every step through the queue).
+    ///
+    /// When an attempt's outcome schedules the run's next step due at once, on
+    /// one of this worker's queues, as a first attempt that waits for no
+    /// signal, the outcome's transaction claims it for this worker, and the
+    /// slot runs it next: one transaction per step instead of two, and no
+    /// pickup wait. The step is claimed exactly as a claim would (`in_progress`,
+    /// the worker id, a stall horizon, a `step_started` event), so stalls,
+    /// heartbeats, sweeps and operator actions treat it the same. The cost is
+    /// fairness: a slot running a run's steps eagerly does not look at the
+    /// queue meanwhile, so a step of another run, even of a lower priority
+    /// number, waits for a free slot up to this many steps longer. Only
+    /// [`Worker::run_until`] runs steps eagerly; [`Worker::run_once`] runs the
+    /// attempts it claimed and no more. The idea is Temporal's eager activity
+    /// execution (the worker that schedules an activity may start it itself,
+    /// bypassing the task queue).
+    #[must_use]
+    pub const fn eager_steps(mut self, steps: usize) -> Self {
+        self.eager_steps = steps;
+        self
     }
 
     /// How long finished and cancelled runs are kept, counted from their last
@@ -287,6 +316,7 @@ impl WorkerBuilder {
                 lost_worker_ms: capped_ms(self.lost_worker_threshold),
                 sweep_interval: self.sweep_interval,
                 retention_ms: self.retention.map(capped_ms),
+                eager_steps: self.eager_steps,
                 registered: AtomicBool::new(false),
                 loops: std::sync::atomic::AtomicUsize::new(0),
                 suspects: std::sync::Mutex::new(std::collections::HashSet::new()),
@@ -332,6 +362,7 @@ struct Inner {
     lost_worker_ms: i64,
     sweep_interval: Duration,
     retention_ms: Option<i64>,
+    eager_steps: usize,
     /// Cancellation tokens of the attempts running here, by step id: cancelled
     /// when a heartbeat finds the claim lost.
     running: std::sync::Mutex<HashMap<i64, CancellationToken>>,
@@ -390,6 +421,8 @@ impl Worker {
         let upkeep = tokio::spawn(self.clone().upkeep());
 
         let slots = Arc::new(Semaphore::new(inner.concurrency));
+        // Set once shutdown begins: slots stop taking steps eagerly.
+        let stopping = Arc::new(AtomicBool::new(false));
         let mut tasks = JoinSet::new();
         let mut failures = Failures::default();
         let mut shutdown = std::pin::pin!(shutdown);
@@ -407,8 +440,9 @@ impl Worker {
                                 break;
                             };
                             let worker = self.clone();
+                            let stopping = Arc::clone(&stopping);
                             tasks.spawn(async move {
-                                worker.run_claim(claim, running).await;
+                                worker.run_claim(claim, running, &stopping).await;
                                 drop(permit);
                             });
                         }
@@ -439,6 +473,7 @@ impl Worker {
         }
 
         info!(pgbus.worker = %inner.id, running = tasks.len(), "worker stopping");
+        stopping.store(true, Ordering::Release);
         stop_listening.store(true, Ordering::Relaxed);
         if let Some(listener) = listener {
             listener.abort();
@@ -641,7 +676,8 @@ impl Worker {
                 .sweep_attempt(definition, &claim, &worker_id, &result, &detection)
                 .await?
             {
-                Ended::Applied(_) => {
+                // A sweep passes no handoff, so it never continues a run.
+                Ended::Applied(_) | Ended::Continued(..) => {
                     report.repaired += 1;
                     metrics::counter!("pgbus_stalls_total", "detection" => detection.clone())
                         .increment(1);
@@ -684,9 +720,12 @@ impl Worker {
         let claimed = self.claim(self.inner.concurrency).await?;
         let count = claimed.len();
         let mut tasks = JoinSet::new();
+        // Never eager: each claimed attempt runs, and no more.
+        let stopped = Arc::new(AtomicBool::new(true));
         for (claim, running) in claimed {
             let worker = self.clone();
-            tasks.spawn(async move { worker.run_claim(claim, running).await });
+            let stopped = Arc::clone(&stopped);
+            tasks.spawn(async move { worker.run_claim(claim, running, &stopped).await });
         }
         while tasks.join_next().await.is_some() {}
         Ok(count)
@@ -732,8 +771,11 @@ impl Worker {
             .collect())
     }
 
-    /// Runs one claimed attempt and records its outcome.
-    async fn run_claim(&self, claim: Claimed, running: Running) {
+    /// Runs one claimed attempt and records its outcome; then, while the
+    /// outcome hands this worker the run's next step (see
+    /// [`WorkerBuilder::eager_steps`]) and `stopping` is not set, runs that one
+    /// too, up to the eager limit.
+    async fn run_claim(&self, claim: Claimed, running: Running, stopping: &AtomicBool) {
         let inner = &self.inner;
         let Some(workflow) = inner.registry.get(claim.workflow.as_str()) else {
             // Claims filter on registered workflows, so this cannot happen; leave
@@ -741,6 +783,32 @@ impl Worker {
             error!(pgbus.workflow = %claim.workflow, "claimed a step of an unregistered workflow");
             return;
         };
+        let (mut claim, mut running) = (claim, running);
+        let mut eager_left = inner.eager_steps;
+        loop {
+            let eager = eager_left > 0 && !stopping.load(Ordering::Acquire);
+            let Some(next) = self.run_attempt(workflow, &claim, &running, eager).await else {
+                return;
+            };
+            // On the running list before the old entry leaves it; the row is
+            // committed already, and a heartbeat between the two sees it as
+            // a suspect only (orphans need two heartbeats).
+            let next_running = Running::new(Arc::clone(&self.inner), next.step_id);
+            drop(std::mem::replace(&mut running, next_running));
+            claim = *next;
+            eager_left -= 1;
+        }
+    }
+
+    /// Runs `claim`'s attempt in its span and records the outcome; returns the
+    /// next step when the outcome handed it to this worker (only if `eager`).
+    async fn run_attempt(
+        &self,
+        workflow: &Arc<dyn ErasedWorkflow>,
+        claim: &Claimed,
+        running: &Running,
+        eager: bool,
+    ) -> Option<Box<Claimed>> {
         let span = info_span!(
             "pgbus.step",
             pgbus.workflow = %claim.workflow,
@@ -776,10 +844,11 @@ impl Worker {
                 })
                 .await;
             let ran = began.elapsed();
-            self.finish(workflow.definition(), &claim, &result, ran).await;
+            self.finish(workflow.definition(), claim, &result, ran, eager)
+                .await
         }
         .instrument(span)
-        .await;
+        .await
     }
 
     /// Records an attempt's outcome; reports after commit.
@@ -799,14 +868,28 @@ impl Worker {
         claim: &Claimed,
         result: &AttemptResult,
         ran: Duration,
-    ) {
+        eager: bool,
+    ) -> Option<Box<Claimed>> {
         let inner = &self.inner;
         let mut failures = Failures::with_pauses(Duration::from_millis(50), Duration::from_secs(1));
         let mut result = std::borrow::Cow::Borrowed(result);
         let ended = loop {
+            // Only a first try takes the next step: a retry cannot tell whether
+            // a try whose reply was lost had taken it already.
+            let handoff = (eager && failures.count == 0).then_some(Handoff {
+                queues: &inner.queues,
+                stall_threshold_ms: inner.stall_threshold_ms,
+            });
             match inner
                 .store
-                .end_attempt(definition, claim, &inner.id, &result, failures.count > 0)
+                .end_attempt(
+                    definition,
+                    claim,
+                    &inner.id,
+                    &result,
+                    failures.count > 0,
+                    handoff,
+                )
                 .await
             {
                 Ok(ended) => break ended,
@@ -833,7 +916,7 @@ impl Worker {
                         error = %display_chain(&error),
                         "could not record the step's outcome; the sweep will find the attempt"
                     );
-                    return;
+                    return None;
                 }
             }
         };
@@ -867,38 +950,52 @@ impl Worker {
                     "step waiting"
                 );
             }
-            Ended::Applied(plan) => {
-                metrics::histogram!(
-                    "pgbus_step_duration_seconds",
-                    "workflow" => claim.workflow.clone(),
-                    "step" => claim.step_name.clone()
-                )
-                .record(ran.as_secs_f64());
-                metrics::counter!(
-                    "pgbus_steps_total",
-                    "workflow" => claim.workflow.clone(),
-                    "step" => claim.step_name.clone(),
-                    "outcome" => plan.step_outcome.as_str()
-                )
-                .increment(1);
-                info!(
-                    pgbus.outcome = plan.step_outcome.as_str(),
-                    pgbus.run_status = plan.run_status.as_str(),
-                    elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
-                    "step ended"
-                );
-                if let (true, Some(error)) = (result.report, &result.error) {
-                    self.report(claim, result, error, "step failed");
-                }
-                if let Some(error) = &result.handler_error {
-                    self.report(
-                        claim,
-                        result,
-                        error,
-                        "exception handler failed; the run is paused",
-                    );
-                }
+            Ended::Applied(plan) => self.applied(claim, result, &plan, ran),
+            Ended::Continued(plan, next) => {
+                self.applied(claim, result, &plan, ran);
+                return Some(next);
             }
+        }
+        None
+    }
+
+    /// Metrics, the log line and error reports of an applied outcome.
+    fn applied(
+        &self,
+        claim: &Claimed,
+        result: &AttemptResult,
+        plan: &crate::engine::Plan,
+        ran: Duration,
+    ) {
+        metrics::histogram!(
+            "pgbus_step_duration_seconds",
+            "workflow" => claim.workflow.clone(),
+            "step" => claim.step_name.clone()
+        )
+        .record(ran.as_secs_f64());
+        metrics::counter!(
+            "pgbus_steps_total",
+            "workflow" => claim.workflow.clone(),
+            "step" => claim.step_name.clone(),
+            "outcome" => plan.step_outcome.as_str()
+        )
+        .increment(1);
+        info!(
+            pgbus.outcome = plan.step_outcome.as_str(),
+            pgbus.run_status = plan.run_status.as_str(),
+            elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
+            "step ended"
+        );
+        if let (true, Some(error)) = (result.report, &result.error) {
+            self.report(claim, result, error, "step failed");
+        }
+        if let Some(error) = &result.handler_error {
+            self.report(
+                claim,
+                result,
+                error,
+                "exception handler failed; the run is paused",
+            );
         }
     }
 

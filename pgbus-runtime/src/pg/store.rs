@@ -16,8 +16,8 @@ use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{
     Action, ActionRun, AttemptResult, AttemptState, BatchState, ErrorRecord, EventSpec, Gate,
-    LatestStep, NewStep, Park, Plan, PlannedStep, RunState, RunStatus, StoredSignal, first_attempt,
-    plan_action, plan_outcome, plan_park,
+    LatestStep, NewStep, Park, Plan, PlannedStep, RunState, RunStatus, StepStatus, StoredSignal,
+    first_attempt, plan_action, plan_outcome, plan_park,
 };
 use crate::error::Error;
 use crate::fan_out::ChildRun;
@@ -123,11 +123,29 @@ impl Claimed {
 pub(crate) enum Ended {
     /// The plan was applied.
     Applied(Box<Plan>),
+    /// The plan was applied, and its next step, due at once, was claimed for
+    /// the same worker in the same transaction (see [`Handoff`]).
+    Continued(Box<Plan>, Box<Claimed>),
     /// The attempt parked its row as `waiting` (for a signal or its batch).
     Parked,
     /// The attempt had lost its fence (stalled, cancelled or claimed again):
     /// nothing changed but a `late_completion_ignored` event.
     Late,
+}
+
+/// What lets an outcome claim the run's next step for the worker that ran the
+/// attempt, in the outcome's own transaction, when that step is due at once:
+/// the worker then runs it in the same slot without a claim of its own (one
+/// commit per step instead of two, and no pickup wait). The step must be on one
+/// of `queues`, be a first attempt (no gate inputs from earlier attempts to
+/// read) and wait for no signal; the run must stay `ready` (not held by a pause).
+/// The step is written `in_progress` with the worker's id and stall horizon and
+/// a `step_started` event, exactly as a claim writes it, so a worker that dies
+/// meanwhile leaves it to the sweep like any claim.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Handoff<'a> {
+    pub(crate) queues: &'a [String],
+    pub(crate) stall_threshold_ms: i64,
 }
 
 impl PgStore {
@@ -350,11 +368,12 @@ impl PgStore {
         worker_id: &str,
         result: &AttemptResult,
         retrying: bool,
+        handoff: Option<Handoff<'_>>,
     ) -> Result<Ended, Error> {
         let now = self.clock.now();
         let ending = Ending::Outcome { retrying };
         in_tx!(self.pool, |tx| self.end_attempt_in(
-            &tx, definition, claimed, worker_id, result, now, ending
+            &tx, definition, claimed, worker_id, result, now, ending, handoff
         ))
     }
 
@@ -377,7 +396,8 @@ impl PgStore {
             worker_id,
             result,
             now,
-            Ending::Sweep { detection }
+            Ending::Sweep { detection },
+            None
         ))
     }
 
@@ -470,6 +490,7 @@ impl PgStore {
         result: &AttemptResult,
         now: Option<DateTime<Utc>>,
         ending: Ending<'_>,
+        handoff: Option<Handoff<'_>>,
     ) -> Result<Ended, Error> {
         let sweep = match ending {
             Ending::Sweep { detection } => Some(detection),
@@ -492,16 +513,13 @@ impl PgStore {
             attempt: claimed.attempt,
             reattempts: claimed.reattempts,
         };
-        let mut plan = plan_outcome(
-            definition,
-            &RunState {
-                status: run_status,
-                step_names,
-                step_plan,
-            },
-            &state,
-            result,
-        );
+        let run_state = RunState {
+            status: run_status,
+            step_names,
+            step_plan,
+        };
+        let mut plan = plan_outcome(definition, &run_state, &state, result);
+        let handoff = handoff.filter(|h| hands_off(&plan, run_state.step_plan.as_deref(), h));
         if let Some(detection) = sweep {
             plan.events.insert(
                 0,
@@ -549,6 +567,7 @@ impl PgStore {
                 });
         };
         let db_now: DateTime<Utc> = fenced.get(0);
+        let kept_output: Option<Value> = fenced.get("kept_output");
 
         let actor = if sweep.is_some() { "sweep" } else { worker_id };
         if let Some(Gate::Signal { id, fresh: true }) = result.gate {
@@ -569,9 +588,13 @@ impl PgStore {
             current_step: plan.current_step.as_deref(),
             run_error: plan.run_error.as_ref(),
             events: &plan.events,
+            claim_next: handoff.map(|h| (worker_id, h.stall_threshold_ms)),
         };
-        self.apply_change(tx, &change, &step, actor, db_now).await?;
-        Ok(Ended::Applied(Box::new(plan)))
+        let Some(next_id) = self.apply_change(tx, &change, &step, actor, db_now).await? else {
+            return Ok(Ended::Applied(Box::new(plan)));
+        };
+        let continued = continued_claim(claimed, &plan, result, kept_output, next_id, db_now);
+        Ok(Ended::Continued(Box::new(plan), Box::new(continued)))
     }
 
     /// The locked run's status. An ended run never changes again: should a
@@ -703,6 +726,7 @@ impl PgStore {
             current_step: Some(&claimed.step_name),
             run_error: None,
             events: &events,
+            claim_next: None,
         };
         self.apply_change(tx, &change, &step, worker_id, db_now)
             .await?;
@@ -934,6 +958,7 @@ impl PgStore {
             current_step: plan.current_step.as_deref(),
             run_error: kept_error.as_ref(),
             events: &plan.events,
+            claim_next: None,
         };
         self.apply_change(tx, &change, &step, actor, db_now).await?;
         if plan.next.is_none()
@@ -1005,48 +1030,63 @@ impl PgStore {
         step: &StepRef<'_>,
         actor: &str,
         now: DateTime<Utc>,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<i64>, Error> {
         let run_id = change.run_id;
         let workflow = change.workflow;
         let plan = change;
+        let mut claimed_next = None;
         if plan.cancel_open_steps {
             let statement = tx.prepare_cached(&self.sql.cancel_open_steps).await?;
             tx.execute(&statement, &[&run_id, &now]).await?;
         }
         self.fan_out_changes(tx, plan, actor, now).await?;
         if let Some(next) = plan.next {
+            let (claimer, stall_threshold_ms) = plan.claim_next.unzip();
             let statement = tx.prepare_cached(&self.sql.insert_step).await?;
-            tx.query_one(
-                &statement,
-                &[
-                    &run_id,
-                    &workflow,
-                    &next.step_name,
-                    &next.attempt,
-                    &next.reattempts,
-                    &next.queue,
-                    &next.priority,
-                    &next.timeout_ms,
-                    &ms(next.delay_ms),
-                    &now,
-                ],
-            )
-            .await?;
+            let inserted: i64 = tx
+                .query_one(
+                    &statement,
+                    &[
+                        &run_id,
+                        &workflow,
+                        &next.step_name,
+                        &next.attempt,
+                        &next.reattempts,
+                        &next.queue,
+                        &next.priority,
+                        &next.timeout_ms,
+                        &ms(next.delay_ms),
+                        &now,
+                        &claimer,
+                        &stall_threshold_ms,
+                    ],
+                )
+                .await?
+                .get(0);
+            claimed_next = claimer.map(|_| inserted);
             // Wake workers even for a delayed step: they learn its due time and
-            // sleep until then instead of until the next poll.
-            if plan.run_status == RunStatus::Ready {
+            // sleep until then instead of until the next poll. A step handed to
+            // this worker wakes no one.
+            if plan.run_status == RunStatus::Ready && claimer.is_none() {
                 let statement = tx.prepare_cached(&self.sql.notify).await?;
                 tx.query_one(&statement, &[&self.schema.channel(), &next.queue])
                     .await?;
             }
         }
+        // A run whose next step this worker took is `performing`, as a claim
+        // leaves it.
+        let run_status = if claimed_next.is_some() {
+            RunStatus::Performing
+        } else {
+            plan.run_status
+        };
         let statement = tx.prepare_cached(&self.sql.update_run).await?;
         let updated = tx
             .execute(
                 &statement,
                 &[
                     &run_id,
-                    &plan.run_status.as_str(),
+                    &run_status.as_str(),
                     &plan.current_step,
                     &plan.run_error.map(|e| e.class.as_str()),
                     &plan.run_error.map(|e| e.message.as_str()),
@@ -1056,7 +1096,25 @@ impl PgStore {
             .await?;
         check_count("update_run", 1, i64::try_from(updated).unwrap_or(0))?;
 
-        if !plan.events.is_empty() {
+        self.insert_events(tx, change, step, claimed_next, actor, now)
+            .await?;
+        Ok(claimed_next)
+    }
+
+    /// Appends a change's events, and a `step_started` for the step handed on
+    /// (`claimed_next`) if there is one.
+    async fn insert_events(
+        &self,
+        tx: &Transaction<'_>,
+        change: &RunChange<'_>,
+        step: &StepRef<'_>,
+        claimed_next: Option<i64>,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let run_id = change.run_id;
+        let plan = change;
+        if !plan.events.is_empty() || claimed_next.is_some() {
             let mut step_ids = Vec::new();
             let mut step_names = Vec::new();
             let mut attempts = Vec::new();
@@ -1070,6 +1128,14 @@ impl PgStore {
                 events.push(event.event);
                 reasons.push(event.reason.clone());
                 details.push(event.details.clone());
+            }
+            if let (Some(id), Some(next)) = (claimed_next, plan.next) {
+                step_ids.push(Some(id));
+                step_names.push(Some(next.step_name.clone()));
+                attempts.push(Some(next.attempt));
+                events.push("step_started");
+                reasons.push(None);
+                details.push(None);
             }
             let statement = tx.prepare_cached(&self.sql.insert_events).await?;
             let inserted = tx
@@ -1090,7 +1156,7 @@ impl PgStore {
                 .await?;
             check_count(
                 "insert_events",
-                i64::try_from(plan.events.len()).unwrap_or(i64::MAX),
+                i64::try_from(events.len()).unwrap_or(i64::MAX),
                 i64::try_from(inserted).unwrap_or(0),
             )?;
         }
@@ -1206,6 +1272,77 @@ struct RunChange<'a> {
     current_step: Option<&'a str>,
     run_error: Option<&'a ErrorRecord>,
     events: &'a [EventSpec],
+    /// Claim `next` for this worker id, with this stall threshold (ms),
+    /// instead of scheduling it (see [`Handoff`]).
+    claim_next: Option<(&'a str, i64)>,
+}
+
+/// The claim of the step an outcome handed on (see [`Handoff`]): what a claim
+/// of it would read, the run's input and the outputs of its completed or
+/// skipped steps, this one's included, carried over from `claimed`.
+fn continued_claim(
+    claimed: &Claimed,
+    plan: &Plan,
+    result: &AttemptResult,
+    kept_output: Option<Value>,
+    step_id: i64,
+    now: DateTime<Utc>,
+) -> Claimed {
+    let mut outputs = claimed.outputs.clone();
+    if matches!(
+        plan.step_status,
+        StepStatus::Completed | StepStatus::Skipped
+    ) && let Some(output) = result.output.clone().or(kept_output)
+    {
+        outputs.insert(claimed.step_name.clone(), output);
+    }
+    let (step_name, attempt, reattempts, timeout_ms) = plan.next.as_ref().map_or_else(
+        || {
+            (
+                claimed.step_name.clone(),
+                claimed.attempt,
+                claimed.reattempts,
+                None,
+            )
+        },
+        |n| (n.step_name.clone(), n.attempt, n.reattempts, n.timeout_ms),
+    );
+    Claimed {
+        step_id,
+        run_id: claimed.run_id,
+        workflow: claimed.workflow.clone(),
+        step_name,
+        attempt,
+        reattempts,
+        scheduled_at: now,
+        started_at: now,
+        timeout_ms,
+        input: claimed.input.clone(),
+        unreadable: None,
+        outputs,
+        waiting_since: None,
+        signals: Vec::new(),
+        batch: None,
+        timed_out_before: false,
+    }
+}
+
+/// Whether an outcome's `plan` may hand its next step to the worker (see
+/// [`Handoff`]). `step_plan`: the run's stored plan (`None` for a run started
+/// before plans were stored: not handed off).
+fn hands_off(plan: &Plan, step_plan: Option<&[PlannedStep]>, handoff: &Handoff<'_>) -> bool {
+    let Some(next) = &plan.next else {
+        return false;
+    };
+    plan.run_status == RunStatus::Ready
+        && next.delay_ms == 0
+        && next.attempt == 1
+        && handoff.queues.contains(&next.queue)
+        && step_plan.is_some_and(|steps| {
+            steps
+                .iter()
+                .any(|s| s.name == next.step_name && s.wait_for.is_none())
+        })
 }
 
 /// The gate's columns of a claim row: the signals a `wait_for` step may take and

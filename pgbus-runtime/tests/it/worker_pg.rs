@@ -432,3 +432,96 @@ async fn a_claim_takes_at_most_the_free_slots_lowest_priority_number_first() {
     );
     assert_eq!(worker.run_until_idle().await.expect("run"), 2);
 }
+
+/// Five plain steps, each recording one more than the step before it did.
+struct Chain;
+
+impl Chain {
+    fn next(cx: &mut StepCx<()>, before: &str) -> StepResult {
+        let seen: u32 = cx
+            .output_of(before)?
+            .expect("the step before recorded its output");
+        cx.output(&(seen + 1))?;
+        Ok(Flow::Complete)
+    }
+}
+
+#[workflow(name = "worker.chain")]
+impl Chain {
+    #[step]
+    async fn s1(&self, cx: &mut StepCx<()>) -> StepResult {
+        cx.output(&1_u32)?;
+        Ok(Flow::Complete)
+    }
+
+    #[step]
+    async fn s2(&self, cx: &mut StepCx<()>) -> StepResult {
+        Self::next(cx, "s1")
+    }
+
+    #[step]
+    async fn s3(&self, cx: &mut StepCx<()>) -> StepResult {
+        Self::next(cx, "s2")
+    }
+
+    #[step]
+    async fn s4(&self, cx: &mut StepCx<()>) -> StepResult {
+        Self::next(cx, "s3")
+    }
+
+    #[step]
+    async fn s5(&self, cx: &mut StepCx<()>) -> StepResult {
+        Self::next(cx, "s4")
+    }
+}
+
+/// Runs one `Chain` run to its end under `run_until` with `eager_steps`, on
+/// the database clock; returns which steps started in the transaction that
+/// scheduled them (an eager step's `started_at` is its `scheduled_at`; a
+/// claim's is a later transaction's clock).
+async fn eager_steps_taken(eager_steps: usize) -> Vec<String> {
+    let t = TestDb::on_database_clock().await;
+    let client = t.client();
+    let worker =
+        t.db.worker()
+            .register(Chain)
+            .concurrency(2)
+            .eager_steps(eager_steps)
+            .build()
+            .expect("worker");
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let loop_ = tokio::spawn({
+        let stop = Arc::clone(&stop);
+        async move { worker.run_until(stop.notified()).await }
+    });
+    let run = client.start::<Chain>(&()).await.expect("start");
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            client.run(run).await.expect("view").run.status == RunStatus::Finished
+        })
+        .await,
+        "the run finished"
+    );
+    stop.notify_one();
+    loop_.await.expect("join").expect("worker loop");
+    let view = client.run(run).await.expect("view");
+    assert_eq!(
+        view.steps.last().and_then(|s| s.output.clone()),
+        Some(5.into())
+    );
+    view.steps
+        .iter()
+        .filter(|s| s.started_at == Some(s.scheduled_at))
+        .map(|s| s.step_name.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_slot_runs_a_runs_next_steps_eagerly_up_to_its_limit() {
+    // The first step is claimed; every later one follows in its slot.
+    assert_eq!(eager_steps_taken(16).await, ["s2", "s3", "s4", "s5"]);
+    // Two in a row, then the queue (s4 is claimed), then two more.
+    assert_eq!(eager_steps_taken(2).await, ["s2", "s3", "s5"]);
+    // None: every step goes through the queue.
+    assert!(eager_steps_taken(0).await.is_empty());
+}

@@ -79,12 +79,12 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
         .expect("claim")
         .remove(0);
     let first = store
-        .end_attempt(Once::DEFINITION, &claim, "w1", &ok, false)
+        .end_attempt(Once::DEFINITION, &claim, "w1", &ok, false, None)
         .await
         .expect("end");
     assert!(matches!(first, Ended::Applied(_)));
     let again = store
-        .end_attempt(Once::DEFINITION, &claim, "w1", &ok, true)
+        .end_attempt(Once::DEFINITION, &claim, "w1", &ok, true, None)
         .await
         .expect("end");
     assert!(matches!(again, Ended::Applied(_)), "its own earlier commit");
@@ -93,7 +93,7 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
 
     // Not a retry: the same call is a late completion.
     let late = store
-        .end_attempt(Once::DEFINITION, &claim, "w1", &ok, false)
+        .end_attempt(Once::DEFINITION, &claim, "w1", &ok, false, None)
         .await
         .expect("end");
     assert!(matches!(late, Ended::Late));
@@ -126,7 +126,7 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
         None,
     );
     let retried = store
-        .end_attempt(Once::DEFINITION, &claim, "w1", &cancelled, true)
+        .end_attempt(Once::DEFINITION, &claim, "w1", &cancelled, true, None)
         .await
         .expect("end");
     assert!(matches!(retried, Ended::Late));
@@ -175,12 +175,12 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
         .remove(0);
     assert_eq!((second_try.run_id, second_try.attempt), (third, 2));
     let done = store
-        .end_attempt(Once::DEFINITION, &second_try, "w1", &ok, false)
+        .end_attempt(Once::DEFINITION, &second_try, "w1", &ok, false, None)
         .await
         .expect("end");
     assert!(matches!(done, Ended::Applied(_)));
     let stale = store
-        .end_attempt(Once::DEFINITION, &first_try, "w1", &ok, true)
+        .end_attempt(Once::DEFINITION, &first_try, "w1", &ok, true, None)
         .await
         .expect("end");
     assert!(matches!(stale, Ended::Late), "not its own earlier commit");
@@ -273,5 +273,217 @@ async fn claims_and_the_next_due_time_follow_queue_priority_and_time_not_held_ru
         .expect("claim");
     let order: Vec<RunId> = rest.iter().map(|c| c.run_id).collect();
     assert_eq!(order, [runs[1]], "the paused run's step stays held");
+    drop_schema(&db).await;
+}
+
+struct Eager;
+
+#[workflow(name = "store.eager")]
+impl Eager {
+    #[step]
+    async fn first(&self, _cx: &mut StepCx<()>) {}
+
+    #[step]
+    async fn second(&self, _cx: &mut StepCx<()>) {}
+
+    #[step(wait = "5s")]
+    async fn third(&self, _cx: &mut StepCx<()>) {}
+
+    #[step(queue = "other")]
+    async fn fourth(&self, _cx: &mut StepCx<()>) {}
+
+    #[step(wait_for(name = "go"))]
+    async fn fifth(&self, _cx: &mut StepCx<()>) {}
+}
+
+/// Status, worker and stall horizon of a run's attempt at `step`.
+async fn step_row(
+    db: &Database,
+    run: RunId,
+    step: &str,
+) -> (String, Option<String>, Option<DateTime<Utc>>) {
+    let client = db.pool().get().await.expect("connection");
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT status, worker_id, stall_at FROM \"{}\".steps
+                 WHERE run_id = $1 AND step_name = $2 ORDER BY attempt DESC LIMIT 1",
+                db.schema()
+            ),
+            &[&run.0, &step],
+        )
+        .await
+        .expect("the step row");
+    (row.get(0), row.get(1), row.get(2))
+}
+
+#[tokio::test]
+#[allow(clippy::too_many_lines)] // one run, step by step
+async fn an_outcome_hands_its_worker_the_next_step_only_when_it_is_plainly_due_now() {
+    let db = database().await;
+    let store = &db.store;
+    let client = db.client();
+    let Clock::Manual(clock) = db.clock().clone() else {
+        panic!("a pinned clock");
+    };
+    let now = clock.now();
+    let default = ["default".to_owned()];
+    let both = ["default".to_owned(), "other".to_owned()];
+    let workflows = ["store.eager".to_owned()];
+    let eager = |queues| {
+        Some(Handoff {
+            queues,
+            stall_threshold_ms: 60_000,
+        })
+    };
+    let run = client.start::<Eager>(&()).await.expect("start");
+    let first = store
+        .claim(&default, &workflows, 1, "w1", 60_000)
+        .await
+        .expect("claim")
+        .remove(0);
+
+    // `first` ends with an output, and `second` is due at once on a queue of
+    // the worker: claimed for it in the same transaction, seeing the output.
+    let output = serde_json::json!({"made": 1});
+    let ended = store
+        .end_attempt(
+            Eager::DEFINITION,
+            &first,
+            "w1",
+            &AttemptResult::ok(Verb::Complete, Some(output.clone())),
+            false,
+            eager(&default),
+        )
+        .await
+        .expect("end first");
+    let Ended::Continued(_, second) = ended else {
+        panic!("second handed on: {ended:?}");
+    };
+    assert_eq!(second.step_name, "second");
+    assert_eq!((second.attempt, second.reattempts), (1, 0));
+    assert_eq!(second.outputs.get("first"), Some(&output));
+    assert_eq!((second.scheduled_at, second.started_at), (now, now));
+    assert_eq!(
+        step_row(&db, run, "second").await,
+        (
+            "in_progress".to_owned(),
+            Some("w1".to_owned()),
+            Some(now + chrono::TimeDelta::seconds(60))
+        )
+    );
+    let view = client.run(run).await.expect("view");
+    assert_eq!(view.run.status, RunStatus::Performing);
+    let started: Vec<_> = view
+        .events
+        .iter()
+        .filter(|e| e.event == "step_started")
+        .map(|e| (e.step_name.clone(), e.actor.clone()))
+        .collect();
+    assert_eq!(
+        started,
+        [
+            (Some("first".to_owned()), "w1".to_owned()),
+            (Some("second".to_owned()), "w1".to_owned())
+        ]
+    );
+    // A claimed row like any other: with no worker row behind it, the sweep
+    // would repair it as lost.
+    let stalled = store.stalled(1, 10).await.expect("stalled");
+    assert_eq!(
+        stalled
+            .iter()
+            .map(|(c, _, _)| c.step_id)
+            .collect::<Vec<_>>(),
+        [second.step_id]
+    );
+
+    // `third` waits five seconds: scheduled, not handed on.
+    let ended = store
+        .end_attempt(
+            Eager::DEFINITION,
+            &second,
+            "w1",
+            &AttemptResult::ok(Verb::Complete, None),
+            false,
+            eager(&default),
+        )
+        .await
+        .expect("end second");
+    assert!(matches!(ended, Ended::Applied(_)), "{ended:?}");
+    assert_eq!(step_row(&db, run, "third").await.0, "scheduled");
+    clock.advance(std::time::Duration::from_secs(5));
+    let third = store
+        .claim(&default, &workflows, 1, "w1", 60_000)
+        .await
+        .expect("claim")
+        .remove(0);
+
+    // `fourth` runs on a queue this worker does not serve: scheduled.
+    let ended = store
+        .end_attempt(
+            Eager::DEFINITION,
+            &third,
+            "w1",
+            &AttemptResult::ok(Verb::Complete, None),
+            false,
+            eager(&default),
+        )
+        .await
+        .expect("end third");
+    assert!(matches!(ended, Ended::Applied(_)), "{ended:?}");
+    assert_eq!(step_row(&db, run, "fourth").await.0, "scheduled");
+    let fourth = store
+        .claim(&both, &workflows, 1, "w1", 60_000)
+        .await
+        .expect("claim")
+        .remove(0);
+
+    // `fifth` waits for a signal, whose gate reads what a claim brings:
+    // scheduled, even for a worker of both queues.
+    let ended = store
+        .end_attempt(
+            Eager::DEFINITION,
+            &fourth,
+            "w1",
+            &AttemptResult::ok(Verb::Complete, None),
+            false,
+            eager(&both),
+        )
+        .await
+        .expect("end fourth");
+    assert!(matches!(ended, Ended::Applied(_)), "{ended:?}");
+    assert_eq!(step_row(&db, run, "fifth").await.0, "scheduled");
+
+    // A run paused while its step ran holds its next step: not handed on.
+    client
+        .cancel(run, "ops", "done here")
+        .await
+        .expect("cancel");
+    let held = client.start::<Eager>(&()).await.expect("start");
+    let first = store
+        .claim(&default, &workflows, 1, "w1", 60_000)
+        .await
+        .expect("claim")
+        .remove(0);
+    assert_eq!(first.run_id, held);
+    client.pause(held, "ops", "hold").await.expect("pause");
+    let ended = store
+        .end_attempt(
+            Eager::DEFINITION,
+            &first,
+            "w1",
+            &AttemptResult::ok(Verb::Complete, None),
+            false,
+            eager(&default),
+        )
+        .await
+        .expect("end first");
+    assert!(matches!(ended, Ended::Applied(_)), "{ended:?}");
+    assert_eq!(step_row(&db, held, "second").await.0, "scheduled");
+    assert_eq!(
+        client.run(held).await.expect("view").run.status,
+        RunStatus::Paused
+    );
     drop_schema(&db).await;
 }
