@@ -874,9 +874,9 @@ impl Worker {
         let mut failures = Failures::with_pauses(Duration::from_millis(50), Duration::from_secs(1));
         let mut result = std::borrow::Cow::Borrowed(result);
         let ended = loop {
-            // Only a first try takes the next step: a retry cannot tell whether
-            // a try whose reply was lost had taken it already.
-            let handoff = (eager && failures.count == 0).then_some(Handoff {
+            // Offered on every try: the store hands on only in a first try, and
+            // a retry puts back a step a lost try had handed on.
+            let handoff = eager.then_some(Handoff {
                 queues: &inner.queues,
                 stall_threshold_ms: inner.stall_threshold_ms,
             });

@@ -114,6 +114,7 @@ statements! {
     delete_worker => "delete_worker.sql",
     outcome_recorded => "outcome_recorded.sql",
     release_orphans => "release_orphans.sql",
+    release_handoff => "release_handoff.sql",
     lock_signalled_run => "lock_signalled_run.sql",
     send_signal => "send_signal.sql",
     park_step => "park_step.sql",

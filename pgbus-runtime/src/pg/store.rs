@@ -141,7 +141,10 @@ pub(crate) enum Ended {
 /// read) and wait for no signal; the run must stay `ready` (not held by a pause).
 /// The step is written `in_progress` with the worker's id and stall horizon and
 /// a `step_started` event, exactly as a claim writes it, so a worker that dies
-/// meanwhile leaves it to the sweep like any claim.
+/// meanwhile leaves it to the sweep like any claim. Offered on a retried
+/// outcome too: a retry hands nothing on, and if it finds its outcome recorded
+/// by a try whose reply was lost, it puts back in the queue the step that try
+/// handed on (`release_handoff.sql`), which nothing would otherwise run.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Handoff<'a> {
     pub(crate) queues: &'a [String],
@@ -519,17 +522,15 @@ impl PgStore {
             step_plan,
         };
         let mut plan = plan_outcome(definition, &run_state, &state, result);
-        let handoff = handoff.filter(|h| hands_off(&plan, run_state.step_plan.as_deref(), h));
+        // A retry never hands on: it cannot tell whether the try whose reply
+        // was lost did (see `fenced_off`).
+        let offered = handoff.is_some();
+        let handoff = handoff.filter(|h| {
+            matches!(ending, Ending::Outcome { retrying: false })
+                && hands_off(&plan, run_state.step_plan.as_deref(), h)
+        });
         if let Some(detection) = sweep {
-            plan.events.insert(
-                0,
-                crate::engine::EventSpec {
-                    event: "stall_detected",
-                    about_step: true,
-                    reason: Some(detection.to_owned()),
-                    details: None,
-                },
-            );
+            plan.events.insert(0, stall_event(detection));
         }
 
         let error = result.error.as_ref();
@@ -556,7 +557,7 @@ impl PgStore {
         // reading of the store's clock, no extra round trip.
         let Some(fenced) = fenced else {
             return self
-                .fenced_off(tx, claimed, worker_id, result, ending, now)
+                .fenced_off(tx, claimed, worker_id, result, ending, now, offered)
                 .await
                 .map(|recorded| {
                     if recorded {
@@ -690,7 +691,7 @@ impl PgStore {
         let Some(parked) = parked else {
             let ending = Ending::Outcome { retrying };
             return self
-                .fenced_off(tx, claimed, worker_id, result, ending, now)
+                .fenced_off(tx, claimed, worker_id, result, ending, now, false)
                 .await
                 .map(|recorded| if recorded { Ended::Parked } else { Ended::Late });
         };
@@ -976,6 +977,7 @@ impl PgStore {
     /// An attempt whose fence failed. For the sweep: ended meanwhile, nothing to
     /// do. For a retried outcome whose earlier try committed (its reply lost):
     /// `true`, already recorded. Otherwise a late completion, recorded as such.
+    #[allow(clippy::too_many_arguments)] // one transaction, its parts named
     async fn fenced_off(
         &self,
         tx: &Transaction<'_>,
@@ -984,6 +986,7 @@ impl PgStore {
         result: &AttemptResult,
         ending: Ending<'_>,
         now: Option<DateTime<Utc>>,
+        offered_handoff: bool,
     ) -> Result<bool, Error> {
         match ending {
             Ending::Sweep { .. } => return Ok(false),
@@ -997,6 +1000,9 @@ impl PgStore {
                     .await?
                     .get(0);
                 if recorded {
+                    if offered_handoff {
+                        self.release_handoff(tx, claimed, worker_id).await?;
+                    }
                     return Ok(true);
                 }
             }
@@ -1021,6 +1027,31 @@ impl PgStore {
         )
         .await?;
         Ok(false)
+    }
+
+    /// Puts back in the queue the step an earlier try of this outcome handed
+    /// to `worker_id` and whose reply was lost (see `release_handoff.sql`),
+    /// and wakes the workers of its queue.
+    async fn release_handoff(
+        &self,
+        tx: &Transaction<'_>,
+        claimed: &Claimed,
+        worker_id: &str,
+    ) -> Result<(), Error> {
+        let statement = tx.prepare_cached(&self.sql.release_handoff).await?;
+        let released = tx
+            .query_opt(
+                &statement,
+                &[&claimed.run_id.0, &claimed.step_id, &worker_id],
+            )
+            .await?;
+        if let Some(row) = released {
+            let queue: String = row.get("queue");
+            let statement = tx.prepare_cached(&self.sql.notify).await?;
+            tx.query_one(&statement, &[&self.schema.channel(), &queue])
+                .await?;
+        }
+        Ok(())
     }
 
     async fn apply_change(
@@ -1275,6 +1306,16 @@ struct RunChange<'a> {
     /// Claim `next` for this worker id, with this stall threshold (ms),
     /// instead of scheduling it (see [`Handoff`]).
     claim_next: Option<(&'a str, i64)>,
+}
+
+/// The `stall_detected` event a sweep writes before its plan's.
+fn stall_event(detection: &str) -> EventSpec {
+    EventSpec {
+        event: "stall_detected",
+        about_step: true,
+        reason: Some(detection.to_owned()),
+        details: None,
+    }
 }
 
 /// The claim of the step an outcome handed on (see [`Handoff`]): what a claim

@@ -487,3 +487,51 @@ async fn an_outcome_hands_its_worker_the_next_step_only_when_it_is_plainly_due_n
     );
     drop_schema(&db).await;
 }
+
+#[tokio::test]
+async fn a_retried_outcome_puts_back_the_step_its_lost_try_handed_on() {
+    let db = database().await;
+    let store = &db.store;
+    let client = db.client();
+    let default = ["default".to_owned()];
+    let workflows = ["store.eager".to_owned()];
+    let handoff = Some(Handoff {
+        queues: &default,
+        stall_threshold_ms: 60_000,
+    });
+    let ok = AttemptResult::ok(Verb::Complete, None);
+    let run = client.start::<Eager>(&()).await.expect("start");
+    let first = store
+        .claim(&default, &workflows, 1, "w1", 60_000)
+        .await
+        .expect("claim")
+        .remove(0);
+    // The first try commits and hands `second` on; its reply is lost, so the
+    // worker never learns of `second`.
+    let lost = store
+        .end_attempt(Eager::DEFINITION, &first, "w1", &ok, false, handoff)
+        .await
+        .expect("end");
+    assert!(matches!(lost, Ended::Continued(..)), "{lost:?}");
+    // The retry finds the outcome recorded, hands nothing on, and puts
+    // `second` back in the queue for any worker.
+    let retried = store
+        .end_attempt(Eager::DEFINITION, &first, "w1", &ok, true, handoff)
+        .await
+        .expect("end again");
+    assert!(matches!(retried, Ended::Applied(_)), "{retried:?}");
+    assert_eq!(late_events(store, run).await, 0);
+    assert_eq!(
+        step_row(&db, run, "second").await,
+        ("scheduled".to_owned(), None, None)
+    );
+    let view = client.run(run).await.expect("view");
+    assert_eq!(view.run.status, RunStatus::Ready);
+    let second = store
+        .claim(&default, &workflows, 1, "w2", 60_000)
+        .await
+        .expect("claim")
+        .remove(0);
+    assert_eq!((second.run_id, second.step_name.as_str()), (run, "second"));
+    drop_schema(&db).await;
+}
