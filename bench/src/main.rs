@@ -21,6 +21,7 @@
 //! changes nothing in the engine.
 
 mod baseline;
+mod cpu;
 mod history;
 mod latency;
 mod machine;
@@ -152,7 +153,7 @@ async fn measure(options: &Options, report: &mut Report) -> Result<(), BoxError>
         );
         // The baseline starts where the engine's batch did: after a checkpoint.
         schema::checkpoint(&schema::connect(url).await?).await;
-        let baseline = baseline::steps_per_s(concurrency, scale.baseline_secs, url).await;
+        let baseline = baseline::measure(concurrency, scale.baseline_secs, url).await;
         report.throughput.push(ThroughputRow::new(engine, baseline));
         report.memory.push(memory::Memory::read(&format!(
             "steps per second at concurrency {concurrency}"

@@ -3,6 +3,8 @@
 use std::fmt;
 
 use crate::BoxError;
+use crate::baseline::Baseline;
+use crate::cpu::CpuShare;
 use crate::history::{self, HistoryPoint};
 use crate::latency::Latency;
 use crate::machine::Machine;
@@ -44,6 +46,8 @@ pub(crate) struct ThroughputRow {
     pub(crate) engine: Throughput,
     /// `raw_sql_steps_per_s`, when the baseline ran.
     pub(crate) raw_sql_steps_per_s: Option<f64>,
+    /// The machine's CPU while the baseline ran.
+    pub(crate) raw_sql_cpu: Option<CpuShare>,
     /// Engine over baseline.
     pub(crate) ratio: Option<f64>,
     /// Why the baseline has no figure.
@@ -53,17 +57,22 @@ pub(crate) struct ThroughputRow {
 impl ThroughputRow {
     /// The row; a baseline that failed leaves its reason instead of a figure
     /// (the engine's figure stands on its own).
-    pub(crate) fn new(engine: Throughput, baseline: Result<f64, BoxError>) -> Self {
+    pub(crate) fn new(engine: Throughput, baseline: Result<Baseline, BoxError>) -> Self {
         match baseline {
-            Ok(raw) => Self {
+            Ok(Baseline {
+                steps_per_s: raw,
+                cpu,
+            }) => Self {
                 ratio: (raw > 0.0).then(|| engine.steps_per_s / raw),
                 raw_sql_steps_per_s: Some(raw),
+                raw_sql_cpu: Some(cpu),
                 raw_sql_error: None,
                 engine,
             },
             Err(error) => Self {
                 engine,
                 raw_sql_steps_per_s: None,
+                raw_sql_cpu: None,
                 ratio: None,
                 raw_sql_error: Some(error.to_string()),
             },
@@ -175,6 +184,39 @@ impl Report {
                 e.concurrency, e.runs, e.steps_per_s, e.overall_steps_per_s, raw, ratio
             )?;
         }
+        writeln!(f)?;
+        note(
+            f,
+            "where the time goes   machine busy (engine / raw)   worker CPU, % of one   WAL bytes/step",
+        )?;
+        for row in &self.throughput {
+            let e = &row.engine;
+            let raw_busy = row
+                .raw_sql_cpu
+                .map_or_else(|| "-".to_owned(), |c| format!("{:.0}%", c.machine_busy_pct));
+            writeln!(
+                f,
+                "   C = {:<15} {:>12} / {:<12} {:>20.0}% {:>16.0}",
+                e.concurrency,
+                format!("{:.0}%", e.cpu.machine_busy_pct),
+                raw_busy,
+                e.cpu.process_pct_of_one_cpu,
+                e.wal_bytes_per_step
+            )?;
+        }
+        note(
+            f,
+            "Machine busy: all CPUs, from /proc/stat, over the whole batch (the raw script's table",
+        )?;
+        note(
+            f,
+            "setup included). Worker CPU: this process (worker, and the client that started the runs).",
+        )?;
+        note(
+            f,
+            "WAL: pg_current_wal_lsn() across the batch over its steps, the full-page images after",
+        )?;
+        note(f, "the batch's CHECKPOINT included.")?;
         for row in &self.throughput {
             if let Some(error) = &row.raw_sql_error {
                 writeln!(

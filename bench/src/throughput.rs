@@ -7,6 +7,7 @@ use pgbus_runtime::RunId;
 use tokio::sync::mpsc;
 
 use crate::BoxError;
+use crate::cpu::{CpuShare, Ticks};
 use crate::runner::{Progress, RunningWorker, await_count, await_ended, start_runs};
 use crate::schema::{BenchSchema, checkpoint};
 use crate::workflows::{FiveSteps, Parked};
@@ -28,6 +29,9 @@ SELECT count(*) FROM {schema}.runs WHERE id BETWEEN $1 AND $2 AND status = 'fini
 /// The batch's completed steps. `$1`, `$2`: its first and last run id.
 const COMPLETED_STEPS: &str = "
 SELECT count(*) FROM {schema}.steps WHERE run_id BETWEEN $1 AND $2 AND status = 'completed'";
+
+/// Where Postgres's write-ahead log is now, in bytes from its start.
+const WAL_POSITION: &str = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint";
 
 /// A batch's figures from its step rows, all on the database clock: how many
 /// steps completed, from the first claim to the last outcome, and the steady
@@ -65,6 +69,10 @@ pub(crate) struct Throughput {
     pub(crate) overall_steps_per_s: f64,
     /// First claim to last outcome, seconds.
     pub(crate) elapsed_s: f64,
+    /// The CPU from the worker's start to the last run finished.
+    pub(crate) cpu: CpuShare,
+    /// WAL Postgres wrote over the same span, per completed step.
+    pub(crate) wal_bytes_per_step: f64,
 }
 
 /// Measures steps per second at `concurrency` in `bench`'s schema. A pilot
@@ -118,6 +126,8 @@ async fn batch(
         builder = builder.register(Parked);
     }
     checkpoint(admin).await;
+    let wal_from: i64 = admin.query_one(WAL_POSITION, &[]).await?.get(0);
+    let ticks = Ticks::read();
     let worker = RunningWorker::spawn(builder.build()?);
     let range = [started.first.0, started.last.0];
     let progress = Progress {
@@ -134,6 +144,8 @@ async fn batch(
         FINISH_POLL,
     )
     .await?;
+    let cpu = ticks.share_until(Ticks::read());
+    let wal_to: i64 = admin.query_one(WAL_POSITION, &[]).await?.get(0);
     worker.stop().await?;
 
     let row = admin
@@ -157,6 +169,9 @@ async fn batch(
         steps_per_s: per_second(steady_steps, steady_s),
         overall_steps_per_s: per_second(steps, span_s),
         elapsed_s: span_s,
+        cpu,
+        #[allow(clippy::cast_precision_loss)] // bytes and steps far below 2^52
+        wal_bytes_per_step: (wal_to - wal_from) as f64 / steps as f64,
     })
 }
 
