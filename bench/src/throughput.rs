@@ -100,14 +100,12 @@ pub(crate) async fn measure(
 /// Starts `runs` runs, then runs a fresh worker until all of them finished,
 /// stops it, and reads the batch's figures from its step rows.
 ///
-/// The batch runs on a `Database` of its own, so its pool's connections
-/// prepare the engine's statements against the backlog being measured. On a
-/// pool kept from the pilot, Postgres reuses plans cached while the due queue
-/// was a pilot's few hundred rows, and a claim over a backlog of 10,000 steps
-/// took hundreds of milliseconds instead of a few: C = 16 fell from about
-/// 1,200 to under 40 steps per second on the 2-core machine this was written
-/// on. That is worth knowing about the engine (a worker whose backlog grows
-/// from small to large meets it), but it is not the figure asked for here.
+/// The batch runs on a `Database` of its own, so each batch starts from the
+/// same state whatever ran before it. (Before the claim's shape was fixed, a
+/// pool kept from the pilot reused plans cached while the due queue was a
+/// pilot's few hundred rows, and C = 16 fell from about 1,200 to under 40
+/// steps per second; the claim now has one plan whatever the statistics, see
+/// `BENCHMARKS.md`.)
 async fn batch(
     bench: &BenchSchema,
     admin: &tokio_postgres::Client,
