@@ -233,6 +233,7 @@ impl Client {
                     .unwrap_or_default(),
                 waiting_for: row.get("waiting_for"),
                 waiting_since: row.get("waiting_since"),
+                created_at: row.get("created_at"),
             });
         }
 

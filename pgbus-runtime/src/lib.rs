@@ -15,7 +15,9 @@ pub mod executor;
 pub mod fan_out;
 pub mod flow;
 pub mod pg;
+pub mod timeline;
 pub mod view;
+pub mod window;
 pub mod worker;
 pub mod workflow;
 

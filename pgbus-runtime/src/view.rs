@@ -99,6 +99,9 @@ pub struct StepView {
     pub waiting_for: Option<String>,
     /// When the row first parked: its `wait_timeout` counts from here.
     pub waiting_since: Option<DateTime<Utc>>,
+    /// When the row was written (the previous step's outcome, or the run's
+    /// start): `scheduled_at` minus this is the time it waited to be due.
+    pub created_at: DateTime<Utc>,
 }
 
 impl StepView {

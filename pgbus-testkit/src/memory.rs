@@ -1337,6 +1337,7 @@ impl MemoryStore {
                     error_causes: Vec::new(),
                     waiting_for: None,
                     waiting_since,
+                    created_at: self.now,
                 },
                 run_id,
                 workflow: workflow.to_owned(),

@@ -1,0 +1,257 @@
+//! A run's timeline: what each step attempt spent its time on, and the periods
+//! the run was paused. Pure: computed from a [`RunView`] and a time for "now",
+//! so the command-line tool, a dashboard and tests draw the same picture.
+//!
+//! For each attempt (one step row), from the row and its `step_started` and
+//! `step_waiting` events:
+//!
+//! - **waited**: from the row's creation until it was due (`created_at` to
+//!   `scheduled_at`): a step's `wait`, a reattempt's delay;
+//! - **queued**: from due until a worker started it;
+//! - **ran**: from a start until the attempt ended, parked, or until now while
+//!   it runs;
+//! - **waiting**: from a park until the row was woken (a signal, its wait
+//!   timeout, its batch), or until now while it waits.
+//!
+//! An attempt parks and is claimed again with the same row, so it can have
+//! several ran and waiting pieces. The row keeps its latest due time only:
+//! for an attempt that parked, the time between a park and the next start is
+//! split at the latest wake-up for the last start (waiting, then queued) and
+//! counts as waiting for earlier ones; and its first due time is gone, so the
+//! time from creation to its first start counts as queued. Every piece is
+//! clipped to the attempt's `finished_at` and to now; pieces of no length are
+//! dropped.
+//!
+//! **paused**: from each `paused` event of the run until the next `resumed`,
+//! `cancelled` or `finished` one, or until now while the run is still paused.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::engine::{RunStatus, StepOutcome};
+use crate::view::{EventView, RunView, StepView};
+
+/// What a piece of time was spent on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Piece {
+    /// Created, not yet due.
+    Waited,
+    /// Due, not yet started.
+    Queued,
+    /// A worker ran the body.
+    Ran,
+    /// Parked for a signal or a fan_out batch.
+    Waiting,
+    /// The run was paused.
+    Paused,
+}
+
+impl Piece {
+    /// The lowercase name used in listings and charts.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Waited => "waited",
+            Self::Queued => "queued",
+            Self::Ran => "ran",
+            Self::Waiting => "waiting",
+            Self::Paused => "paused",
+        }
+    }
+}
+
+/// One piece of a timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Segment {
+    /// What the time was spent on.
+    pub piece: Piece,
+    /// The step row it belongs to (`None` for a paused period).
+    pub step_id: Option<i64>,
+    /// The step's name (`None` for a paused period).
+    pub step: Option<String>,
+    /// The attempt number (`None` for a paused period).
+    pub attempt: Option<i32>,
+    /// Start of the piece.
+    pub from: DateTime<Utc>,
+    /// End of the piece (now, for an open one).
+    pub to: DateTime<Utc>,
+    /// Still going on at `now`.
+    pub open: bool,
+    /// For the last `ran` piece of an attempt that ended: how it ended.
+    pub outcome: Option<StepOutcome>,
+}
+
+impl Segment {
+    /// `to - from`.
+    #[must_use]
+    pub fn duration(&self) -> chrono::Duration {
+        self.to - self.from
+    }
+}
+
+/// The timeline of `view` at `now`: each attempt's pieces in row order, then
+/// the run's paused periods.
+#[must_use]
+pub fn timeline(view: &RunView, now: DateTime<Utc>) -> Vec<Segment> {
+    let mut segments = Vec::new();
+    for step in &view.steps {
+        segments.extend(attempt_segments(step, &view.events, now));
+    }
+    segments.extend(paused_periods(view, now));
+    segments
+}
+
+/// The pieces of one attempt (see the module docs), from `events` of its run.
+#[must_use]
+pub fn attempt_segments(step: &StepView, events: &[EventView], now: DateTime<Utc>) -> Vec<Segment> {
+    let of_row = |name: &str| {
+        let mut times: Vec<DateTime<Utc>> = events
+            .iter()
+            .filter(|e| e.step_id == Some(step.id) && e.event == name)
+            .map(|e| e.created_at)
+            .collect();
+        times.sort();
+        times
+    };
+    let starts = of_row("step_started");
+    let parks = of_row("step_waiting");
+    // Nothing after the attempt ended, nothing after now.
+    let end = step.finished_at.map_or(now, |f| f.min(now));
+    let mut pieces = Pieces {
+        step,
+        end,
+        closed: step.finished_at.is_some_and(|f| f <= now),
+        out: Vec::new(),
+    };
+
+    if starts.is_empty() {
+        pieces.push(Piece::Waited, step.created_at, step.scheduled_at, None);
+        pieces.push(Piece::Queued, step.scheduled_at, end, None);
+        return pieces.out;
+    }
+    let first_due = if parks.is_empty() {
+        pieces.push(Piece::Waited, step.created_at, step.scheduled_at, None);
+        step.scheduled_at
+    } else {
+        step.created_at
+    };
+    let mut queued_from = first_due;
+    for (i, &start) in starts.iter().enumerate() {
+        let next_start = starts.get(i + 1).copied();
+        let last = next_start.is_none();
+        pieces.push(Piece::Queued, queued_from, start, None);
+        // The park of this start: the first one after it, before the next.
+        let park = parks
+            .iter()
+            .copied()
+            .find(|&p| p >= start && next_start.is_none_or(|n| p <= n));
+        match park {
+            None => {
+                let outcome = if last { step.outcome } else { None };
+                pieces.push(Piece::Ran, start, next_start.unwrap_or(end), outcome);
+                queued_from = next_start.unwrap_or(end);
+            }
+            Some(parked) => {
+                pieces.push(Piece::Ran, start, parked, None);
+                match next_start {
+                    // The wake-up before the last start is the row's due time.
+                    Some(next) if i + 2 == starts.len() => {
+                        let woken = step.scheduled_at.clamp(parked, next);
+                        pieces.push(Piece::Waiting, parked, woken, None);
+                        queued_from = woken;
+                    }
+                    Some(next) => {
+                        pieces.push(Piece::Waiting, parked, next, None);
+                        queued_from = next;
+                    }
+                    None => pieces.push(Piece::Waiting, parked, end, None),
+                }
+            }
+        }
+    }
+    pieces.out
+}
+
+/// An attempt's pieces as they are made: clipped to its end, empty ones
+/// dropped.
+struct Pieces<'a> {
+    step: &'a StepView,
+    end: DateTime<Utc>,
+    /// The attempt ended (by `now`): no piece of it is open.
+    closed: bool,
+    out: Vec<Segment>,
+}
+
+impl Pieces<'_> {
+    fn push(
+        &mut self,
+        piece: Piece,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        outcome: Option<StepOutcome>,
+    ) {
+        let to = to.min(self.end);
+        if to <= from {
+            return;
+        }
+        self.out.push(Segment {
+            piece,
+            step_id: Some(self.step.id),
+            step: Some(self.step.step_name.clone()),
+            attempt: Some(self.step.attempt),
+            from,
+            to,
+            open: !self.closed && to == self.end,
+            outcome,
+        });
+    }
+}
+
+/// The run's paused periods: each `paused` event to the next `resumed`,
+/// `cancelled` or `finished` event, or to now while the run is paused (to the
+/// run's last change, should its events and status disagree).
+#[must_use]
+pub fn paused_periods(view: &RunView, now: DateTime<Utc>) -> Vec<Segment> {
+    let mut periods = Vec::new();
+    let mut events: Vec<&EventView> = view.events.iter().collect();
+    events.sort_by_key(|e| (e.created_at, e.id));
+    let mut paused_at: Option<DateTime<Utc>> = None;
+    let mut close = |from: DateTime<Utc>, to: DateTime<Utc>, open: bool| {
+        let to = to.min(now);
+        if to > from {
+            periods.push(Segment {
+                piece: Piece::Paused,
+                step_id: None,
+                step: None,
+                attempt: None,
+                from,
+                to,
+                open,
+                outcome: None,
+            });
+        }
+    };
+    for event in events {
+        match event.event.as_str() {
+            "paused" if paused_at.is_none() => paused_at = Some(event.created_at),
+            "resumed" | "cancelled" | "finished" => {
+                if let Some(from) = paused_at.take() {
+                    close(from, event.created_at, false);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = paused_at {
+        if view.run.status == RunStatus::Paused {
+            close(from, now, true);
+        } else {
+            close(from, view.run.updated_at, false);
+        }
+    }
+    periods
+}
+
+#[cfg(test)]
+mod tests;
