@@ -1,5 +1,6 @@
 //! The client: start runs, read them back, list them.
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tracing::instrument;
 
@@ -8,6 +9,7 @@ use crate::engine::{Action, RunStatus, StepOutcome, StepStatus};
 use crate::error::Error;
 use crate::pg::store::{PgStore, parse_stored};
 use crate::view::{BatchView, EventView, RunFilter, RunSummary, RunView, SignalView, StepView};
+use crate::window::Range;
 use crate::workflow::Workflow;
 
 /// Starts and reads runs. Cheap to clone; all clones share one pool.
@@ -256,6 +258,52 @@ impl Client {
         Ok(view)
     }
 
+    /// Runs started, finished, paused and cancelled in each bucket of
+    /// `range` (a [`Window`](crate::window::Window) placed in time), oldest
+    /// first, every bucket present (zeros where nothing happened). Times are
+    /// the database's.
+    ///
+    /// # Errors
+    /// Database errors.
+    #[instrument(skip_all, err)]
+    pub async fn run_counts(&self, range: &Range) -> Result<Vec<BucketCounts>, Error> {
+        let client = self.store.pool.get().await?;
+        let statement = client.prepare_cached(&self.store.sql.run_counts).await?;
+        let bucket_ms = i64::try_from(range.bucket.as_millis()).unwrap_or(i64::MAX);
+        let rows = client
+            .query(&statement, &[&range.from, &range.to, &bucket_ms])
+            .await?;
+        let found: std::collections::HashMap<DateTime<Utc>, BucketCounts> = rows
+            .iter()
+            .map(|row| {
+                let bucket: DateTime<Utc> = row.get("bucket");
+                (
+                    bucket,
+                    BucketCounts {
+                        bucket,
+                        started: row.get("started"),
+                        finished: row.get("finished"),
+                        paused: row.get("paused"),
+                        cancelled: row.get("cancelled"),
+                    },
+                )
+            })
+            .collect();
+        Ok(range
+            .buckets()
+            .into_iter()
+            .map(|bucket| {
+                found.get(&bucket).copied().unwrap_or(BucketCounts {
+                    bucket,
+                    started: 0,
+                    finished: 0,
+                    paused: 0,
+                    cancelled: 0,
+                })
+            })
+            .collect())
+    }
+
     /// Runs matching `filter`, newest first.
     ///
     /// # Errors
@@ -273,6 +321,8 @@ impl Client {
                     &filter.status.map(RunStatus::as_str),
                     &limit,
                     &filter.before.map(|id| id.0),
+                    &filter.created_after,
+                    &filter.created_before,
                 ],
             )
             .await?;
@@ -290,6 +340,22 @@ impl Client {
             })
             .collect()
     }
+}
+
+/// Run counts of one time bucket (see [`Client::run_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BucketCounts {
+    /// The bucket's start.
+    pub bucket: DateTime<Utc>,
+    /// Runs created in it.
+    pub started: i64,
+    /// Runs that finished in it.
+    pub finished: i64,
+    /// Times a run was paused in it (a `paused` event: by an operator, a
+    /// step's `Pause`, a policy or a stall).
+    pub paused: i64,
+    /// Runs cancelled in it.
+    pub cancelled: i64,
 }
 
 /// A JSON column, or a typed error when the driver cannot read it back (JSON nested

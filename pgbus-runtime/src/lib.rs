@@ -21,7 +21,7 @@ pub mod window;
 pub mod worker;
 pub mod workflow;
 
-pub use client::{Client, Started};
+pub use client::{BucketCounts, Client, Started};
 pub use clock::{Clock, ManualClock};
 pub use context::{RunId, Signal, SignalId, StepCx};
 pub use database::{DEFAULT_DATABASE_URL, Database};
@@ -38,7 +38,7 @@ pub use fan_out::{ChildRun, FanOut};
 pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
 pub use pg::{MIGRATIONS, Migration, Schema, migrate, migrate_schema};
 pub use view::{BatchView, EventView, RunFilter, RunSummary, RunView, SignalView, StepView};
-pub use worker::{ErrorReport, StallAction, SweepReport, Worker, WorkerBuilder};
+pub use worker::{ErrorReport, StallAction, SweepReport, Sweeper, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};
 
 pub use pgbus_core::{MAX_DURATION_MS, definition_digest, format_duration_ms, parse_duration_ms};

@@ -190,6 +190,10 @@ pub struct RunFilter {
     pub status: Option<RunStatus>,
     /// Only runs older than this id (for paging back).
     pub before: Option<RunId>,
+    /// Only runs created at or after this time.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Only runs created before this time.
+    pub created_before: Option<DateTime<Utc>>,
     /// At most this many (default 100, at most 1,000).
     pub limit: Option<u32>,
 }

@@ -265,6 +265,22 @@ impl WorkerBuilder {
     /// [`Error::NothingToRun`] without any workflow, and [`Error::BuildPool`]
     /// when the pool of its upkeep connections cannot be built.
     pub fn build(self) -> Result<Worker, Error> {
+        self.build_with(true)
+    }
+
+    /// A [`Sweeper`] with this builder's stall action, lost-worker threshold
+    /// and retention: sweeps without running steps, and without the
+    /// workflows' code if none are registered (then a stalled attempt of a
+    /// workflow it does not know pauses its run, whatever the stall action,
+    /// since reattempting needs the step's definition).
+    ///
+    /// # Errors
+    /// [`Error::DuplicateWorkflow`], and pool errors.
+    pub fn sweeper(self) -> Result<Sweeper, Error> {
+        self.build_with(false).map(|worker| Sweeper { worker })
+    }
+
+    fn build_with(self, runs_steps: bool) -> Result<Worker, Error> {
         let mut registry: HashMap<&'static str, Arc<dyn ErasedWorkflow>> = HashMap::new();
         let mut queues = self.queues;
         for workflow in self.workflows {
@@ -276,7 +292,7 @@ impl WorkerBuilder {
             }
             registry.insert(definition.name, workflow);
         }
-        if registry.is_empty() {
+        if runs_steps && registry.is_empty() {
             return Err(Error::NothingToRun);
         }
         if queues.is_empty() {
@@ -323,6 +339,23 @@ impl WorkerBuilder {
                 running: std::sync::Mutex::new(HashMap::new()),
             }),
         })
+    }
+}
+
+/// Runs the sweep alone: from [`WorkerBuilder::sweeper`], for a cron job or an
+/// operator (`pgbus sweep`) rather than a worker's loop.
+#[derive(Debug, Clone)]
+pub struct Sweeper {
+    worker: Worker,
+}
+
+impl Sweeper {
+    /// One sweep, as [`Worker::sweep`].
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn sweep(&self) -> Result<SweepReport, Error> {
+        self.worker.sweep().await
     }
 }
 

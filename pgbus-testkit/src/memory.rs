@@ -1258,6 +1258,16 @@ impl MemoryStore {
             })
             .filter(|run| filter.status.is_none_or(|s| s == run.summary.status))
             .filter(|run| filter.before.is_none_or(|before| run.summary.id < before))
+            .filter(|run| {
+                filter
+                    .created_after
+                    .is_none_or(|after| run.summary.created_at >= after)
+            })
+            .filter(|run| {
+                filter
+                    .created_before
+                    .is_none_or(|before| run.summary.created_at < before)
+            })
             .take(limit)
             .map(|run| run.summary.clone())
             .collect()

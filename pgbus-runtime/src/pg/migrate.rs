@@ -64,6 +64,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0007_claim_plans.sql",
         sql: include_str!("../../../migrations/0007_claim_plans.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_pause_events.sql",
+        sql: include_str!("../../../migrations/0008_pause_events.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

@@ -127,6 +127,7 @@ statements! {
     resolve_batches => "resolve_batches.sql",
     run_signals => "run_signals.sql",
     run_batches => "run_batches.sql",
+    run_counts => "run_counts.sql",
 }
 
 #[cfg(test)]

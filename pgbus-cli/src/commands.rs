@@ -1,0 +1,416 @@
+//! What each subcommand does.
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use comfy_table::{Cell, Table};
+use pgbus_runtime::timeline::{Segment, timeline};
+use pgbus_runtime::view::{RunFilter, RunView};
+use pgbus_runtime::{Clock, Database, RunId, Schema, StallAction};
+
+use crate::output::Output;
+use crate::{Action, Cli, Command, Retention, RunsArgs};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs the command line's command.
+pub(crate) async fn run(cli: Cli) -> Result<(), BoxError> {
+    let schema = Schema::new(&cli.schema)?;
+    let db = Database::connect_with(&cli.database_url, schema, Clock::Database).await?;
+    let out = Output::detect();
+    match cli.command {
+        Command::Migrate => {
+            db.migrate().await?;
+            println!("schema {} is up to date", db.schema());
+        }
+        Command::Runs(args) => runs(&db, out, args).await?,
+        Command::Show { run, json } => {
+            let view = db.client().run(RunId(run)).await?;
+            let now = Utc::now();
+            let segments = timeline(&view, now);
+            if json {
+                let value = serde_json::json!({ "run": view, "timeline": segments });
+                println!("{}", serde_json::to_string_pretty(&value)?);
+            } else {
+                out.emit(&show(out, &view, &segments, now))?;
+            }
+        }
+        Command::Pause(action) => act(&db, &action, Verb::Pause).await?,
+        Command::Resume(action) => act(&db, &action, Verb::Resume).await?,
+        Command::Cancel(action) => act(&db, &action, Verb::Cancel).await?,
+        Command::Skip(action) => act(&db, &action, Verb::Skip).await?,
+        Command::Signal { run, name, payload } => signal(&db, run, &name, payload).await?,
+        Command::Sweep {
+            stall_action,
+            retention,
+        } => sweep(&db, &stall_action, retention).await?,
+        Command::Stats {
+            window,
+            retention,
+            json,
+        } => stats(&db, out, window, retention, json).await?,
+    }
+    Ok(())
+}
+
+async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(), BoxError> {
+    let now = Utc::now();
+    let filter = RunFilter {
+        workflow: args.workflow,
+        status: args.status,
+        created_after: args.since.map(|d| now - delta(d)),
+        created_before: args.older_than.map(|d| now - delta(d)),
+        limit: Some(args.limit),
+        ..RunFilter::default()
+    };
+    let runs = db.client().list_runs(&filter).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&runs)?);
+        return Ok(());
+    }
+    if runs.is_empty() {
+        println!("no runs match");
+        return Ok(());
+    }
+    let mut table = out.table(&["id", "workflow", "status", "step", "created", "updated"]);
+    for run in &runs {
+        table.add_row(vec![
+            Cell::new(run.id.0),
+            Cell::new(&run.workflow),
+            out.status(run.status),
+            Cell::new(run.current_step.as_deref().unwrap_or("-")),
+            Cell::new(time(run.created_at)),
+            Cell::new(time(run.updated_at)),
+        ]);
+    }
+    out.emit(&format!("{}\n", render(&table)))?;
+    Ok(())
+}
+
+async fn signal(
+    db: &Database,
+    run: i64,
+    name: &str,
+    payload: Option<String>,
+) -> Result<(), BoxError> {
+    let payload: serde_json::Value = match payload {
+        Some(text) => {
+            serde_json::from_str(&text).map_err(|e| format!("--payload is not JSON: {e}"))?
+        }
+        None => serde_json::Value::Null,
+    };
+    let id = db.client().signal(RunId(run), name, &payload).await?;
+    println!("signal {} `{name}` sent to run {run}", id.0);
+    Ok(())
+}
+
+async fn sweep(db: &Database, stall_action: &str, retention: Retention) -> Result<(), BoxError> {
+    let action = if stall_action == "cancel" {
+        StallAction::Cancel
+    } else {
+        StallAction::Pause
+    };
+    let sweeper = db
+        .worker()
+        .stall_action(action)
+        .retention(retention.0)
+        .sweeper()?;
+    let report = sweeper.sweep().await?;
+    println!(
+        "repaired {} stalled attempts ({} had ended meanwhile), resolved {} batches, \
+         deleted {} runs past retention, removed {} silent worker rows",
+        report.repaired,
+        report.left_alone,
+        report.batches_resolved,
+        report.runs_deleted,
+        report.workers_removed
+    );
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Verb {
+    Pause,
+    Resume,
+    Cancel,
+    Skip,
+}
+
+async fn act(db: &Database, action: &Action, verb: Verb) -> Result<(), BoxError> {
+    let actor = action.actor.clone().unwrap_or_else(default_actor);
+    let client = db.client();
+    let run = action.run_id();
+    let reason = action.reason.as_str();
+    let status = match verb {
+        Verb::Pause => client.pause(run, &actor, reason).await?,
+        Verb::Resume => client.resume(run, &actor, reason).await?,
+        Verb::Cancel => client.cancel(run, &actor, reason).await?,
+        Verb::Skip => client.skip(run, &actor, reason).await?,
+    };
+    println!("run {}: {status}", run.0);
+    Ok(())
+}
+
+/// `cli:$USER`, or `cli`.
+fn default_actor() -> String {
+    std::env::var("USER")
+        .ok()
+        .filter(|user| !user.trim().is_empty())
+        .map_or_else(|| "cli".to_owned(), |user| format!("cli:{}", user.trim()))
+}
+
+async fn stats(
+    db: &Database,
+    out: Output,
+    window: pgbus_runtime::window::Window,
+    retention: Retention,
+    json: bool,
+) -> Result<(), BoxError> {
+    let range = window.at(Utc::now(), retention.0);
+    let counts = db.client().run_counts(&range).await?;
+    if json {
+        let value = serde_json::json!({ "range": range, "buckets": counts });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    let mut text = String::new();
+    let bucket =
+        pgbus_core::format_duration_ms(u64::try_from(range.bucket.as_millis()).unwrap_or(u64::MAX));
+    writeln!(
+        text,
+        "{} from {} to {}, in buckets of {bucket}",
+        out.heading(&format!("window {window}")),
+        time(range.from),
+        time(range.to)
+    )?;
+    if range.capped {
+        let kept = pgbus_core::format_duration_ms(
+            u64::try_from(retention.0.unwrap_or_default().as_millis()).unwrap_or(u64::MAX),
+        );
+        writeln!(
+            text,
+            "cut to {kept}: runs are kept that long (the retention age), so nothing older is left to count"
+        )?;
+    }
+    let mut table = out.table(&["bucket", "started", "finished", "paused", "cancelled"]);
+    let mut totals = [0_i64; 4];
+    for b in &counts {
+        let row = [b.started, b.finished, b.paused, b.cancelled];
+        for (total, n) in totals.iter_mut().zip(row) {
+            *total += n;
+        }
+        table.add_row(vec![
+            time(b.bucket),
+            b.started.to_string(),
+            b.finished.to_string(),
+            b.paused.to_string(),
+            b.cancelled.to_string(),
+        ]);
+    }
+    table.add_row(vec![
+        "total".to_owned(),
+        totals[0].to_string(),
+        totals[1].to_string(),
+        totals[2].to_string(),
+        totals[3].to_string(),
+    ]);
+    writeln!(text, "{}", render(&table))?;
+    out.emit(&text)?;
+    Ok(())
+}
+
+/// The text of `pgbus show`.
+fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -> String {
+    let mut text = header(out, view);
+    let _ = writeln!(text, "\n{}", out.heading("steps"));
+    let _ = writeln!(text, "{}", render(&steps_table(out, view)));
+    let _ = writeln!(text, "\n{} (as of {})", out.heading("timeline"), time(now));
+    let _ = writeln!(text, "{}", render(&timeline_table(out, segments)));
+    if !view.signals.is_empty() {
+        let mut signals = out.table(&["id", "name", "sent", "consumed by step", "payload"]);
+        for signal in &view.signals {
+            signals.add_row(vec![
+                signal.id.0.to_string(),
+                signal.name.clone(),
+                time(signal.created_at),
+                signal
+                    .consumed_by
+                    .map_or_else(|| "-".to_owned(), |id| id.to_string()),
+                clip(&signal.payload.to_string(), 60),
+            ]);
+        }
+        let _ = writeln!(text, "\n{}\n{}", out.heading("signals"), render(&signals));
+    }
+    if !view.batches.is_empty() {
+        let mut batches = out.table(&["id", "step", "status", "finished", "cancelled", "total"]);
+        for batch in &view.batches {
+            batches.add_row(vec![
+                batch.id.to_string(),
+                batch.parent_step_id.to_string(),
+                batch.status.clone(),
+                batch.finished.to_string(),
+                batch.cancelled.to_string(),
+                batch.total.to_string(),
+            ]);
+        }
+        let _ = writeln!(
+            text,
+            "\n{}\n{}",
+            out.heading("fan-out batches"),
+            render(&batches)
+        );
+    }
+    let mut events = out.table(&["id", "at", "event", "step", "actor", "reason"]);
+    for event in &view.events {
+        events.add_row(vec![
+            event.id.to_string(),
+            time(event.created_at),
+            event.event.clone(),
+            event.step_name.as_ref().map_or_else(
+                || "-".to_owned(),
+                |s| format!("{s}#{}", event.attempt.unwrap_or(0)),
+            ),
+            event.actor.clone(),
+            clip(event.reason.as_deref().unwrap_or_default(), 80),
+        ]);
+    }
+    let _ = writeln!(text, "\n{}\n{}", out.heading("events"), render(&events));
+    text
+}
+
+/// The run's own lines.
+fn header(out: Output, view: &RunView) -> String {
+    let mut text = String::new();
+    let run = &view.run;
+    let _ = writeln!(
+        text,
+        "{}  {}  {}",
+        out.heading(&format!("run {}", run.id.0)),
+        run.workflow,
+        run.status
+    );
+    let _ = writeln!(
+        text,
+        "current step {}; created {}, updated {}{}",
+        run.current_step.as_deref().unwrap_or("-"),
+        time(run.created_at),
+        time(run.updated_at),
+        run.finished_at
+            .map(|f| format!(", finished {}", time(f)))
+            .unwrap_or_default()
+    );
+    if let Some(class) = &view.error_class {
+        let _ = writeln!(
+            text,
+            "error {class}: {}",
+            view.error_message.as_deref().unwrap_or_default()
+        );
+    }
+    if let Some(key) = &view.idempotency_key {
+        let _ = writeln!(text, "idempotency key {key}");
+    }
+    if let Some(batch) = view.parent_batch_id {
+        let _ = writeln!(text, "child of fan-out batch {batch}");
+    }
+    let _ = writeln!(text, "input {}", clip(&view.input.to_string(), 200));
+    text
+}
+
+/// Every attempt of the run.
+fn steps_table(out: Output, view: &RunView) -> Table {
+    let mut steps = out.table(&[
+        "id", "step", "attempt", "status", "outcome", "started", "finished", "worker", "error",
+        "output",
+    ]);
+    for step in &view.steps {
+        let error = step.error_class.as_ref().map_or_else(String::new, |class| {
+            format!(
+                "{class}: {}",
+                step.error_message.as_deref().unwrap_or_default()
+            )
+        });
+        steps.add_row(vec![
+            step.id.to_string(),
+            step.step_name.clone(),
+            step.attempt.to_string(),
+            step.status.as_str().to_owned(),
+            step.outcome.map_or("-", |o| o.as_str()).to_owned(),
+            step.started_at.map_or_else(|| "-".to_owned(), time),
+            step.finished_at.map_or_else(|| "-".to_owned(), time),
+            step.worker_id.clone().unwrap_or_else(|| "-".to_owned()),
+            clip(&error, 60),
+            step.output
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |o| clip(&o.to_string(), 60)),
+        ]);
+    }
+    steps
+}
+
+/// The timeline's pieces, one a line.
+fn timeline_table(out: Output, segments: &[Segment]) -> Table {
+    let mut pieces = out.table(&["step", "piece", "from", "to", "took", ""]);
+    for segment in segments {
+        let who = segment.step.as_ref().map_or_else(
+            || "(run)".to_owned(),
+            |step| format!("{step}#{}", segment.attempt.unwrap_or(0)),
+        );
+        let how = match (segment.open, segment.outcome) {
+            (true, _) => "still going".to_owned(),
+            (false, Some(outcome)) => outcome.as_str().to_owned(),
+            (false, None) => String::new(),
+        };
+        pieces.add_row(vec![
+            who,
+            segment.piece.as_str().to_owned(),
+            time(segment.from),
+            time(segment.to),
+            took(segment.duration()),
+            how,
+        ]);
+    }
+    pieces
+}
+
+/// A table's text without the padding at the end of its lines.
+fn render(table: &Table) -> String {
+    table
+        .lines()
+        .map(|line| line.trim_end().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A time as operators read it: UTC, to the millisecond.
+fn time(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A duration in the option grammar's units (`1m30s`, `250ms`).
+fn took(duration: chrono::Duration) -> String {
+    let ms = u64::try_from(duration.num_milliseconds()).unwrap_or(0);
+    if ms == 0 {
+        "<1ms".to_owned()
+    } else {
+        pgbus_core::format_duration_ms(ms)
+    }
+}
+
+/// `text` on one line, cut to `max` characters with an ellipsis.
+fn clip(text: &str, max: usize) -> String {
+    let one_line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let mut cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+fn delta(duration: std::time::Duration) -> chrono::TimeDelta {
+    chrono::TimeDelta::from_std(duration).unwrap_or(chrono::TimeDelta::MAX)
+}

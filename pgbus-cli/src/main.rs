@@ -1,0 +1,194 @@
+//! `pgbus`: what an operator on call needs to see and steer runs without
+//! writing SQL. Reads `DATABASE_URL` (and `PGBUS_SCHEMA`, default `pgbus`).
+//!
+//! Errors are one plain line on standard error and exit code 1; a bad command
+//! line exits with 2. Listings go through a pager (`$PAGER`, else `less -FRX`)
+//! and carry colours only when standard output is a terminal (and `NO_COLOR`
+//! is unset).
+
+mod commands;
+mod output;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use pgbus_runtime::window::Window;
+use pgbus_runtime::{RunId, RunStatus};
+
+/// See and steer pgbus workflow runs.
+#[derive(Debug, Parser)]
+#[command(name = "pgbus", version, about, max_term_width = 100)]
+struct Cli {
+    /// The database, as a libpq URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+
+    /// The schema pgbus keeps its tables in.
+    #[arg(long, env = "PGBUS_SCHEMA", default_value = "pgbus")]
+    schema: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Applies pending migrations (safe to run from many places at once).
+    Migrate,
+    /// Lists runs, newest first.
+    Runs(RunsArgs),
+    /// Shows a run: its steps and attempts, its timeline, signals, batches and events.
+    Show {
+        /// The run id.
+        run: i64,
+        /// JSON (`{"run": ..., "timeline": [...]}`) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pauses a run (its running step finishes; nothing more is claimed).
+    Pause(Action),
+    /// Resumes a paused run (a failed step runs again as a new attempt).
+    Resume(Action),
+    /// Cancels a run and its open fan-out children.
+    Cancel(Action),
+    /// Skips the current step of a paused run and resumes it.
+    Skip(Action),
+    /// Sends a signal to a run.
+    Signal {
+        /// The run id.
+        run: i64,
+        /// The signal's name.
+        name: String,
+        /// Its payload, as JSON (default `null`).
+        #[arg(long)]
+        payload: Option<String>,
+    },
+    /// Runs the sweep once: repairs stalled attempts, resolves stuck batches,
+    /// applies retention.
+    Sweep {
+        /// What a stalled attempt's run gets: `pause` or `cancel` (without the
+        /// workflows' code, a stalled attempt cannot be reattempted).
+        #[arg(long, default_value = "pause", value_parser = ["pause", "cancel"])]
+        stall_action: String,
+        /// How long finished and cancelled runs are kept (`30d`); `forever` keeps them.
+        #[arg(long, env = "PGBUS_RETENTION", default_value = "30d", value_parser = parse_retention)]
+        retention: Retention,
+    },
+    /// Runs started, finished, paused and cancelled per time bucket.
+    Stats {
+        /// The window: `1h` (5-minute buckets), `24h` (1 hour), `7d` (6 hours)
+        /// or `30d` (1 day).
+        #[arg(long, default_value = "24h", value_parser = parse_window)]
+        window: Window,
+        /// The retention age the workers use; a longer window is cut to it.
+        #[arg(long, env = "PGBUS_RETENTION", default_value = "30d", value_parser = parse_retention)]
+        retention: Retention,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// What `runs` lists.
+#[derive(Debug, clap::Args)]
+struct RunsArgs {
+    /// Only runs of this workflow.
+    #[arg(long)]
+    workflow: Option<String>,
+    /// Only runs in this status (ready, performing, paused, finished, cancelled).
+    #[arg(long, value_parser = parse_status)]
+    status: Option<RunStatus>,
+    /// Only runs created within this long (`30m`, `24h`, `7d`).
+    #[arg(long, value_parser = parse_duration)]
+    since: Option<Duration>,
+    /// Only runs created longer ago than this (`1h`: stuck for an hour).
+    #[arg(long, value_parser = parse_duration)]
+    older_than: Option<Duration>,
+    /// At most this many (1 to 1000).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    limit: u32,
+    /// JSON, one array, instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// An operator action's arguments.
+#[derive(Debug, clap::Args)]
+struct Action {
+    /// The run id.
+    run: i64,
+    /// Why: kept on the run's event.
+    #[arg(long)]
+    reason: String,
+    /// Who: kept on the event (default `cli:$USER`).
+    #[arg(long)]
+    actor: Option<String>,
+}
+
+/// How long ended runs are kept.
+#[derive(Debug, Clone, Copy)]
+struct Retention(Option<Duration>);
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    pgbus_core::parse_duration_ms(text)
+        .map(Duration::from_millis)
+        .map_err(|e| e.to_string())
+}
+
+fn parse_retention(text: &str) -> Result<Retention, String> {
+    if text == "forever" {
+        Ok(Retention(None))
+    } else {
+        parse_duration(text).map(|d| Retention(Some(d)))
+    }
+}
+
+fn parse_window(text: &str) -> Result<Window, String> {
+    text.parse()
+        .map_err(|e: pgbus_runtime::window::UnknownWindow| e.to_string())
+}
+
+fn parse_status(text: &str) -> Result<RunStatus, String> {
+    text.parse().map_err(|_| {
+        let all: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+        format!("unknown status `{text}`: use {}", all.join(", "))
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(&error),
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(error.as_ref()),
+    }
+}
+
+/// Prints `error` and its causes on one line; exit code 1.
+fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = cause.source();
+    }
+    eprintln!("pgbus: {}", line.replace('\n', " "));
+    ExitCode::FAILURE
+}
+
+impl Action {
+    fn run_id(&self) -> RunId {
+        RunId(self.run)
+    }
+}

@@ -1,0 +1,95 @@
+//! Where the command's text goes: through a pager and in colour on a
+//! terminal, plain otherwise.
+
+use std::io::{IsTerminal, Write};
+use std::process::{Command, Stdio};
+
+use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
+use pgbus_runtime::RunStatus;
+
+/// How output is written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Output {
+    /// Standard output is a terminal.
+    terminal: bool,
+    /// Colours wanted (a terminal, and `NO_COLOR` unset).
+    color: bool,
+}
+
+impl Output {
+    pub(crate) fn detect() -> Self {
+        let terminal = std::io::stdout().is_terminal();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Self {
+            terminal,
+            color: terminal && !no_color,
+        }
+    }
+
+    /// A table of `header` columns in the house look.
+    pub(crate) fn table(self, header: &[&str]) -> Table {
+        let mut table = Table::new();
+        table
+            .load_preset(presets::NOTHING)
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .set_header(header.iter().map(|h| Cell::new(h.to_uppercase())));
+        if self.color {
+            table.enforce_styling();
+        } else {
+            table.force_no_tty();
+        }
+        table
+    }
+
+    /// A run status, coloured by what it means for an operator.
+    pub(crate) fn status(self, status: RunStatus) -> Cell {
+        let cell = Cell::new(status.as_str());
+        if !self.color {
+            return cell;
+        }
+        cell.fg(match status {
+            RunStatus::Finished => Color::Green,
+            RunStatus::Paused => Color::Yellow,
+            RunStatus::Cancelled => Color::Red,
+            RunStatus::Ready | RunStatus::Performing => Color::Cyan,
+        })
+    }
+
+    /// A heading line.
+    pub(crate) fn heading(self, text: &str) -> String {
+        if self.color {
+            format!("\x1b[1m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    /// Writes `text`: through `$PAGER` (else `less -FRX`, which quits when it
+    /// fits one screen) on a terminal, straight out otherwise or when no pager
+    /// starts.
+    pub(crate) fn emit(self, text: &str) -> std::io::Result<()> {
+        if self.terminal && text.lines().count() > 20 {
+            let pager = std::env::var("PAGER").unwrap_or_else(|_| "less -FRX".to_owned());
+            let mut words = pager.split_whitespace();
+            if let Some(program) = words.next()
+                && let Ok(mut child) = Command::new(program)
+                    .args(words)
+                    .stdin(Stdio::piped())
+                    .spawn()
+            {
+                if let Some(mut stdin) = child.stdin.take() {
+                    // A pager quit early closes its input: not an error.
+                    let _ = stdin.write_all(text.as_bytes());
+                }
+                child.wait()?;
+                return Ok(());
+            }
+        }
+        let mut stdout = std::io::stdout().lock();
+        match stdout.write_all(text.as_bytes()) {
+            // Piped into `head`: stop quietly.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! The `pgbus` binary against the real server: each test in a schema of its
+//! own, the runs made and worked through the library, the command run as an
+//! operator would (`DATABASE_URL`, `PGBUS_SCHEMA`), its output and exit code
+//! checked.
+
+// Test support code outside #[test] functions may fail loudly too.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::process::Output;
+
+use pgbus_runtime::prelude::*;
+use pgbus_runtime::{Clock, Database, RunId, RunStatus, Schema};
+
+struct Ops;
+
+#[workflow(name = "cli.ops")]
+impl Ops {
+    #[step]
+    async fn first(&self, cx: &mut StepCx<()>) -> StepResult {
+        cx.output(&"one")?;
+        Ok(Flow::Complete)
+    }
+
+    #[step(wait_for(name = "go"))]
+    async fn second(&self, _cx: &mut StepCx<()>) {}
+
+    #[step]
+    async fn third(&self, _cx: &mut StepCx<()>) {}
+}
+
+fn database_url() -> String {
+    std::env::var("PGBUS_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://127.0.0.1:5432/test".to_owned())
+}
+
+/// A schema of one test, dropped when the test ends.
+struct TestSchema {
+    name: String,
+    db: Database,
+}
+
+impl TestSchema {
+    /// A schema migrated by `pgbus migrate`, and a handle on it.
+    async fn new() -> Self {
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let db = Database::connect_with(
+            &database_url(),
+            Schema::new(&name).expect("a valid schema name"),
+            Clock::Database,
+        )
+        .await
+        .expect("connect");
+        let schema = Self { name, db };
+        let out = schema.ok(&["migrate"]);
+        assert_eq!(out, format!("schema {} is up to date\n", schema.name));
+        schema
+    }
+
+    /// Runs `pgbus args...` on this schema.
+    fn pgbus(&self, args: &[&str]) -> Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+            .args(args)
+            .env("DATABASE_URL", database_url())
+            .env("PGBUS_SCHEMA", &self.name)
+            .env_remove("PGBUS_RETENTION")
+            .output()
+            .expect("run pgbus")
+    }
+
+    /// `pgbus args...`, which must succeed; its standard output.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.pgbus(args);
+        assert!(
+            out.status.success(),
+            "pgbus {args:?}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout(&out)
+    }
+
+    /// `pgbus args...`, which must fail with `code`; its standard error,
+    /// which must be one line.
+    fn fails(&self, args: &[&str], code: i32) -> String {
+        let out = self.pgbus(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "pgbus {args:?}: {}",
+            stdout(&out)
+        );
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if code == 1 {
+            assert_eq!(err.lines().count(), 1, "one line: {err}");
+            assert!(err.starts_with("pgbus: "), "{err}");
+        }
+        err
+    }
+
+    async fn execute(&self, sql: &str, run: RunId) {
+        let client = self.db.pool().get().await.expect("connection");
+        client
+            .execute(
+                &sql.replace("{schema}", &format!("\"{}\"", self.name)),
+                &[&run.0],
+            )
+            .await
+            .expect("statement");
+    }
+
+    async fn status(&self, run: RunId) -> RunStatus {
+        self.db.client().run(run).await.expect("run").run.status
+    }
+
+    async fn work(&self) {
+        let worker = self.db.worker().register(Ops).build().expect("worker");
+        worker.run_until_idle().await.expect("run");
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Dropped on a thread of its own: a test's runtime may be gone.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                if let Ok((client, conn)) =
+                    tokio_postgres::connect(&database_url(), tokio_postgres::NoTls).await
+                {
+                    tokio::spawn(conn);
+                    let _ = client
+                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).expect("JSON output")
+}
+
+#[tokio::test]
+async fn runs_lists_with_filters_as_a_table_or_json() {
+    let t = TestSchema::new().await;
+    let client = t.db.client();
+    let old = client.start::<Ops>(&()).await.expect("start");
+    let new = client.start::<Ops>(&()).await.expect("start");
+    t.execute(
+        "UPDATE {schema}.runs SET created_at = now() - interval '2 hours' WHERE id = $1",
+        old,
+    )
+    .await;
+    client.pause(new, "ops", "look").await.expect("pause");
+
+    let table = t.ok(&["runs"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(lines[0].trim_start().starts_with("ID"), "{table}");
+    assert!(
+        lines[1].contains(&new.0.to_string()) && lines[1].contains("paused"),
+        "{table}"
+    );
+    assert!(
+        lines[2].contains(&old.0.to_string()) && lines[2].contains("ready"),
+        "{table}"
+    );
+
+    let ids = |args: &[&str]| -> Vec<i64> {
+        json(&t.ok(args))
+            .as_array()
+            .expect("an array")
+            .iter()
+            .map(|r| r["id"].as_i64().expect("an id"))
+            .collect()
+    };
+    assert_eq!(ids(&["runs", "--json"]), [new.0, old.0]);
+    assert_eq!(ids(&["runs", "--json", "--status", "paused"]), [new.0]);
+    assert_eq!(ids(&["runs", "--json", "--since", "1h"]), [new.0]);
+    assert_eq!(ids(&["runs", "--json", "--older-than", "1h"]), [old.0]);
+    assert_eq!(ids(&["runs", "--json", "--limit", "1"]), [new.0]);
+    assert_eq!(
+        ids(&["runs", "--json", "--workflow", "cli.ops"]),
+        [new.0, old.0]
+    );
+    assert_eq!(t.ok(&["runs", "--workflow", "other"]), "no runs match\n");
+
+    let err = t.fails(&["runs", "--status", "stuck"], 2);
+    assert!(err.contains("unknown status `stuck`"), "{err}");
+    let err = t.fails(&["runs", "--since", "soon"], 2);
+    assert!(err.contains("--since"), "{err}");
+    t.fails(&["runs", "--limit", "0"], 2);
+}
+
+#[tokio::test]
+async fn show_prints_steps_timeline_signals_and_events() {
+    let t = TestSchema::new().await;
+    let run = t.db.client().start::<Ops>(&()).await.expect("start");
+    t.work().await;
+    assert_eq!(t.status(run).await, RunStatus::Ready, "parked on `go`");
+
+    let text = t.ok(&["show", &run.0.to_string()]);
+    for part in [
+        &format!("run {}  cli.ops  ready", run.0),
+        "steps",
+        "\"one\"",
+        "timeline",
+        "events",
+        "step_waiting",
+    ] {
+        assert!(text.contains(part), "`{part}` in:\n{text}");
+    }
+    // The parked attempt is still waiting, its piece open.
+    let waiting = text
+        .lines()
+        .find(|l| l.contains("second#1") && l.contains("waiting"))
+        .unwrap_or_else(|| panic!("a waiting piece in:\n{text}"));
+    assert!(waiting.contains("still going"), "{waiting}");
+
+    let value = json(&t.ok(&["show", &run.0.to_string(), "--json"]));
+    assert_eq!(value["run"]["run"]["id"], run.0);
+    let pieces: Vec<&str> = value["timeline"]
+        .as_array()
+        .expect("a timeline")
+        .iter()
+        .map(|s| s["piece"].as_str().expect("a piece"))
+        .collect();
+    assert!(
+        pieces.contains(&"ran") && pieces.contains(&"waiting"),
+        "{pieces:?}"
+    );
+
+    // A signal through the command wakes the step; the run goes on.
+    let sent = t.ok(&[
+        "signal",
+        &run.0.to_string(),
+        "go",
+        "--payload",
+        "{\"ok\": true}",
+    ]);
+    assert!(
+        sent.starts_with("signal ") && sent.contains(&format!("`go` sent to run {}", run.0)),
+        "{sent}"
+    );
+    t.work().await;
+    assert_eq!(t.status(run).await, RunStatus::Finished);
+    let text = t.ok(&["show", &run.0.to_string()]);
+    assert!(
+        text.contains("signals") && text.contains("{\"ok\":true}"),
+        "{text}"
+    );
+
+    let err = t.fails(
+        &["signal", &run.0.to_string(), "go", "--payload", "{nope"],
+        1,
+    );
+    assert!(err.contains("--payload is not JSON"), "{err}");
+    let err = t.fails(&["signal", &run.0.to_string(), "go"], 1);
+    assert!(
+        err.contains("finished"),
+        "a finished run takes no signal: {err}"
+    );
+    let err = t.fails(&["show", "987654321"], 1);
+    assert!(err.contains("987654321"), "{err}");
+}
+
+#[tokio::test]
+async fn operator_actions_move_runs_and_refuse_illegal_moves() {
+    let t = TestSchema::new().await;
+    let run = t.db.client().start::<Ops>(&()).await.expect("start");
+    let id = run.0.to_string();
+
+    assert_eq!(
+        t.ok(&["pause", &id, "--reason", "checking"]),
+        format!("run {id}: paused\n")
+    );
+    let err = t.fails(&["pause", &id, "--reason", "again"], 1);
+    assert!(err.contains("paused"), "{err}");
+    assert_eq!(
+        t.ok(&["skip", &id, "--reason", "not needed"]),
+        format!("run {id}: ready\n")
+    );
+    let view = t.db.client().run(run).await.expect("run");
+    let skipped = view
+        .events
+        .iter()
+        .find(|e| e.event == "step_skipped")
+        .expect("a step_skipped event");
+    // `cli:$USER` (the same variable names the database role when the URL does not).
+    let expected = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .map_or_else(|| "cli".to_owned(), |u| format!("cli:{}", u.trim()));
+    assert_eq!(skipped.actor, expected);
+    assert_eq!(skipped.reason.as_deref(), Some("not needed"));
+
+    assert_eq!(
+        t.ok(&["pause", &id, "--reason", "again", "--actor", "alice"]),
+        format!("run {id}: paused\n")
+    );
+    assert_eq!(
+        t.ok(&["resume", &id, "--reason", "go on"]),
+        format!("run {id}: ready\n")
+    );
+    assert_eq!(
+        t.ok(&["cancel", &id, "--reason", "done"]),
+        format!("run {id}: cancelled\n")
+    );
+    let err = t.fails(&["resume", &id, "--reason", "back"], 1);
+    assert!(err.contains("cancelled"), "{err}");
+    t.fails(&["cancel", &id], 2);
+    let err = t.fails(&["pause", "987654321", "--reason", "x"], 1);
+    assert!(err.contains("987654321"), "{err}");
+    let err = t.fails(&["pause", &id, "--reason", "x", "--actor", " "], 1);
+    assert!(err.to_lowercase().contains("actor"), "{err}");
+}
+
+#[tokio::test]
+async fn sweep_repairs_a_stalled_attempt_once() {
+    let t = TestSchema::new().await;
+    let run = t.db.client().start::<Ops>(&()).await.expect("start");
+    // Claimed by a worker that is gone, past its stall horizon.
+    t.execute(
+        "WITH s AS (
+             UPDATE {schema}.steps
+             SET status = 'in_progress', worker_id = 'gone', started_at = now() - interval '1 minute',
+                 stall_at = now() - interval '1 second'
+             WHERE run_id = $1
+             RETURNING run_id)
+         UPDATE {schema}.runs SET status = 'performing' WHERE id IN (SELECT run_id FROM s)",
+        run,
+    )
+    .await;
+    let report = t.ok(&["sweep"]);
+    assert!(
+        report.starts_with("repaired 1 stalled attempts"),
+        "{report}"
+    );
+    assert_eq!(t.status(run).await, RunStatus::Paused);
+    let view = t.db.client().run(run).await.expect("run");
+    assert_eq!(
+        view.error_class.as_deref(),
+        Some("pgbus_runtime::error::StepStalled")
+    );
+    assert!(t.ok(&["sweep"]).starts_with("repaired 0 stalled attempts"));
+    let err = t.fails(&["sweep", "--stall-action", "reattempt"], 2);
+    assert!(err.contains("reattempt"), "{err}");
+    t.fails(&["sweep", "--retention", "a while"], 2);
+}
+
+#[tokio::test]
+async fn stats_counts_runs_per_bucket_and_cuts_to_the_retention_age() {
+    let t = TestSchema::new().await;
+    let client = t.db.client();
+    let old = client.start::<Ops>(&()).await.expect("start");
+    let paused = client.start::<Ops>(&()).await.expect("start");
+    let cancelled = client.start::<Ops>(&()).await.expect("start");
+    t.execute(
+        "UPDATE {schema}.runs SET created_at = now() - interval '2 hours' WHERE id = $1",
+        old,
+    )
+    .await;
+    t.ok(&["pause", &paused.0.to_string(), "--reason", "look"]);
+    t.ok(&["cancel", &cancelled.0.to_string(), "--reason", "drop"]);
+
+    let totals = |window: &str| -> [i64; 4] {
+        let value = json(&t.ok(&["stats", "--window", window, "--json"]));
+        let buckets = value["buckets"].as_array().expect("buckets").clone();
+        let sum = |key: &str| {
+            buckets
+                .iter()
+                .map(|b| b[key].as_i64().expect("a count"))
+                .sum()
+        };
+        [
+            sum("started"),
+            sum("finished"),
+            sum("paused"),
+            sum("cancelled"),
+        ]
+    };
+    assert_eq!(totals("1h"), [2, 0, 1, 1]);
+    assert_eq!(totals("24h"), [3, 0, 1, 1]);
+    let value = json(&t.ok(&["stats", "--window", "1h", "--json"]));
+    assert_eq!(value["buckets"].as_array().expect("buckets").len(), 13);
+    assert_eq!(value["range"]["capped"], false);
+
+    let text = t.ok(&["stats", "--window", "30d", "--retention", "7d"]);
+    assert!(text.starts_with("window 30d from "), "{text}");
+    assert!(text.contains("cut to 7d"), "{text}");
+    let total = text.lines().last().expect("a total line");
+    assert!(
+        total.split_whitespace().eq(["total", "3", "0", "1", "1"]),
+        "{total}"
+    );
+    let value = json(&t.ok(&["stats", "--window", "30d", "--retention", "7d", "--json"]));
+    assert_eq!(value["range"]["capped"], true);
+    assert_eq!(value["buckets"].as_array().expect("buckets").len(), 8);
+    assert!(!t.ok(&["stats", "--window", "7d"]).contains("cut to"));
+
+    let err = t.fails(&["stats", "--window", "2h"], 2);
+    assert!(
+        err.contains("unknown window `2h`: use 1h, 24h, 7d or 30d"),
+        "{err}"
+    );
+}
+
+#[test]
+fn without_a_database_url_it_says_so() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+        .arg("runs")
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("run pgbus");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--database-url"));
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+        .arg("runs")
+        .env("DATABASE_URL", "postgres://127.0.0.1:1/nothing")
+        .output()
+        .expect("run pgbus");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
