@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, error, info, info_span, warn};
 
 use crate::database::Database;
-use crate::engine::AttemptResult;
+use crate::engine::{AttemptResult, RunStatus};
 use crate::error::{Error, display_chain};
 use crate::executor::{AttemptInput, ErasedWorkflow};
 use crate::pg::store::{Claimed, Ended, Handoff, PgStore};
@@ -61,6 +61,7 @@ pub struct WorkerBuilder {
     sweep_interval: Duration,
     retention: Option<Duration>,
     eager_steps: usize,
+    run_gauges: bool,
 }
 
 /// How many steps of a run one slot runs eagerly in a row by default (see
@@ -130,7 +131,18 @@ impl WorkerBuilder {
             sweep_interval: Duration::from_secs(10),
             retention: Some(DEFAULT_RETENTION),
             eager_steps: DEFAULT_EAGER_STEPS,
+            run_gauges: false,
         }
+    }
+
+    /// Whether each sweep sets the `pgbus_runs` gauge (runs per status that is
+    /// not an end: `ready`, `performing`, `paused`), off by default: it counts
+    /// with a scan of the runs table (bounded by retention), so turn it on in
+    /// one worker, or a few, where a metrics recorder is installed.
+    #[must_use]
+    pub const fn run_gauges(mut self, on: bool) -> Self {
+        self.run_gauges = on;
+        self
     }
 
     /// How many steps of a run one slot may run eagerly in a row (default
@@ -333,6 +345,7 @@ impl WorkerBuilder {
                 sweep_interval: self.sweep_interval,
                 retention_ms: self.retention.map(capped_ms),
                 eager_steps: self.eager_steps,
+                run_gauges: self.run_gauges,
                 registered: AtomicBool::new(false),
                 loops: std::sync::atomic::AtomicUsize::new(0),
                 suspects: std::sync::Mutex::new(std::collections::HashSet::new()),
@@ -396,6 +409,7 @@ struct Inner {
     sweep_interval: Duration,
     retention_ms: Option<i64>,
     eager_steps: usize,
+    run_gauges: bool,
     /// Cancellation tokens of the attempts running here, by step id: cancelled
     /// when a heartbeat finds the claim lost.
     running: std::sync::Mutex<HashMap<i64, CancellationToken>>,
@@ -724,6 +738,20 @@ impl Worker {
             }
         }
         report.batches_resolved = inner.upkeep.resolve_batches(100).await?;
+        if report.batches_resolved > 0 {
+            metrics::counter!("pgbus_batches_resolved_total").increment(report.batches_resolved);
+        }
+        if inner.run_gauges {
+            let counts = inner.upkeep.run_status_counts().await?;
+            for status in [RunStatus::Ready, RunStatus::Performing, RunStatus::Paused] {
+                let runs = counts
+                    .iter()
+                    .find(|(s, _)| s == status.as_str())
+                    .map_or(0, |(_, n)| *n);
+                #[allow(clippy::cast_precision_loss)] // run counts far below 2^52
+                metrics::gauge!("pgbus_runs", "status" => status.as_str()).set(runs as f64);
+            }
+        }
         if let Some(retention_ms) = inner.retention_ms {
             for _ in 0..RETENTION_BATCHES {
                 let deleted = inner

@@ -128,6 +128,7 @@ statements! {
     run_signals => "run_signals.sql",
     run_batches => "run_batches.sql",
     run_counts => "run_counts.sql",
+    run_status_counts => "run_status_counts.sql",
 }
 
 #[cfg(test)]

@@ -802,6 +802,19 @@ impl PgStore {
 
     /// For the sweep: resolves up to `limit` open batches whose children all
     /// ended, waking their parents' parked steps. Returns how many.
+    /// Runs per status, for the statuses that are not an end (ready,
+    /// performing, paused); statuses without runs are absent.
+    pub(crate) async fn run_status_counts(&self) -> Result<Vec<(String, i64)>, Error> {
+        let client = self.pool.get().await?;
+        let statement = client.prepare_cached(&self.sql.run_status_counts).await?;
+        Ok(client
+            .query(&statement, &[])
+            .await?
+            .iter()
+            .map(|row| (row.get("status"), row.get("runs")))
+            .collect())
+    }
+
     pub(crate) async fn resolve_batches(&self, limit: i64) -> Result<u64, Error> {
         let client = self.pool.get().await?;
         let statement = client.prepare_cached(&self.sql.resolve_batches).await?;

@@ -10,6 +10,7 @@ mod dispatch;
 mod engine_pg;
 mod fan_out_pg;
 mod gate_pg;
+mod metrics_pg;
 mod migrate_pg;
 mod operator_pg;
 mod pg;
