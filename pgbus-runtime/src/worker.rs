@@ -728,6 +728,8 @@ impl Worker {
                     report.repaired += 1;
                     metrics::counter!("pgbus_stalls_total", "detection" => detection.clone())
                         .increment(1);
+                    metrics::counter!("pgbus_sweep_repairs_total", "repair" => "stalled_attempt")
+                        .increment(1);
                     if let Some(record) = &result.error {
                         self.report(&claim, &result, record, "stalled attempt repaired");
                     }
@@ -740,6 +742,8 @@ impl Worker {
         report.batches_resolved = inner.upkeep.resolve_batches(100).await?;
         if report.batches_resolved > 0 {
             metrics::counter!("pgbus_batches_resolved_total").increment(report.batches_resolved);
+            metrics::counter!("pgbus_sweep_repairs_total", "repair" => "batch")
+                .increment(report.batches_resolved);
         }
         if inner.run_gauges {
             let counts = inner.upkeep.run_status_counts().await?;

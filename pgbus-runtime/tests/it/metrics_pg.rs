@@ -132,6 +132,14 @@ async fn steps_latencies_stalls_and_run_gauges_are_reported() {
         ),
         Some(&DebugValue::Counter(1))
     );
+    assert_eq!(
+        find(
+            MetricKind::Counter,
+            "pgbus_sweep_repairs_total",
+            &[("repair", "stalled_attempt")]
+        ),
+        Some(&DebugValue::Counter(1))
+    );
     // After the sweep: `held` and the stalled run (paused by the stall action)
     // are paused; nothing is ready or running.
     let gauge = |status: &str| find(MetricKind::Gauge, "pgbus_runs", &[("status", status)]);
