@@ -78,9 +78,10 @@ pub fn check_signal(name: &str, payload: &Value) -> Result<(), crate::Error> {
     Ok(())
 }
 
-/// How many levels of arrays and objects `value` nests (a scalar is 0). Not
-/// recursive, so a payload deeper than the stack allows is measured too.
-fn depth(value: &Value) -> usize {
+/// How many levels of arrays and objects `value` nests (a scalar is 0), counted
+/// up to one past [`MAX_SIGNAL_PAYLOAD_DEPTH`]. Not recursive, so a payload
+/// deeper than the stack allows is measured too.
+pub(crate) fn depth(value: &Value) -> usize {
     let mut deepest = 0;
     let mut pending = vec![(value, 0)];
     while let Some((value, level)) = pending.pop() {

@@ -851,7 +851,7 @@ impl Worker {
         let (mut claim, mut running) = (claim, running);
         let mut eager_left = inner.eager_steps;
         loop {
-            let eager = eager_left > 0 && !stopping.load(Ordering::Acquire);
+            let eager = (eager_left > 0).then_some(stopping);
             let Some(next) = self.run_attempt(workflow, &claim, &running, eager).await else {
                 return;
             };
@@ -866,13 +866,14 @@ impl Worker {
     }
 
     /// Runs `claim`'s attempt in its span and records the outcome; returns the
-    /// next step when the outcome handed it to this worker (only if `eager`).
+    /// next step when the outcome handed it to this worker (only with `eager`,
+    /// the worker's stopping flag, not set when the outcome is recorded).
     async fn run_attempt(
         &self,
         workflow: &Arc<dyn ErasedWorkflow>,
         claim: &Claimed,
         running: &Running,
-        eager: bool,
+        eager: Option<&AtomicBool>,
     ) -> Option<Box<Claimed>> {
         let span = info_span!(
             "pgbus.step",
@@ -933,15 +934,20 @@ impl Worker {
         claim: &Claimed,
         result: &AttemptResult,
         ran: Duration,
-        eager: bool,
+        eager: Option<&AtomicBool>,
     ) -> Option<Box<Claimed>> {
         let inner = &self.inner;
         let mut failures = Failures::with_pauses(Duration::from_millis(50), Duration::from_secs(1));
         let mut result = std::borrow::Cow::Borrowed(result);
+        // Whether a try offered the handoff: decided when the outcome is
+        // recorded, not when the body started, so a worker that began stopping
+        // meanwhile takes no new step. Once offered, offered on every retry:
+        // the store hands on only in a first try, and a retry puts back a step
+        // a try whose reply was lost had handed on.
+        let mut offered = false;
         let ended = loop {
-            // Offered on every try: the store hands on only in a first try, and
-            // a retry puts back a step a lost try had handed on.
-            let handoff = eager.then_some(Handoff {
+            offered |= eager.is_some_and(|stopping| !stopping.load(Ordering::Acquire));
+            let handoff = offered.then_some(Handoff {
                 queues: &inner.queues,
                 stall_threshold_ms: inner.stall_threshold_ms,
             });

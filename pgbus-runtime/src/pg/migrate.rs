@@ -69,6 +69,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0008_pause_events.sql",
         sql: include_str!("../../../migrations/0008_pause_events.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_paused_runs.sql",
+        sql: include_str!("../../../migrations/0009_paused_runs.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

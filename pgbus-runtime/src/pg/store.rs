@@ -528,6 +528,7 @@ impl PgStore {
         let handoff = handoff.filter(|h| {
             matches!(ending, Ending::Outcome { retrying: false })
                 && hands_off(&plan, run_state.step_plan.as_deref(), h)
+                && carries_over(claimed, result)
         });
         if let Some(detection) = sweep {
             plan.events.insert(0, stall_event(detection));
@@ -1087,8 +1088,9 @@ impl PgStore {
         // the run row and the wake-up are independent of each other's
         // results, so they cost one round trip, not four. Sent in this order
         // (the events before the step a handoff starts, so their ids stay in
-        // the order a claim would give them); the first error to come back is
-        // the one returned, and Postgres refuses the rest of the transaction.
+        // the order a claim would give them); polled in that order (`biased`),
+        // so the first error to come back, the real one, is the one returned,
+        // not a later statement's "transaction is aborted".
         let events = tx.prepare_cached(&self.sql.insert_events).await?;
         let insert_step = tx.prepare_cached(&self.sql.insert_step).await?;
         let update_run = tx.prepare_cached(&self.sql.update_run).await?;
@@ -1163,7 +1165,8 @@ impl PgStore {
                 _ => Ok(()),
             }
         };
-        let ((), claimed_next, (), ()) = tokio::try_join!(insert_events, next_step, run_row, wake)?;
+        let ((), claimed_next, (), ()) =
+            tokio::try_join!(biased; insert_events, next_step, run_row, wake)?;
         Ok(claimed_next)
     }
 
@@ -1408,6 +1411,19 @@ fn continued_claim(
         batch: None,
         timed_out_before: false,
     }
+}
+
+/// Whether what a claim of the next step would read from the database can be
+/// carried over from memory as it is: not when this attempt's claim could not
+/// read the run's input or outputs (a claim of the next one would fail it the
+/// same way), nor when the output is nested deeper than a signal payload may
+/// be (the driver reads back at most 128 levels; such a step goes through the
+/// queue, whose claim decides as for any run).
+fn carries_over(claimed: &Claimed, result: &AttemptResult) -> bool {
+    claimed.unreadable.is_none()
+        && result.output.as_ref().is_none_or(|output| {
+            crate::context::depth(output) <= crate::context::MAX_SIGNAL_PAYLOAD_DEPTH
+        })
 }
 
 /// Whether an outcome's `plan` may hand its next step to the worker (see

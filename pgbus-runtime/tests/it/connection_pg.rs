@@ -443,13 +443,13 @@ struct Logged {
 /// default on a current-thread runtime, it sees the worker's tasks (they run on
 /// that thread) and nothing of the tests running beside it.
 #[derive(Clone, Default)]
-struct Logs {
+pub(crate) struct Logs {
     events: Arc<Mutex<Vec<Logged>>>,
     spans: Arc<AtomicU64>,
 }
 
 impl Logs {
-    fn capture() -> Self {
+    pub(crate) fn capture() -> Self {
         Self::default()
     }
 
@@ -465,7 +465,7 @@ impl Logs {
     }
 
     /// How many of pgbus's events carry exactly this message.
-    fn count(&self, message: &str) -> usize {
+    pub(crate) fn count(&self, message: &str) -> usize {
         self.of("pgbus_runtime")
             .iter()
             .filter(|e| e.message == message)

@@ -525,3 +525,64 @@ async fn a_slot_runs_a_runs_next_steps_eagerly_up_to_its_limit() {
     // None: every step goes through the queue.
     assert!(eager_steps_taken(0).await.is_empty());
 }
+
+/// A first step that tells when it started and waits to be let go; then a
+/// plain one.
+struct Held {
+    started: tokio::sync::mpsc::UnboundedSender<()>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+#[workflow(name = "worker.held")]
+impl Held {
+    #[step]
+    async fn s1(&self, _cx: &mut StepCx<()>) {
+        let _ = self.started.send(());
+        self.release.notified().await;
+    }
+
+    #[step]
+    async fn s2(&self, _cx: &mut StepCx<()>) {}
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_worker_that_began_stopping_takes_no_new_step_eagerly() {
+    let logs = crate::connection_pg::Logs::capture();
+    let _capturing = tracing::subscriber::set_default(logs.clone());
+    let t = TestDb::new().await;
+    let (started, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let worker =
+        t.db.worker()
+            .register(Held {
+                started,
+                release: Arc::clone(&release),
+            })
+            .build()
+            .expect("worker");
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let loop_ = tokio::spawn({
+        let stop = Arc::clone(&stop);
+        async move { worker.run_until(stop.notified()).await }
+    });
+    let run = t.client().start::<Held>(&()).await.expect("start");
+    started_rx.recv().await.expect("s1 started");
+    // Shutdown begins while s1 runs; s1 ends after that.
+    stop.notify_one();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            logs.count("worker stopping") == 1
+        })
+        .await,
+        "the worker began stopping"
+    );
+    release.notify_one();
+    loop_.await.expect("join").expect("worker loop");
+    // s2 was scheduled for any worker, not started here.
+    let view = t.client().run(run).await.expect("view");
+    assert_eq!(
+        steps(&view),
+        ["s1#1 completed/completed", "s2#1 scheduled/-"]
+    );
+    assert_eq!(view.run.status, RunStatus::Ready);
+}

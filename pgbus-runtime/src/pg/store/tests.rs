@@ -535,3 +535,138 @@ async fn a_retried_outcome_puts_back_the_step_its_lost_try_handed_on() {
     assert_eq!((second.run_id, second.step_name.as_str()), (run, "second"));
     drop_schema(&db).await;
 }
+
+#[tokio::test]
+async fn a_retry_never_puts_back_a_step_claimed_after_its_lost_try() {
+    let db = database().await;
+    let store = &db.store;
+    let client = db.client();
+    let Clock::Manual(clock) = db.clock().clone() else {
+        panic!("a pinned clock");
+    };
+    let both = ["default".to_owned(), "other".to_owned()];
+    let workflows = ["store.eager".to_owned()];
+    let handoff = Some(Handoff {
+        queues: &both,
+        stall_threshold_ms: 60_000,
+    });
+    let ok = AttemptResult::ok(Verb::Complete, None);
+    let run = client.start::<Eager>(&()).await.expect("start");
+    // Up to `fourth`, through the queue.
+    for _ in 0..3 {
+        let claim = store
+            .claim(&both, &workflows, 1, "w1", 60_000)
+            .await
+            .expect("claim")
+            .remove(0);
+        store
+            .end_attempt(Eager::DEFINITION, &claim, "w1", &ok, false, None)
+            .await
+            .expect("end");
+        clock.advance(std::time::Duration::from_secs(5));
+    }
+    let fourth = store
+        .claim(&both, &workflows, 1, "w1", 60_000)
+        .await
+        .expect("claim")
+        .remove(0);
+    assert_eq!(fourth.step_name, "fourth");
+    // `fourth` ends; `fifth` waits for a signal, so it is scheduled, not handed
+    // on. The reply is lost, and the same worker's loop claims `fifth`.
+    let lost = store
+        .end_attempt(Eager::DEFINITION, &fourth, "w1", &ok, false, handoff)
+        .await
+        .expect("end");
+    assert!(matches!(lost, Ended::Applied(_)), "{lost:?}");
+    let fifth = store
+        .claim(&both, &workflows, 1, "w1", 60_000)
+        .await
+        .expect("claim")
+        .remove(0);
+    assert_eq!(fifth.step_name, "fifth");
+    // The retry finds the outcome recorded and leaves the claimed `fifth` be.
+    let retried = store
+        .end_attempt(Eager::DEFINITION, &fourth, "w1", &ok, true, handoff)
+        .await
+        .expect("end again");
+    assert!(matches!(retried, Ended::Applied(_)), "{retried:?}");
+    assert_eq!(
+        step_row(&db, run, "fifth").await.0,
+        "in_progress",
+        "still the worker's claim"
+    );
+    assert_eq!(
+        client.run(run).await.expect("view").run.status,
+        RunStatus::Performing
+    );
+    drop_schema(&db).await;
+}
+
+#[tokio::test]
+async fn what_a_claim_could_not_read_is_never_carried_over_from_memory() {
+    let db = database().await;
+    let store = &db.store;
+    let client = db.client();
+    let default = ["default".to_owned()];
+    let workflows = ["store.eager".to_owned()];
+    let handoff = Some(Handoff {
+        queues: &default,
+        stall_threshold_ms: 60_000,
+    });
+
+    // The claim could not read the run's input: `second` goes through the
+    // queue, whose claim fails it as it failed this one.
+    let unread = client.start::<Eager>(&()).await.expect("start");
+    let mut first = store
+        .claim(&default, &workflows, 1, "w1", 60_000)
+        .await
+        .expect("claim")
+        .remove(0);
+    first.unreadable = Some("nested too deep".to_owned());
+    let ended = store
+        .end_attempt(
+            Eager::DEFINITION,
+            &first,
+            "w1",
+            &AttemptResult::ok(
+                Verb::Skip {
+                    reason: "skipped".to_owned(),
+                },
+                None,
+            ),
+            false,
+            handoff,
+        )
+        .await
+        .expect("end");
+    assert!(matches!(ended, Ended::Applied(_)), "{ended:?}");
+    assert_eq!(step_row(&db, unread, "second").await.0, "scheduled");
+
+    // An output deeper than a claim reads back: through the queue too.
+    let deep = client.start::<Eager>(&()).await.expect("start");
+    let first = store
+        .claim(&default, &workflows, 5, "w1", 60_000)
+        .await
+        .expect("claim")
+        .into_iter()
+        .find(|c| c.run_id == deep)
+        .expect("the deep run's first step");
+    let mut output = serde_json::json!(1);
+    for _ in 0..150 {
+        output = serde_json::json!([output]);
+    }
+    let ended = store
+        .end_attempt(
+            Eager::DEFINITION,
+            &first,
+            "w1",
+            &AttemptResult::ok(Verb::Complete, Some(output)),
+            false,
+            handoff,
+        )
+        .await
+        .expect("end");
+    assert!(matches!(ended, Ended::Applied(_)), "{ended:?}");
+    assert_eq!(step_row(&db, deep, "second").await.0, "scheduled");
+    drop_schema(&db).await;
+}
