@@ -157,9 +157,9 @@ impl WorkerBuilder {
     /// heartbeats, sweeps and operator actions treat it the same. The cost is
     /// fairness: a slot running a run's steps eagerly does not look at the
     /// queue meanwhile, so a step of another run, even of a lower priority
-    /// number, waits for a free slot up to this many steps longer. Only
-    /// [`Worker::run_until`] runs steps eagerly; [`Worker::run_once`] runs the
-    /// attempts it claimed and no more. The idea is Temporal's eager activity
+    /// number, waits for a free slot up to this many steps longer.
+    /// [`Worker::run_until`] and [`Worker::run_until_idle`] run steps eagerly;
+    /// [`Worker::run_once`] runs the attempts it claimed and no more. The idea is Temporal's eager activity
     /// execution (the worker that schedules an activity may start it itself,
     /// bypassing the task queue).
     #[must_use]
@@ -776,27 +776,21 @@ impl Worker {
         Ok(report)
     }
 
-    /// Claims what is due now (up to the concurrency) and runs it all to the end.
-    /// Returns how many attempts ran. Meant for tests and scripts.
+    /// Claims what is due now (up to the concurrency) and runs it all to the end,
+    /// one attempt per claim (never eagerly: the next step of a run goes back
+    /// to the queue). Returns how many attempts ran. Meant for tests and
+    /// scripts that go step by step.
     ///
     /// # Errors
     /// Database errors from the claim.
     pub async fn run_once(&self) -> Result<usize, Error> {
-        let claimed = self.claim(self.inner.concurrency).await?;
-        let count = claimed.len();
-        let mut tasks = JoinSet::new();
-        // Never eager: each claimed attempt runs, and no more.
-        let stopped = Arc::new(AtomicBool::new(true));
-        for (claim, running) in claimed {
-            let worker = self.clone();
-            let stopped = Arc::clone(&stopped);
-            tasks.spawn(async move { worker.run_claim(claim, running, &stopped).await });
-        }
-        while tasks.join_next().await.is_some() {}
-        Ok(count)
+        self.run_claimed(false).await
     }
 
-    /// Repeats [`Worker::run_once`] until nothing is due now. Returns how many
+    /// Claims and runs until nothing is due now. Steps run eagerly as under
+    /// [`Worker::run_until`] (a slot goes on with a run's next step when it is
+    /// due at once, up to [`WorkerBuilder::eager_steps`] in a row), so the
+    /// runs move as a long-running worker would move them. Returns how many
     /// attempts ran.
     ///
     /// # Errors
@@ -804,12 +798,31 @@ impl Worker {
     pub async fn run_until_idle(&self) -> Result<usize, Error> {
         let mut total = 0;
         loop {
-            let ran = self.run_once().await?;
+            let ran = self.run_claimed(true).await?;
             if ran == 0 {
                 return Ok(total);
             }
             total += ran;
         }
+    }
+
+    /// One claim and its attempts to the end, eagerly or not; how many
+    /// attempts ran.
+    async fn run_claimed(&self, eager: bool) -> Result<usize, Error> {
+        let claimed = self.claim(self.inner.concurrency).await?;
+        let mut tasks = JoinSet::new();
+        // Set: no slot takes a step eagerly.
+        let stopping = Arc::new(AtomicBool::new(!eager));
+        for (claim, running) in claimed {
+            let worker = self.clone();
+            let stopping = Arc::clone(&stopping);
+            tasks.spawn(async move { worker.run_claim(claim, running, &stopping).await });
+        }
+        let mut count = 0;
+        while let Some(ran) = tasks.join_next().await {
+            count += ran.unwrap_or(1);
+        }
+        Ok(count)
     }
 
     /// Claims up to `limit` attempts and puts each on the running list before
@@ -840,20 +853,23 @@ impl Worker {
     /// outcome hands this worker the run's next step (see
     /// [`WorkerBuilder::eager_steps`]) and `stopping` is not set, runs that one
     /// too, up to the eager limit.
-    async fn run_claim(&self, claim: Claimed, running: Running, stopping: &AtomicBool) {
+    /// Returns how many attempts ran (the claimed one and those taken eagerly).
+    async fn run_claim(&self, claim: Claimed, running: Running, stopping: &AtomicBool) -> usize {
         let inner = &self.inner;
         let Some(workflow) = inner.registry.get(claim.workflow.as_str()) else {
             // Claims filter on registered workflows, so this cannot happen; leave
             // the row to the sweep rather than guess.
             error!(pgbus.workflow = %claim.workflow, "claimed a step of an unregistered workflow");
-            return;
+            return 0;
         };
         let (mut claim, mut running) = (claim, running);
         let mut eager_left = inner.eager_steps;
+        let mut ran = 0;
         loop {
             let eager = (eager_left > 0).then_some(stopping);
+            ran += 1;
             let Some(next) = self.run_attempt(workflow, &claim, &running, eager).await else {
-                return;
+                return ran;
             };
             // On the running list before the old entry leaves it; the row is
             // committed already, and a heartbeat between the two sees it as
