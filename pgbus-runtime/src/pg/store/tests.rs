@@ -276,6 +276,45 @@ async fn claims_and_the_next_due_time_follow_queue_priority_and_time_not_held_ru
     drop_schema(&db).await;
 }
 
+/// A handoff to a worker of `queues`, stall threshold one minute (as
+/// `end_attempt` takes it).
+#[allow(clippy::unnecessary_wraps)]
+fn eager_on(queues: &[String]) -> Option<Handoff<'_>> {
+    Some(Handoff {
+        queues,
+        stall_threshold_ms: 60_000,
+    })
+}
+
+/// Claims the first due step for `worker`.
+async fn claim_one(
+    store: &PgStore,
+    queues: &[String],
+    workflows: &[String],
+    worker: &str,
+) -> Claimed {
+    store
+        .claim(queues, workflows, 1, worker, 60_000)
+        .await
+        .expect("claim")
+        .remove(0)
+}
+
+/// Ends `claim` (worker `w1`) as completed with no output, offering `handoff`.
+async fn end_plain(store: &PgStore, claim: &Claimed, handoff: Option<Handoff<'_>>) -> Ended {
+    store
+        .end_attempt(
+            Eager::DEFINITION,
+            claim,
+            "w1",
+            &AttemptResult::ok(Verb::Complete, None),
+            false,
+            handoff,
+        )
+        .await
+        .expect("end")
+}
+
 struct Eager;
 
 #[workflow(name = "store.eager")]
@@ -330,18 +369,8 @@ async fn an_outcome_hands_its_worker_the_next_step_only_when_it_is_plainly_due_n
     let default = ["default".to_owned()];
     let both = ["default".to_owned(), "other".to_owned()];
     let workflows = ["store.eager".to_owned()];
-    let eager = |queues| {
-        Some(Handoff {
-            queues,
-            stall_threshold_ms: 60_000,
-        })
-    };
     let run = client.start::<Eager>(&()).await.expect("start");
-    let first = store
-        .claim(&default, &workflows, 1, "w1", 60_000)
-        .await
-        .expect("claim")
-        .remove(0);
+    let first = claim_one(store, &default, &workflows, "w1").await;
 
     // `first` ends with an output, and `second` is due at once on a queue of
     // the worker: claimed for it in the same transaction, seeing the output.
@@ -353,7 +382,7 @@ async fn an_outcome_hands_its_worker_the_next_step_only_when_it_is_plainly_due_n
             "w1",
             &AttemptResult::ok(Verb::Complete, Some(output.clone())),
             false,
-            eager(&default),
+            eager_on(&default),
         )
         .await
         .expect("end first");
@@ -399,59 +428,21 @@ async fn an_outcome_hands_its_worker_the_next_step_only_when_it_is_plainly_due_n
     );
 
     // `third` waits five seconds: scheduled, not handed on.
-    let ended = store
-        .end_attempt(
-            Eager::DEFINITION,
-            &second,
-            "w1",
-            &AttemptResult::ok(Verb::Complete, None),
-            false,
-            eager(&default),
-        )
-        .await
-        .expect("end second");
+    let ended = end_plain(store, &second, eager_on(&default)).await;
     assert!(matches!(ended, Ended::Applied(_)), "{ended:?}");
     assert_eq!(step_row(&db, run, "third").await.0, "scheduled");
     clock.advance(std::time::Duration::from_secs(5));
-    let third = store
-        .claim(&default, &workflows, 1, "w1", 60_000)
-        .await
-        .expect("claim")
-        .remove(0);
+    let third = claim_one(store, &default, &workflows, "w1").await;
 
     // `fourth` runs on a queue this worker does not serve: scheduled.
-    let ended = store
-        .end_attempt(
-            Eager::DEFINITION,
-            &third,
-            "w1",
-            &AttemptResult::ok(Verb::Complete, None),
-            false,
-            eager(&default),
-        )
-        .await
-        .expect("end third");
+    let ended = end_plain(store, &third, eager_on(&default)).await;
     assert!(matches!(ended, Ended::Applied(_)), "{ended:?}");
     assert_eq!(step_row(&db, run, "fourth").await.0, "scheduled");
-    let fourth = store
-        .claim(&both, &workflows, 1, "w1", 60_000)
-        .await
-        .expect("claim")
-        .remove(0);
+    let fourth = claim_one(store, &both, &workflows, "w1").await;
 
     // `fifth` waits for a signal, whose gate reads what a claim brings:
     // scheduled, even for a worker of both queues.
-    let ended = store
-        .end_attempt(
-            Eager::DEFINITION,
-            &fourth,
-            "w1",
-            &AttemptResult::ok(Verb::Complete, None),
-            false,
-            eager(&both),
-        )
-        .await
-        .expect("end fourth");
+    let ended = end_plain(store, &fourth, eager_on(&both)).await;
     assert!(matches!(ended, Ended::Applied(_)), "{ended:?}");
     assert_eq!(step_row(&db, run, "fifth").await.0, "scheduled");
 
@@ -461,24 +452,10 @@ async fn an_outcome_hands_its_worker_the_next_step_only_when_it_is_plainly_due_n
         .await
         .expect("cancel");
     let held = client.start::<Eager>(&()).await.expect("start");
-    let first = store
-        .claim(&default, &workflows, 1, "w1", 60_000)
-        .await
-        .expect("claim")
-        .remove(0);
+    let first = claim_one(store, &default, &workflows, "w1").await;
     assert_eq!(first.run_id, held);
     client.pause(held, "ops", "hold").await.expect("pause");
-    let ended = store
-        .end_attempt(
-            Eager::DEFINITION,
-            &first,
-            "w1",
-            &AttemptResult::ok(Verb::Complete, None),
-            false,
-            eager(&default),
-        )
-        .await
-        .expect("end first");
+    let ended = end_plain(store, &first, eager_on(&default)).await;
     assert!(matches!(ended, Ended::Applied(_)), "{ended:?}");
     assert_eq!(step_row(&db, held, "second").await.0, "scheduled");
     assert_eq!(
@@ -495,17 +472,10 @@ async fn a_retried_outcome_puts_back_the_step_its_lost_try_handed_on() {
     let client = db.client();
     let default = ["default".to_owned()];
     let workflows = ["store.eager".to_owned()];
-    let handoff = Some(Handoff {
-        queues: &default,
-        stall_threshold_ms: 60_000,
-    });
+    let handoff = eager_on(&default);
     let ok = AttemptResult::ok(Verb::Complete, None);
     let run = client.start::<Eager>(&()).await.expect("start");
-    let first = store
-        .claim(&default, &workflows, 1, "w1", 60_000)
-        .await
-        .expect("claim")
-        .remove(0);
+    let first = claim_one(store, &default, &workflows, "w1").await;
     // The first try commits and hands `second` on; its reply is lost, so the
     // worker never learns of `second`.
     let lost = store
@@ -527,11 +497,7 @@ async fn a_retried_outcome_puts_back_the_step_its_lost_try_handed_on() {
     );
     let view = client.run(run).await.expect("view");
     assert_eq!(view.run.status, RunStatus::Ready);
-    let second = store
-        .claim(&default, &workflows, 1, "w2", 60_000)
-        .await
-        .expect("claim")
-        .remove(0);
+    let second = claim_one(store, &default, &workflows, "w2").await;
     assert_eq!((second.run_id, second.step_name.as_str()), (run, "second"));
     drop_schema(&db).await;
 }
@@ -546,30 +512,19 @@ async fn a_retry_never_puts_back_a_step_claimed_after_its_lost_try() {
     };
     let both = ["default".to_owned(), "other".to_owned()];
     let workflows = ["store.eager".to_owned()];
-    let handoff = Some(Handoff {
-        queues: &both,
-        stall_threshold_ms: 60_000,
-    });
+    let handoff = eager_on(&both);
     let ok = AttemptResult::ok(Verb::Complete, None);
     let run = client.start::<Eager>(&()).await.expect("start");
     // Up to `fourth`, through the queue.
     for _ in 0..3 {
-        let claim = store
-            .claim(&both, &workflows, 1, "w1", 60_000)
-            .await
-            .expect("claim")
-            .remove(0);
+        let claim = claim_one(store, &both, &workflows, "w1").await;
         store
             .end_attempt(Eager::DEFINITION, &claim, "w1", &ok, false, None)
             .await
             .expect("end");
         clock.advance(std::time::Duration::from_secs(5));
     }
-    let fourth = store
-        .claim(&both, &workflows, 1, "w1", 60_000)
-        .await
-        .expect("claim")
-        .remove(0);
+    let fourth = claim_one(store, &both, &workflows, "w1").await;
     assert_eq!(fourth.step_name, "fourth");
     // `fourth` ends; `fifth` waits for a signal, so it is scheduled, not handed
     // on. The reply is lost, and the same worker's loop claims `fifth`.
@@ -578,11 +533,7 @@ async fn a_retry_never_puts_back_a_step_claimed_after_its_lost_try() {
         .await
         .expect("end");
     assert!(matches!(lost, Ended::Applied(_)), "{lost:?}");
-    let fifth = store
-        .claim(&both, &workflows, 1, "w1", 60_000)
-        .await
-        .expect("claim")
-        .remove(0);
+    let fifth = claim_one(store, &both, &workflows, "w1").await;
     assert_eq!(fifth.step_name, "fifth");
     // The retry finds the outcome recorded and leaves the claimed `fifth` be.
     let retried = store
@@ -609,19 +560,12 @@ async fn what_a_claim_could_not_read_is_never_carried_over_from_memory() {
     let client = db.client();
     let default = ["default".to_owned()];
     let workflows = ["store.eager".to_owned()];
-    let handoff = Some(Handoff {
-        queues: &default,
-        stall_threshold_ms: 60_000,
-    });
+    let handoff = eager_on(&default);
 
     // The claim could not read the run's input: `second` goes through the
     // queue, whose claim fails it as it failed this one.
     let unread = client.start::<Eager>(&()).await.expect("start");
-    let mut first = store
-        .claim(&default, &workflows, 1, "w1", 60_000)
-        .await
-        .expect("claim")
-        .remove(0);
+    let mut first = claim_one(store, &default, &workflows, "w1").await;
     first.unreadable = Some("nested too deep".to_owned());
     let ended = store
         .end_attempt(
