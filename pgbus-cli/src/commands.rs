@@ -13,37 +13,111 @@ use crate::{Action, Cli, Command, Retention, RunsArgs};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Runs the command line's command.
+/// Runs the command line's command; its error, with a hint where one helps.
 pub(crate) async fn run(cli: Cli) -> Result<(), BoxError> {
+    let schema = cli.schema.clone();
+    let url = cli.database_url.clone();
+    execute(cli)
+        .await
+        .map_err(|error| hint(error, &url, &schema))
+}
+
+/// `error` with what an operator would ask next: which server, or whether
+/// the schema was migrated.
+fn hint(error: BoxError, url: &str, schema: &str) -> BoxError {
+    let text = chain(error.as_ref());
+    if text.contains("relation \"") && text.contains("does not exist") {
+        format!("{text} (is schema {schema} migrated? run `pgbus migrate`)").into()
+    } else if text.contains("could not get a database connection") {
+        let at = url
+            .parse::<tokio_postgres::Config>()
+            .ok()
+            .map(|c| {
+                let hosts: Vec<String> = c
+                    .get_hosts()
+                    .iter()
+                    .map(|h| match h {
+                        tokio_postgres::config::Host::Tcp(name) => name.clone(),
+                        tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+                    })
+                    .collect();
+                let port = c.get_ports().first().copied().unwrap_or(5432);
+                format!(" (server {}:{port})", hosts.join(","))
+            })
+            .unwrap_or_default();
+        format!("{text}{at}").into()
+    } else {
+        error
+    }
+}
+
+/// An error and its causes on one line.
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = cause.source();
+    }
+    line.replace('\n', " ")
+}
+
+/// The database's time: what stored times are on, whatever the host's clock
+/// says.
+async fn db_now(db: &Database) -> Result<DateTime<Utc>, BoxError> {
+    let client = db.pool().get().await?;
+    Ok(client
+        .query_one("SELECT clock_timestamp()", &[])
+        .await?
+        .get(0))
+}
+
+async fn execute(cli: Cli) -> Result<(), BoxError> {
     let schema = Schema::new(&cli.schema)?;
     let db = Database::connect_with(&cli.database_url, schema, Clock::Database).await?;
     let out = Output::detect();
     match cli.command {
         Command::Migrate => {
             db.migrate().await?;
-            println!("schema {} is up to date", db.schema());
+            out.line(&format!("schema {} is up to date", db.schema()))?;
         }
         Command::Runs(args) => runs(&db, out, args).await?,
         Command::Show { run, json } => {
             let view = db.client().run(RunId(run)).await?;
-            let now = Utc::now();
+            let now = db_now(&db).await?;
             let segments = timeline(&view, now);
             if json {
                 let value = serde_json::json!({ "run": view, "timeline": segments });
-                println!("{}", serde_json::to_string_pretty(&value)?);
+                out.emit(&format!("{}\n", serde_json::to_string_pretty(&value)?))?;
             } else {
                 out.emit(&show(out, &view, &segments, now))?;
             }
         }
-        Command::Pause(action) => act(&db, &action, Verb::Pause).await?,
-        Command::Resume(action) => act(&db, &action, Verb::Resume).await?,
-        Command::Cancel(action) => act(&db, &action, Verb::Cancel).await?,
-        Command::Skip(action) => act(&db, &action, Verb::Skip).await?,
-        Command::Signal { run, name, payload } => signal(&db, run, &name, payload).await?,
+        Command::Pause(action) => act(&db, out, &action, Verb::Pause).await?,
+        Command::Resume(action) => act(&db, out, &action, Verb::Resume).await?,
+        Command::Cancel(action) => act(&db, out, &action, Verb::Cancel).await?,
+        Command::Skip(action) => act(&db, out, &action, Verb::Skip).await?,
+        Command::Signal {
+            run,
+            name,
+            payload,
+            payload_file,
+        } => {
+            let payload = match (payload, payload_file) {
+                (_, Some(path)) => Some(read_payload(&path)?),
+                (payload, None) => payload,
+            };
+            signal(&db, out, run, &name, payload).await?;
+        }
         Command::Sweep {
             stall_action,
+            lost_worker_threshold,
             retention,
-        } => sweep(&db, &stall_action, retention).await?,
+        } => sweep(&db, out, &stall_action, lost_worker_threshold, retention).await?,
         Command::Stats {
             window,
             retention,
@@ -54,23 +128,21 @@ pub(crate) async fn run(cli: Cli) -> Result<(), BoxError> {
 }
 
 async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(), BoxError> {
-    let now = Utc::now();
+    let now = db_now(db).await?;
     let filter = RunFilter {
         workflow: args.workflow,
         status: args.status,
+        before: args.before.map(RunId),
         created_after: args.since.map(|d| now - delta(d)),
         created_before: args.older_than.map(|d| now - delta(d)),
         limit: Some(args.limit),
-        ..RunFilter::default()
     };
     let runs = db.client().list_runs(&filter).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&runs)?);
-        return Ok(());
+        return Ok(out.emit(&format!("{}\n", serde_json::to_string_pretty(&runs)?))?);
     }
     if runs.is_empty() {
-        println!("no runs match");
-        return Ok(());
+        return Ok(out.line("no runs match")?);
     }
     let mut table = out.table(&["id", "workflow", "status", "step", "created", "updated"]);
     for run in &runs {
@@ -87,8 +159,19 @@ async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(), BoxError
     Ok(())
 }
 
+/// A payload from `path`, or from standard input for `-`.
+fn read_payload(path: &std::path::Path) -> Result<String, BoxError> {
+    let text = if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    };
+    text.map_err(|e| format!("--payload-file {}: {e}", path.display()).into())
+}
+
 async fn signal(
     db: &Database,
+    out: Output,
     run: i64,
     name: &str,
     payload: Option<String>,
@@ -100,11 +183,17 @@ async fn signal(
         None => serde_json::Value::Null,
     };
     let id = db.client().signal(RunId(run), name, &payload).await?;
-    println!("signal {} `{name}` sent to run {run}", id.0);
+    out.line(&format!("signal {} `{name}` sent to run {run}", id.0))?;
     Ok(())
 }
 
-async fn sweep(db: &Database, stall_action: &str, retention: Retention) -> Result<(), BoxError> {
+async fn sweep(
+    db: &Database,
+    out: Output,
+    stall_action: &str,
+    lost_worker_threshold: std::time::Duration,
+    retention: Option<std::time::Duration>,
+) -> Result<(), BoxError> {
     let action = if stall_action == "cancel" {
         StallAction::Cancel
     } else {
@@ -113,10 +202,11 @@ async fn sweep(db: &Database, stall_action: &str, retention: Retention) -> Resul
     let sweeper = db
         .worker()
         .stall_action(action)
-        .retention(retention.0)
+        .lost_worker_threshold(lost_worker_threshold)
+        .retention(retention)
         .sweeper()?;
     let report = sweeper.sweep().await?;
-    println!(
+    out.line(&format!(
         "repaired {} stalled attempts ({} had ended meanwhile), resolved {} batches, \
          deleted {} runs past retention, removed {} silent worker rows",
         report.repaired,
@@ -124,7 +214,7 @@ async fn sweep(db: &Database, stall_action: &str, retention: Retention) -> Resul
         report.batches_resolved,
         report.runs_deleted,
         report.workers_removed
-    );
+    ))?;
     Ok(())
 }
 
@@ -136,7 +226,7 @@ enum Verb {
     Skip,
 }
 
-async fn act(db: &Database, action: &Action, verb: Verb) -> Result<(), BoxError> {
+async fn act(db: &Database, out: Output, action: &Action, verb: Verb) -> Result<(), BoxError> {
     let actor = action.actor.clone().unwrap_or_else(default_actor);
     let client = db.client();
     let run = action.run_id();
@@ -147,7 +237,7 @@ async fn act(db: &Database, action: &Action, verb: Verb) -> Result<(), BoxError>
         Verb::Cancel => client.cancel(run, &actor, reason).await?,
         Verb::Skip => client.skip(run, &actor, reason).await?,
     };
-    println!("run {}: {status}", run.0);
+    out.line(&format!("run {}: {status}", run.0))?;
     Ok(())
 }
 
@@ -166,11 +256,11 @@ async fn stats(
     retention: Retention,
     json: bool,
 ) -> Result<(), BoxError> {
-    let range = window.at(Utc::now(), retention.0);
+    let range = window.at(db_now(db).await?, retention.0);
     let counts = db.client().run_counts(&range).await?;
     if json {
         let value = serde_json::json!({ "range": range, "buckets": counts });
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        out.emit(&format!("{}\n", serde_json::to_string_pretty(&value)?))?;
         return Ok(());
     }
     let mut text = String::new();
@@ -189,7 +279,7 @@ async fn stats(
         );
         writeln!(
             text,
-            "cut to {kept}: runs are kept that long (the retention age), so nothing older is left to count"
+            "cut to {kept}, the retention age: ended runs last changed before then are deleted, so older buckets would undercount"
         )?;
     }
     let mut table = out.table(&["bucket", "started", "finished", "paused", "cancelled"]);

@@ -61,8 +61,12 @@ enum Command {
         /// The signal's name.
         name: String,
         /// Its payload, as JSON (default `null`).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "payload_file")]
         payload: Option<String>,
+        /// Its payload, as JSON, from a file (`-`: standard input), for
+        /// payloads longer than a command line takes.
+        #[arg(long)]
+        payload_file: Option<std::path::PathBuf>,
     },
     /// Runs the sweep once: repairs stalled attempts, resolves stuck batches,
     /// applies retention.
@@ -71,9 +75,15 @@ enum Command {
         /// workflows' code, a stalled attempt cannot be reattempted).
         #[arg(long, default_value = "pause", value_parser = ["pause", "cancel"])]
         stall_action: String,
-        /// How long finished and cancelled runs are kept (`30d`); `forever` keeps them.
-        #[arg(long, env = "PGBUS_RETENTION", default_value = "30d", value_parser = parse_retention)]
-        retention: Retention,
+        /// How long a worker may go without a heartbeat before its attempts
+        /// count as lost: the workers' own setting (default 30s).
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        lost_worker_threshold: Duration,
+        /// Also delete finished and cancelled runs last changed longer ago than
+        /// this (`30d`). Without it, nothing is deleted (the workers' sweeps
+        /// apply their own retention).
+        #[arg(long, value_parser = parse_duration)]
+        retention: Option<Duration>,
     },
     /// Runs started, finished, paused and cancelled per time bucket.
     Stats {
@@ -102,9 +112,13 @@ struct RunsArgs {
     /// Only runs created within this long (`30m`, `24h`, `7d`).
     #[arg(long, value_parser = parse_duration)]
     since: Option<Duration>,
-    /// Only runs created longer ago than this (`1h`: stuck for an hour).
+    /// Only runs created longer ago than this (by creation, not last change).
     #[arg(long, value_parser = parse_duration)]
     older_than: Option<Duration>,
+    /// Only runs with a lower id: the next page after a listing that ended at
+    /// this id.
+    #[arg(long)]
+    before: Option<i64>,
     /// At most this many (1 to 1000).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
     limit: u32,
@@ -118,8 +132,8 @@ struct RunsArgs {
 struct Action {
     /// The run id.
     run: i64,
-    /// Why: kept on the run's event.
-    #[arg(long)]
+    /// Why: kept on the run's event (1 to 10,000 characters).
+    #[arg(long, value_parser = parse_reason)]
     reason: String,
     /// Who: kept on the event (default `cli:$USER`).
     #[arg(long)]
@@ -141,6 +155,19 @@ fn parse_retention(text: &str) -> Result<Retention, String> {
         Ok(Retention(None))
     } else {
         parse_duration(text).map(|d| Retention(Some(d)))
+    }
+}
+
+fn parse_reason(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        Err("a reason must say something".to_owned())
+    } else if text.chars().count() > pgbus_runtime::error::MAX_ERROR_MESSAGE_CHARS {
+        Err(format!(
+            "a reason is at most {} characters",
+            pgbus_runtime::error::MAX_ERROR_MESSAGE_CHARS
+        ))
+    } else {
+        Ok(text.to_owned())
     }
 }
 
@@ -173,17 +200,7 @@ fn main() -> ExitCode {
 
 /// Prints `error` and its causes on one line; exit code 1.
 fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !line.ends_with(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        source = cause.source();
-    }
-    eprintln!("pgbus: {}", line.replace('\n', " "));
+    eprintln!("pgbus: {}", commands::chain(error));
     ExitCode::FAILURE
 }
 

@@ -64,18 +64,28 @@ impl Output {
         }
     }
 
+    /// Writes one short line (a command's answer), never paged.
+    #[allow(clippy::unused_self)] // beside `emit`, so every write goes through `Output`
+    pub(crate) fn line(self, text: &str) -> std::io::Result<()> {
+        Self::write_out(&format!("{text}\n"))
+    }
+
     /// Writes `text`: through `$PAGER` (else `less -FRX`, which quits when it
     /// fits one screen) on a terminal, straight out otherwise or when no pager
     /// starts.
     pub(crate) fn emit(self, text: &str) -> std::io::Result<()> {
         if self.terminal && text.lines().count() > 20 {
-            let pager = std::env::var("PAGER").unwrap_or_else(|_| "less -FRX".to_owned());
-            let mut words = pager.split_whitespace();
-            if let Some(program) = words.next()
-                && let Ok(mut child) = Command::new(program)
-                    .args(words)
-                    .stdin(Stdio::piped())
-                    .spawn()
+            let pager = std::env::var("PAGER")
+                .ok()
+                .filter(|p| !p.trim().is_empty())
+                .unwrap_or_else(|| "less -FRX".to_owned());
+            // Through the shell, as other tools run `$PAGER`, so a value with
+            // quotes or options works.
+            if let Ok(mut child) = Command::new("sh")
+                .arg("-c")
+                .arg(&pager)
+                .stdin(Stdio::piped())
+                .spawn()
             {
                 if let Some(mut stdin) = child.stdin.take() {
                     // A pager quit early closes its input: not an error.
@@ -85,9 +95,17 @@ impl Output {
                 return Ok(());
             }
         }
+        Self::write_out(text)
+    }
+
+    /// Writes to standard output; a reader that went away (`| head`) is not
+    /// an error.
+    fn write_out(text: &str) -> std::io::Result<()> {
         let mut stdout = std::io::stdout().lock();
-        match stdout.write_all(text.as_bytes()) {
-            // Piped into `head`: stop quietly.
+        match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
             other => other,
         }

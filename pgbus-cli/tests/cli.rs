@@ -353,6 +353,19 @@ async fn sweep_repairs_a_stalled_attempt_once() {
         Some("pgbus_runtime::error::StepStalled")
     );
     assert!(t.ok(&["sweep"]).starts_with("repaired 0 stalled attempts"));
+    // Retention only when asked: the run paused above is not ended, so even
+    // `--retention 0s` deletes nothing here; a cancelled one goes.
+    t.ok(&["cancel", &run.0.to_string(), "--reason", "gone"]);
+    assert!(t.ok(&["sweep"]).contains("deleted 0 runs"));
+    assert!(
+        t.ok(&["sweep", "--retention", "0s"])
+            .contains("deleted 1 runs")
+    );
+    let err = t.fails(&["show", &run.0.to_string()], 1);
+    assert!(
+        err.contains("not found") || err.contains(&run.0.to_string()),
+        "{err}"
+    );
     let err = t.fails(&["sweep", "--stall-action", "reattempt"], 2);
     assert!(err.contains("reattempt"), "{err}");
     t.fails(&["sweep", "--retention", "a while"], 2);
@@ -433,4 +446,127 @@ fn without_a_database_url_it_says_so() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[tokio::test]
+async fn payloads_come_from_files_or_stdin_and_reasons_must_say_something() {
+    let t = TestSchema::new().await;
+    let run = t.db.client().start::<Ops>(&()).await.expect("start");
+    let id = run.0.to_string();
+
+    // From standard input.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+        .args(["signal", &id, "go", "--payload-file", "-"])
+        .env("DATABASE_URL", database_url())
+        .env("PGBUS_SCHEMA", &t.name)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run pgbus");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(format!("{{\"note\": \"{}\"}}", "x".repeat(200_000)).as_bytes())
+            .expect("write the payload");
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let view = t.db.client().run(run).await.expect("run");
+    assert_eq!(view.signals.len(), 1);
+    assert_eq!(
+        view.signals[0].payload["note"].as_str().map(str::len),
+        Some(200_000)
+    );
+
+    let err = t.fails(&["signal", &id, "go", "--payload-file", "/no/such/file"], 1);
+    assert!(err.contains("/no/such/file"), "{err}");
+    t.fails(
+        &["signal", &id, "go", "--payload", "1", "--payload-file", "-"],
+        2,
+    );
+
+    let err = t.fails(&["pause", &id, "--reason", "  "], 2);
+    assert!(err.contains("a reason must say something"), "{err}");
+    let long = "r".repeat(10_001);
+    let err = t.fails(&["pause", &id, "--reason", &long], 2);
+    assert!(err.contains("at most 10000 characters"), "{err}");
+}
+
+#[tokio::test]
+async fn listings_page_back_survive_a_closed_pipe_and_hint_at_migrating() {
+    let t = TestSchema::new().await;
+    let client = t.db.client();
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        runs.push(client.start::<Ops>(&()).await.expect("start").0);
+    }
+    let page = |args: &[&str]| -> Vec<i64> {
+        json(&t.ok(args))
+            .as_array()
+            .expect("an array")
+            .iter()
+            .map(|r| r["id"].as_i64().expect("an id"))
+            .collect()
+    };
+    assert_eq!(
+        page(&["runs", "--json", "--limit", "2"]),
+        [runs[2], runs[1]]
+    );
+    let before = runs[1].to_string();
+    assert_eq!(page(&["runs", "--json", "--before", &before]), [runs[0]]);
+
+    // A reader that stops after one byte, with far more than a pipe holds
+    // still to come: no panic, a clean exit.
+    let big = serde_json::json!({ "note": "y".repeat(250_000) });
+    client
+        .signal(RunId(runs[0]), "go", &big)
+        .await
+        .expect("signal");
+    let first = runs[0].to_string();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+        .args(["show", &first, "--json"])
+        .env("DATABASE_URL", database_url())
+        .env("PGBUS_SCHEMA", &t.name)
+        .env("RUST_BACKTRACE", "0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run pgbus");
+    {
+        use std::io::Read as _;
+        let mut stdout = child.stdout.take().expect("stdout");
+        let mut one = [0_u8; 1];
+        stdout.read_exact(&mut one).expect("a first byte");
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A schema nobody migrated: the error says what to do.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+        .arg("runs")
+        .env("DATABASE_URL", database_url())
+        .env("PGBUS_SCHEMA", "t_never_migrated")
+        .output()
+        .expect("run pgbus");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("run `pgbus migrate`"), "{err}");
+
+    // A server that is not there: the error names it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+        .arg("runs")
+        .env("DATABASE_URL", "postgres://127.0.0.1:1/nothing")
+        .output()
+        .expect("run pgbus");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("127.0.0.1:1"), "{err}");
 }

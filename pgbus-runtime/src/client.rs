@@ -169,13 +169,21 @@ impl Client {
         self.store.signal(run_id, name, &payload).await
     }
 
-    /// A run with its step attempts and events.
+    /// A run with its step attempts and events, read in one snapshot (a
+    /// read-only repeatable-read transaction), so its parts agree with each
+    /// other even while workers move the run.
     ///
     /// # Errors
     /// [`Error::RunNotFound`], and database errors.
     #[instrument(skip_all, fields(pgbus.run_id = %run_id), err(level = "debug"))]
     pub async fn run(&self, run_id: RunId) -> Result<RunView, Error> {
-        let client = self.store.pool.get().await?;
+        let mut pooled = self.store.pool.get().await?;
+        let client = pooled
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
         let sql = &self.store.sql;
         let statement = client.prepare_cached(&sql.get_run).await?;
         let Some(row) = client.query_opt(&statement, &[&run_id.0]).await? else {
@@ -255,6 +263,7 @@ impl Client {
         }
 
         read_signals_and_batches(&client, sql, run_id, &mut view).await?;
+        client.commit().await?;
         Ok(view)
     }
 
@@ -406,7 +415,7 @@ pub fn check_key(key: &str) -> Result<(), Error> {
 
 /// Adds a run's signals and fan_out batches to its view.
 async fn read_signals_and_batches(
-    client: &deadpool_postgres::Object,
+    client: &deadpool_postgres::Transaction<'_>,
     sql: &crate::pg::Statements,
     run_id: RunId,
     view: &mut RunView,

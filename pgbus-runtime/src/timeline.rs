@@ -15,12 +15,13 @@
 //!
 //! An attempt parks and is claimed again with the same row, so it can have
 //! several ran and waiting pieces. The row keeps its latest due time only:
-//! for an attempt that parked, the time between a park and the next start is
-//! split at the latest wake-up for the last start (waiting, then queued) and
-//! counts as waiting for earlier ones; and its first due time is gone, so the
-//! time from creation to its first start counts as queued. Every piece is
-//! clipped to the attempt's `finished_at` and to now; pieces of no length are
-//! dropped.
+//! for an attempt that parked, the last wait is split at the row's due time
+//! (its latest wake-up, or its wait timeout): waiting, then queued, whether a
+//! worker has claimed it since or not; earlier waits count as waiting up to
+//! the next start; and its first due time is gone, so the time from creation
+//! to its first start counts as queued. Every piece is clipped to the
+//! attempt's `finished_at` and to now; pieces of no length are dropped; the
+//! last piece of an attempt that ended carries its outcome.
 //!
 //! **paused**: from each `paused` event of the run until the next `resumed`,
 //! `cancelled` or `finished` one, or until now while the run is still paused.
@@ -78,7 +79,9 @@ pub struct Segment {
     pub to: DateTime<Utc>,
     /// Still going on at `now`.
     pub open: bool,
-    /// For the last `ran` piece of an attempt that ended: how it ended.
+    /// For the last piece of an attempt that ended (a `ran` piece, or the
+    /// `waiting` or `queued` piece of one cancelled or skipped before it ran
+    /// again): how it ended.
     pub outcome: Option<StepOutcome>,
 }
 
@@ -128,7 +131,7 @@ pub fn attempt_segments(step: &StepView, events: &[EventView], now: DateTime<Utc
     if starts.is_empty() {
         pieces.push(Piece::Waited, step.created_at, step.scheduled_at, None);
         pieces.push(Piece::Queued, step.scheduled_at, end, None);
-        return pieces.out;
+        return pieces.finish();
     }
     let first_due = if parks.is_empty() {
         pieces.push(Piece::Waited, step.created_at, step.scheduled_at, None);
@@ -139,7 +142,6 @@ pub fn attempt_segments(step: &StepView, events: &[EventView], now: DateTime<Utc
     let mut queued_from = first_due;
     for (i, &start) in starts.iter().enumerate() {
         let next_start = starts.get(i + 1).copied();
-        let last = next_start.is_none();
         pieces.push(Piece::Queued, queued_from, start, None);
         // The park of this start: the first one after it, before the next.
         let park = parks
@@ -148,8 +150,7 @@ pub fn attempt_segments(step: &StepView, events: &[EventView], now: DateTime<Utc
             .find(|&p| p >= start && next_start.is_none_or(|n| p <= n));
         match park {
             None => {
-                let outcome = if last { step.outcome } else { None };
-                pieces.push(Piece::Ran, start, next_start.unwrap_or(end), outcome);
+                pieces.push(Piece::Ran, start, next_start.unwrap_or(end), None);
                 queued_from = next_start.unwrap_or(end);
             }
             Some(parked) => {
@@ -165,12 +166,18 @@ pub fn attempt_segments(step: &StepView, events: &[EventView], now: DateTime<Utc
                         pieces.push(Piece::Waiting, parked, next, None);
                         queued_from = next;
                     }
-                    None => pieces.push(Piece::Waiting, parked, end, None),
+                    // Still parked, or woken and not yet claimed again: the
+                    // row's due time is its wake-up (or its wait timeout).
+                    None => {
+                        let woken = step.scheduled_at.clamp(parked, end);
+                        pieces.push(Piece::Waiting, parked, woken, None);
+                        pieces.push(Piece::Queued, woken, end, None);
+                    }
                 }
             }
         }
     }
-    pieces.out
+    pieces.finish()
 }
 
 /// An attempt's pieces as they are made: clipped to its end, empty ones
@@ -184,6 +191,16 @@ struct Pieces<'a> {
 }
 
 impl Pieces<'_> {
+    /// The pieces, the last one of an ended attempt carrying its outcome.
+    fn finish(mut self) -> Vec<Segment> {
+        if self.closed
+            && let Some(last) = self.out.last_mut()
+        {
+            last.outcome = self.step.outcome;
+        }
+        self.out
+    }
+
     fn push(
         &mut self,
         piece: Piece,

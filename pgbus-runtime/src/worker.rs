@@ -1026,6 +1026,12 @@ impl Worker {
                 );
             }
             Ended::Parked => {
+                metrics::histogram!(
+                    "pgbus_step_duration_seconds",
+                    "workflow" => claim.workflow.clone(),
+                    "step" => claim.step_name.clone()
+                )
+                .record(ran.as_secs_f64());
                 metrics::counter!(
                     "pgbus_steps_parked_total",
                     "workflow" => claim.workflow.clone(),

@@ -5,7 +5,8 @@
 //! reported.
 //!
 //! `DATABASE_URL` picks the database (default: the local server, database
-//! `postgres`); the runs go to schema `pgbus_metrics_example`.
+//! `postgres`); the runs go to schema `pgbus_metrics_example`, dropped and
+//! made anew each time.
 //! `PGBUS_METRICS_ADDR` picks the listener (default `127.0.0.1:9464`); keep the
 //! program running with `--serve` to scrape it yourself.
 
@@ -56,8 +57,12 @@ async fn run() -> Result<(), String> {
         .unwrap_or_else(|_| "127.0.0.1:9464".to_owned())
         .parse()
         .map_err(|e| format!("PGBUS_METRICS_ADDR: {e}"))?;
+    // Buckets make the two latency metrics Prometheus histograms (which add
+    // up across workers) rather than summaries.
     PrometheusBuilder::new()
         .with_http_listener(addr)
+        .set_buckets(&[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0])
+        .map_err(|e| format!("bad buckets: {e}"))?
         .install()
         .map_err(|e| format!("could not start the Prometheus listener on {addr}: {e}"))?;
 
@@ -66,6 +71,15 @@ async fn run() -> Result<(), String> {
     let db = Database::connect_with(&url, schema, Clock::Database)
         .await
         .map_err(|e| format!("no PostgreSQL answered at {url}: {e}"))?;
+    // The example's own schema, from empty each time, so the gauge shows this
+    // run's runs only.
+    db.pool()
+        .get()
+        .await
+        .map_err(|e| e.to_string())?
+        .batch_execute("DROP SCHEMA IF EXISTS pgbus_metrics_example CASCADE")
+        .await
+        .map_err(|e| e.to_string())?;
     db.migrate()
         .await
         .map_err(|e| format!("migration failed: {e}"))?;

@@ -324,3 +324,62 @@ fn a_timeline_is_every_attempt_then_the_paused_periods() {
     assert_eq!(segments[2].step.as_deref(), Some("b"));
     assert_eq!(segments[3].step, None);
 }
+
+#[test]
+fn a_woken_attempt_not_yet_claimed_again_is_queued_since_its_wake_up() {
+    // Parked at 2, a signal made it due at 5; no worker has taken it by 10.
+    let events = [
+        event(1, Some(1), "step_started", 1),
+        event(2, Some(1), "step_waiting", 2),
+    ];
+    assert_eq!(
+        shape(&attempt_segments(&row(1, 5), &events, at(10))),
+        [
+            (Piece::Queued, 0, 1, false),
+            (Piece::Ran, 1, 2, false),
+            (Piece::Waiting, 2, 5, false),
+            (Piece::Queued, 5, 10, true)
+        ]
+    );
+    // Woken at 5, then skipped at 7 before any worker took it.
+    let skipped = ended(row(1, 5), 7, StepOutcome::Skipped);
+    let segments = attempt_segments(&skipped, &events, at(10));
+    assert_eq!(
+        shape(&segments),
+        [
+            (Piece::Queued, 0, 1, false),
+            (Piece::Ran, 1, 2, false),
+            (Piece::Waiting, 2, 5, false),
+            (Piece::Queued, 5, 7, false)
+        ]
+    );
+    assert_eq!(segments[3].outcome, Some(StepOutcome::Skipped));
+}
+
+#[test]
+fn the_last_piece_of_an_ended_attempt_says_how_it_ended() {
+    // Cancelled while it waited: the waiting piece carries it.
+    let events = [
+        event(1, Some(1), "step_started", 1),
+        event(2, Some(1), "step_waiting", 2),
+    ];
+    let cancelled = ended(row(1, 3_600), 5, StepOutcome::Cancelled);
+    let segments = attempt_segments(&cancelled, &events, at(10));
+    assert_eq!(segments.last().map(|s| s.piece), Some(Piece::Waiting));
+    assert_eq!(
+        segments.last().and_then(|s| s.outcome),
+        Some(StepOutcome::Cancelled)
+    );
+    assert_eq!(segments[1].outcome, None, "the ran piece before the park");
+    // Cancelled before any claim: the queued piece carries it.
+    let unclaimed = ended(row(1, 0), 4, StepOutcome::Cancelled);
+    let segments = attempt_segments(&unclaimed, &[], at(10));
+    assert_eq!(segments[0].outcome, Some(StepOutcome::Cancelled));
+    // Still running: no outcome anywhere.
+    let running = [event(1, Some(1), "step_started", 1)];
+    assert!(
+        attempt_segments(&row(1, 0), &running, at(10))
+            .iter()
+            .all(|s| s.outcome.is_none())
+    );
+}
