@@ -122,7 +122,8 @@ pub struct Range {
     pub from: DateTime<Utc>,
     /// Where it ends: now.
     pub to: DateTime<Utc>,
-    /// The bucket size.
+    /// The bucket size (in JSON: `bucket_ms`, milliseconds).
+    #[serde(rename = "bucket_ms", serialize_with = "as_millis")]
     pub bucket: Duration,
     /// The start of the bucket holding `from`.
     pub first_bucket: DateTime<Utc>,
@@ -150,6 +151,11 @@ impl Range {
     pub fn bucket_of(&self, at: DateTime<Utc>) -> DateTime<Utc> {
         floor(at, self.bucket)
     }
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn as_millis<S: serde::Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// `at` rounded down to a multiple of `size` since the Unix epoch.
@@ -224,6 +230,15 @@ mod tests {
         let exact = Window::Day.at(at("2026-12-01T10:00:00Z"), None);
         assert_eq!(exact.first_bucket, at("2026-11-30T10:00:00Z"));
         assert_eq!(exact.buckets().len(), 25);
+    }
+
+    #[test]
+    fn a_range_serializes_its_bucket_in_milliseconds() {
+        let range = Window::Day.at(at("2026-12-01T10:00:00Z"), None);
+        let json = serde_json::to_value(range).expect("serializes");
+        assert_eq!(json["bucket_ms"], 3_600_000);
+        assert_eq!(json["window"], "24h");
+        assert_eq!(json["capped"], false);
     }
 
     #[test]
