@@ -118,6 +118,18 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             lost_worker_threshold,
             retention,
         } => sweep(&db, out, &stall_action, lost_worker_threshold, retention).await?,
+        Command::Dashboard {
+            bind,
+            token,
+            retention,
+        } => {
+            let settings = crate::dashboard::Settings {
+                bind,
+                token: token.filter(|t| !t.is_empty()),
+                retention: retention.0,
+            };
+            crate::dashboard::serve(db, settings).await?;
+        }
         Command::Stats {
             window,
             retention,
@@ -472,12 +484,12 @@ fn render(table: &Table) -> String {
 }
 
 /// A time as operators read it: UTC, to the millisecond.
-fn time(at: DateTime<Utc>) -> String {
+pub(crate) fn time(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 /// A duration in the option grammar's units (`1m30s`, `250ms`).
-fn took(duration: chrono::Duration) -> String {
+pub(crate) fn took(duration: chrono::Duration) -> String {
     let ms = u64::try_from(duration.num_milliseconds()).unwrap_or(0);
     if ms == 0 {
         "<1ms".to_owned()
@@ -487,7 +499,7 @@ fn took(duration: chrono::Duration) -> String {
 }
 
 /// `text` on one line, cut to `max` characters with an ellipsis.
-fn clip(text: &str, max: usize) -> String {
+pub(crate) fn clip(text: &str, max: usize) -> String {
     let one_line: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })

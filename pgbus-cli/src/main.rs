@@ -7,6 +7,7 @@
 //! is unset).
 
 mod commands;
+mod dashboard;
 mod output;
 
 use std::process::ExitCode;
@@ -84,6 +85,20 @@ enum Command {
         /// apply their own retention).
         #[arg(long, value_parser = parse_duration)]
         retention: Option<Duration>,
+    },
+    /// Serves the web dashboard: runs, a run's timeline, insights, and the
+    /// operator actions as forms.
+    Dashboard {
+        /// Where to listen. Any address but loopback needs `--token`.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        bind: std::net::SocketAddr,
+        /// The access token every request must carry (a `?token=` link once,
+        /// or an `Authorization: Bearer` header).
+        #[arg(long, env = "PGBUS_DASHBOARD_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// The retention age the workers use; longer insight windows are cut to it.
+        #[arg(long, env = "PGBUS_RETENTION", default_value = "30d", value_parser = parse_retention)]
+        retention: Retention,
     },
     /// Runs started, finished, paused and cancelled per time bucket.
     Stats {

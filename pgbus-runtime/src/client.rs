@@ -313,6 +313,55 @@ impl Client {
             .collect())
     }
 
+    /// Step attempts that ended in each bucket of `range`, per outcome,
+    /// oldest first; buckets and outcomes without attempts are absent.
+    ///
+    /// # Errors
+    /// Database errors; [`Error::Corrupt`] for an unknown stored outcome.
+    #[instrument(skip_all, err)]
+    pub async fn step_outcomes(&self, range: &Range) -> Result<Vec<OutcomeCount>, Error> {
+        let client = self.store.pool.get().await?;
+        let statement = client.prepare_cached(&self.store.sql.step_insights).await?;
+        let bucket_ms = i64::try_from(range.bucket.as_millis()).unwrap_or(i64::MAX);
+        client
+            .query(&statement, &[&range.from, &range.to, &bucket_ms])
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(OutcomeCount {
+                    bucket: row.get("bucket"),
+                    outcome: parse_stored::<StepOutcome>(&row.get::<_, String>("outcome"))?,
+                    steps: row.get("steps"),
+                })
+            })
+            .collect()
+    }
+
+    /// The `limit` steps that ran longest on average among attempts that
+    /// ended in `range`, with their pickup latency.
+    ///
+    /// # Errors
+    /// Database errors.
+    #[instrument(skip_all, err)]
+    pub async fn slowest_steps(&self, range: &Range, limit: i64) -> Result<Vec<StepTimings>, Error> {
+        let client = self.store.pool.get().await?;
+        let statement = client.prepare_cached(&self.store.sql.slowest_steps).await?;
+        Ok(client
+            .query(&statement, &[&range.from, &range.to, &limit])
+            .await?
+            .iter()
+            .map(|row| StepTimings {
+                workflow: row.get("workflow"),
+                step: row.get("step_name"),
+                attempts: row.get("attempts"),
+                mean_ms: row.get("mean_ms"),
+                max_ms: row.get("max_ms"),
+                pickup_p50_ms: row.get("pickup_p50_ms"),
+                pickup_p99_ms: row.get("pickup_p99_ms"),
+            })
+            .collect())
+    }
+
     /// Runs matching `filter`, newest first.
     ///
     /// # Errors
@@ -365,6 +414,37 @@ pub struct BucketCounts {
     pub paused: i64,
     /// Runs cancelled in it.
     pub cancelled: i64,
+}
+
+/// Step attempts of one outcome that ended in one time bucket (see
+/// [`Client::step_outcomes`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OutcomeCount {
+    /// The bucket's start.
+    pub bucket: DateTime<Utc>,
+    /// How the attempts ended.
+    pub outcome: StepOutcome,
+    /// How many.
+    pub steps: i64,
+}
+
+/// One step's timings over a window (see [`Client::slowest_steps`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StepTimings {
+    /// The workflow.
+    pub workflow: String,
+    /// The step.
+    pub step: String,
+    /// Attempts that ended in the window.
+    pub attempts: i64,
+    /// Their mean run time (start of the last claim to the end), ms.
+    pub mean_ms: f64,
+    /// The longest, ms.
+    pub max_ms: f64,
+    /// Median pickup latency (started minus due), ms.
+    pub pickup_p50_ms: f64,
+    /// 99th percentile pickup latency, ms.
+    pub pickup_p99_ms: f64,
 }
 
 /// A JSON column, or a typed error when the driver cannot read it back (JSON nested

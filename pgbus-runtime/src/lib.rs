@@ -21,7 +21,7 @@ pub mod window;
 pub mod worker;
 pub mod workflow;
 
-pub use client::{BucketCounts, Client, Started};
+pub use client::{BucketCounts, Client, OutcomeCount, Started, StepTimings};
 pub use clock::{Clock, ManualClock};
 pub use context::{RunId, Signal, SignalId, StepCx};
 pub use database::{DEFAULT_DATABASE_URL, Database};

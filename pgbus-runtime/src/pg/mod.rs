@@ -129,6 +129,8 @@ statements! {
     run_batches => "run_batches.sql",
     run_counts => "run_counts.sql",
     run_status_counts => "run_status_counts.sql",
+    step_insights => "step_insights.sql",
+    slowest_steps => "slowest_steps.sql",
 }
 
 #[cfg(test)]

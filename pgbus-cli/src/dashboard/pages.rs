@@ -1,0 +1,402 @@
+//! The dashboard's pages.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{DOCTYPE, Markup, html};
+use pgbus_runtime::timeline::timeline;
+use pgbus_runtime::view::{RunFilter, RunView};
+use pgbus_runtime::window::{WINDOWS, Window};
+use pgbus_runtime::{Error, RunId, RunStatus};
+use serde::Deserialize;
+
+use super::{App, Csrf, chart, same};
+use crate::commands::{clip, time, took};
+
+/// A page in the dashboard's frame.
+fn page(title: &str, body: &Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · pgbus" }
+                link rel="stylesheet" href="/style.css";
+            }
+            body {
+                header {
+                    a.brand href="/" { "pgbus" }
+                    nav { a href="/" { "Runs" } a href="/insights" { "Insights" } }
+                }
+                main { h1 { (title) } (body) }
+            }
+        }
+    }
+}
+
+/// A page with one message.
+pub(crate) fn plain_page(title: &str, message: &str) -> Markup {
+    page(title, &html! { p { (message) } })
+}
+
+/// A page for an error, with its status.
+fn error_page(status: StatusCode, error: &str) -> Response {
+    (status, plain_page("Something went wrong", error)).into_response()
+}
+
+fn status_badge(status: RunStatus) -> Markup {
+    html! { span class=(format!("badge {}", status.as_str())) { (status.as_str()) } }
+}
+
+/// The runs list's filters and page.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RunsQuery {
+    workflow: Option<String>,
+    status: Option<String>,
+    before: Option<i64>,
+}
+
+/// How many runs a page of the list shows.
+const PAGE: u32 = 50;
+
+pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQuery>) -> Response {
+    let workflow = query.workflow.filter(|w| !w.trim().is_empty());
+    let status = match query.status.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => match text.parse::<RunStatus>() {
+            Ok(status) => Some(status),
+            Err(_) => return error_page(StatusCode::BAD_REQUEST, &format!("unknown status `{text}`")),
+        },
+    };
+    let filter = RunFilter {
+        workflow: workflow.clone(),
+        status,
+        before: query.before.map(RunId),
+        limit: Some(PAGE),
+        ..RunFilter::default()
+    };
+    let runs = match app.db.client().list_runs(&filter).await {
+        Ok(runs) => runs,
+        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &crate::commands::chain(&error)),
+    };
+    let next = (runs.len() == PAGE as usize).then(|| runs.last().map(|r| r.id.0)).flatten();
+    let body = html! {
+        form.filters method="get" action="/" {
+            label { "Workflow " input name="workflow" value=(workflow.clone().unwrap_or_default()); }
+            label { "Status "
+                select name="status" {
+                    option value="" { "any" }
+                    @for s in RunStatus::ALL {
+                        option value=(s.as_str()) selected[status == Some(*s)] { (s.as_str()) }
+                    }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
+        @if runs.is_empty() {
+            p.empty { "No runs match." }
+        } @else {
+            table.runs {
+                thead { tr { th { "Run" } th { "Workflow" } th { "Status" } th { "Step" } th { "Created" } th { "Updated" } } }
+                tbody {
+                    @for run in &runs {
+                        tr {
+                            td { a href=(format!("/runs/{}", run.id.0)) { (run.id.0) } }
+                            td { (run.workflow) }
+                            td { (status_badge(run.status)) }
+                            td { (run.current_step.as_deref().unwrap_or("-")) }
+                            td { (time(run.created_at)) }
+                            td { (time(run.updated_at)) }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(before) = next {
+            @let mut more = format!("/?before={before}");
+            @if let Some(w) = &workflow { @let _ = { more.push_str(&format!("&workflow={}", encode(w))); }; }
+            @if let Some(s) = status { @let _ = { more.push_str(&format!("&status={}", s.as_str())); }; }
+            a.next href=(more) { "Older runs →" }
+        }
+    };
+    page("Runs", &body).into_response()
+}
+
+/// `text` safe in a query string.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// What an action reported back to the run page.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Notice {
+    done: Option<String>,
+    error: Option<String>,
+}
+
+pub(crate) async fn run(
+    State(app): State<Arc<App>>,
+    Path(id): Path<i64>,
+    Query(notice): Query<Notice>,
+    Extension(csrf): Extension<Csrf>,
+) -> Response {
+    let view = match app.db.client().run(RunId(id)).await {
+        Ok(view) => view,
+        Err(Error::RunNotFound { .. }) => return error_page(StatusCode::NOT_FOUND, &format!("There is no run {id}.")),
+        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &crate::commands::chain(&error)),
+    };
+    let now = match now(&app).await {
+        Ok(now) => now,
+        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &error),
+    };
+    let segments = timeline(&view, now);
+    page(&format!("Run {id}"), &run_body(&view, &segments, now, &notice, &csrf)).into_response()
+}
+
+/// The database's time.
+async fn now(app: &App) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let client = app.db.pool().get().await.map_err(|e| crate::commands::chain(&e))?;
+    client
+        .query_one("SELECT clock_timestamp()", &[])
+        .await
+        .map(|row| row.get(0))
+        .map_err(|e| crate::commands::chain(&e))
+}
+
+fn run_body(
+    view: &RunView,
+    segments: &[pgbus_runtime::timeline::Segment],
+    now: chrono::DateTime<chrono::Utc>,
+    notice: &Notice,
+    csrf: &Csrf,
+) -> Markup {
+    let run = &view.run;
+    html! {
+        @if let Some(done) = &notice.done { p.notice.done { (done) } }
+        @if let Some(error) = &notice.error { p.notice.error { (error) } }
+        dl.facts {
+            dt { "Workflow" } dd { (run.workflow) }
+            dt { "Status" } dd { (status_badge(run.status)) }
+            dt { "Current step" } dd { (run.current_step.as_deref().unwrap_or("-")) }
+            dt { "Created" } dd { (time(run.created_at)) }
+            dt { "Updated" } dd { (time(run.updated_at)) }
+            @if let Some(finished) = run.finished_at { dt { "Finished" } dd { (time(finished)) } }
+            @if let Some(class) = &view.error_class {
+                dt { "Error" } dd.error { (class) ": " (view.error_message.as_deref().unwrap_or_default()) }
+            }
+            dt { "Input" } dd { code { (clip(&view.input.to_string(), 400)) } }
+        }
+        section.actions {
+            h2 { "Act" }
+            @for (action, label) in [("pause", "Pause"), ("resume", "Resume"), ("skip", "Skip step"), ("cancel", "Cancel")] {
+                form method="post" action=(format!("/runs/{}/{action}", run.id.0)) class=(format!("act {action}")) {
+                    input type="hidden" name="csrf" value=(csrf.0);
+                    input name="actor" placeholder="your name" required maxlength="200";
+                    input name="reason" placeholder="why" required maxlength="10000";
+                    button type="submit" name="do" value=(action) { (label) }
+                }
+            }
+        }
+        section {
+            h2 { "Timeline" }
+            p.legend {
+                @for piece in ["waited", "queued", "ran", "waiting", "paused"] {
+                    span class=(format!("key {piece}")) { (piece) }
+                }
+            }
+            (chart::timeline(segments, now))
+        }
+        section {
+            h2 { "Steps" }
+            table.steps {
+                thead { tr { th { "Step" } th { "Attempt" } th { "Status" } th { "Outcome" } th { "Started" } th { "Ran" } th { "Error" } th { "Output" } } }
+                tbody {
+                    @for step in &view.steps {
+                        tr {
+                            td { (step.step_name) }
+                            td { (step.attempt) }
+                            td { (step.status.as_str()) }
+                            td { (step.outcome.map_or("-", |o| o.as_str())) }
+                            td { (step.started_at.map_or_else(|| "-".to_owned(), time)) }
+                            td { (step.ran().map_or_else(|| "-".to_owned(), took)) }
+                            td.error {
+                                @if let Some(class) = &step.error_class {
+                                    (class) ": " (clip(step.error_message.as_deref().unwrap_or_default(), 300))
+                                }
+                            }
+                            td { code { (step.output.as_ref().map_or_else(|| "-".to_owned(), |o| clip(&o.to_string(), 300))) } }
+                        }
+                    }
+                }
+            }
+        }
+        @if !view.signals.is_empty() {
+            section {
+                h2 { "Signals" }
+                table { thead { tr { th { "Id" } th { "Name" } th { "Sent" } th { "Consumed by step" } th { "Payload" } } }
+                    tbody { @for s in &view.signals { tr {
+                        td { (s.id.0) } td { (s.name) } td { (time(s.created_at)) }
+                        td { (s.consumed_by.map_or_else(|| "-".to_owned(), |c| c.to_string())) }
+                        td { code { (clip(&s.payload.to_string(), 300)) } }
+                    } } }
+                }
+            }
+        }
+        @if !view.batches.is_empty() {
+            section {
+                h2 { "Fan-out batches" }
+                table { thead { tr { th { "Id" } th { "Status" } th { "Finished" } th { "Cancelled" } th { "Total" } } }
+                    tbody { @for b in &view.batches { tr {
+                        td { (b.id) } td { (b.status) } td { (b.finished) } td { (b.cancelled) } td { (b.total) }
+                    } } }
+                }
+            }
+        }
+        section {
+            h2 { "Events" }
+            table.events {
+                thead { tr { th { "At" } th { "Event" } th { "Step" } th { "Actor" } th { "Reason" } } }
+                tbody {
+                    @for e in &view.events {
+                        tr {
+                            td { (time(e.created_at)) }
+                            td { (e.event) }
+                            td { (e.step_name.as_ref().map_or_else(|| "-".to_owned(), |s| format!("{s}#{}", e.attempt.unwrap_or(0)))) }
+                            td { (e.actor) }
+                            td { (clip(e.reason.as_deref().unwrap_or_default(), 300)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// An action form.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ActionForm {
+    csrf: String,
+    actor: String,
+    reason: String,
+}
+
+pub(crate) async fn act(
+    State(app): State<Arc<App>>,
+    Path((id, action)): Path<(i64, String)>,
+    Extension(csrf): Extension<Csrf>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    if !same(&form.csrf, &csrf.0) {
+        return error_page(StatusCode::FORBIDDEN, "This form has expired or came from elsewhere; reload the run's page and try again.");
+    }
+    let actor = format!("dashboard:{}", form.actor.trim());
+    let reason = form.reason.trim();
+    let client = app.db.client();
+    let run = RunId(id);
+    let result = match action.as_str() {
+        _ if reason.is_empty() => Err("say why".to_owned()),
+        "pause" => client.pause(run, &actor, reason).await.map_err(|e| e.to_string()),
+        "resume" => client.resume(run, &actor, reason).await.map_err(|e| e.to_string()),
+        "cancel" => client.cancel(run, &actor, reason).await.map_err(|e| e.to_string()),
+        "skip" => client.skip(run, &actor, reason).await.map_err(|e| e.to_string()),
+        _ => return error_page(StatusCode::NOT_FOUND, &format!("No action `{action}`.")),
+    };
+    let to = match result {
+        Ok(status) => format!("/runs/{id}?done={}", encode(&format!("{action}: the run is {status}"))),
+        Err(error) => format!("/runs/{id}?error={}", encode(&error)),
+    };
+    Redirect::to(&to).into_response()
+}
+
+/// The insights page's window.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct InsightsQuery {
+    window: Option<String>,
+}
+
+pub(crate) async fn insights(State(app): State<Arc<App>>, Query(query): Query<InsightsQuery>) -> Response {
+    let window = match query.window.as_deref().unwrap_or("24h").parse::<Window>() {
+        Ok(window) => window,
+        Err(error) => return error_page(StatusCode::BAD_REQUEST, &error.to_string()),
+    };
+    let now = match now(&app).await {
+        Ok(now) => now,
+        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &error),
+    };
+    let range = window.at(now, app.settings.retention);
+    let client = app.db.client();
+    let (counts, outcomes, slowest) = match tokio::try_join!(
+        client.run_counts(&range),
+        client.step_outcomes(&range),
+        client.slowest_steps(&range, 10)
+    ) {
+        Ok(all) => all,
+        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &crate::commands::chain(&error)),
+    };
+    let mut outcome_names: Vec<&str> = outcomes.iter().map(|o| o.outcome.as_str()).collect();
+    outcome_names.sort_unstable();
+    outcome_names.dedup();
+    let body = html! {
+        nav.windows {
+            @for w in WINDOWS {
+                a class=(if w == window { "current" } else { "" }) href=(format!("/insights?window={w}")) { (w.as_str()) }
+            }
+        }
+        p { "From " (time(range.from)) " to " (time(range.to)) ", in buckets of "
+            (pgbus_core::format_duration_ms(u64::try_from(range.bucket.as_millis()).unwrap_or(u64::MAX))) "." }
+        @if range.capped {
+            p.notice { "Cut to the retention age: ended runs last changed before then are deleted, so older buckets would undercount." }
+        }
+        section {
+            h2 { "Runs" }
+            table.counts {
+                thead { tr { th { "Bucket" } th { "Started" } th { "Finished" } th { "Paused" } th { "Cancelled" } } }
+                tbody { @for b in &counts { tr {
+                    td { (time(b.bucket)) } td { (b.started) } td { (b.finished) } td { (b.paused) } td { (b.cancelled) }
+                } } }
+            }
+        }
+        section {
+            h2 { "Step outcomes" }
+            @if outcomes.is_empty() { p.empty { "No step ended in this window." } } @else {
+                table.outcomes {
+                    thead { tr { th { "Bucket" } @for name in &outcome_names { th { (name) } } } }
+                    tbody {
+                        @for b in range.buckets() {
+                            @if outcomes.iter().any(|o| o.bucket == b) {
+                                tr { td { (time(b)) }
+                                    @for name in &outcome_names {
+                                        td { (outcomes.iter().find(|o| o.bucket == b && o.outcome.as_str() == *name).map_or(0, |o| o.steps)) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section {
+            h2 { "Slowest steps and pickup latency" }
+            @if slowest.is_empty() { p.empty { "No step ended in this window." } } @else {
+                table.slowest {
+                    thead { tr { th { "Workflow" } th { "Step" } th { "Attempts" } th { "Mean run" } th { "Longest run" } th { "Pickup p50" } th { "Pickup p99" } } }
+                    tbody { @for s in &slowest { tr {
+                        td { (s.workflow) } td { (s.step) } td { (s.attempts) }
+                        td { (format!("{:.1} ms", s.mean_ms)) } td { (format!("{:.1} ms", s.max_ms)) }
+                        td { (format!("{:.1} ms", s.pickup_p50_ms)) } td { (format!("{:.1} ms", s.pickup_p99_ms)) }
+                    } } }
+                }
+            }
+        }
+    };
+    page(&format!("Insights, last {window}"), &body).into_response()
+}
