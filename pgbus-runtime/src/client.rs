@@ -343,7 +343,11 @@ impl Client {
     /// # Errors
     /// Database errors.
     #[instrument(skip_all, err)]
-    pub async fn slowest_steps(&self, range: &Range, limit: i64) -> Result<Vec<StepTimings>, Error> {
+    pub async fn slowest_steps(
+        &self,
+        range: &Range,
+        limit: i64,
+    ) -> Result<Vec<StepTimings>, Error> {
         let client = self.store.pool.get().await?;
         let statement = client.prepare_cached(&self.store.sql.slowest_steps).await?;
         Ok(client

@@ -36,7 +36,11 @@ pub(crate) fn bar_class(segment: &Segment) -> String {
 pub(crate) fn timeline(segments: &[Segment], now: DateTime<Utc>) -> Markup {
     let (Some(start), Some(end)) = (
         segments.iter().map(|s| s.from).min(),
-        segments.iter().map(|s| s.to).max().map(|e| e.max(now.min(e))),
+        segments
+            .iter()
+            .map(|s| s.to)
+            .max()
+            .map(|e| e.max(now.min(e))),
     ) else {
         return html! { p.empty { "Nothing to draw yet." } };
     };
@@ -125,10 +129,15 @@ mod tests {
         // Ran: coloured by how the attempt ended.
         assert!(svg.contains(r#"class="bar ran ended-completed""#), "{svg}");
         assert!(
-            svg.contains(r#"data-row="paused (run)" data-piece="paused" x="620.0" y="26.0" width="450.0""#),
+            svg.contains(
+                r#"data-row="paused (run)" data-piece="paused" x="620.0" y="26.0" width="450.0""#
+            ),
             "{svg}"
         );
-        assert!(svg.contains("<title>charge#1 ran: 8s (completed)</title>"), "{svg}");
+        assert!(
+            svg.contains("<title>charge#1 ran: 8s (completed)</title>"),
+            "{svg}"
+        );
     }
 
     #[test]
@@ -141,7 +150,11 @@ mod tests {
                 .into_string()
                 .contains("(still going)")
         );
-        assert!(timeline(&[], at(0)).into_string().contains("Nothing to draw yet."));
+        assert!(
+            timeline(&[], at(0))
+                .into_string()
+                .contains("Nothing to draw yet.")
+        );
     }
 
     #[test]

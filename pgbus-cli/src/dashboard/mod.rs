@@ -4,7 +4,7 @@
 //!
 //! Safe by default: it binds to loopback; any other address needs an access
 //! token (`--token` or `PGBUS_DASHBOARD_TOKEN`), asked of every request (an
-//! `Authorization: Bearer` header, or `?token=` once, which sets an HttpOnly
+//! `Authorization: Bearer` header, or `?token=` once, which sets an `HttpOnly`
 //! cookie). Every form carries a CSRF token that must match the browser's
 //! `SameSite=Strict` cookie (the double-submit pattern, as OWASP describes
 //! it), and a cross-origin `Origin` is refused. Each action is an event with
@@ -103,7 +103,12 @@ fn same(a: &str, b: &str) -> bool {
 /// Access, then CSRF: the token (if one is set) on every request; on a POST,
 /// the form's CSRF token checked by the handler against this cookie, and a
 /// cross-origin `Origin` refused here.
-async fn guard(State(app): State<Arc<App>>, jar: CookieJar, mut request: Request, next: Next) -> Response {
+async fn guard(
+    State(app): State<Arc<App>>,
+    jar: CookieJar,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let mut jar = jar;
     if let Some(token) = &app.settings.token {
         let bearer = request
@@ -131,7 +136,10 @@ async fn guard(State(app): State<Arc<App>>, jar: CookieJar, mut request: Request
         } else {
             return (
                 StatusCode::UNAUTHORIZED,
-                pages::plain_page("Access token required", "Open this dashboard with ?token=… or an Authorization: Bearer header."),
+                pages::plain_page(
+                    "Access token required",
+                    "Open this dashboard with ?token=… or an Authorization: Bearer header.",
+                ),
             )
                 .into_response();
         }

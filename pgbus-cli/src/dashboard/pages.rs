@@ -69,7 +69,9 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
         None => None,
         Some(text) => match text.parse::<RunStatus>() {
             Ok(status) => Some(status),
-            Err(_) => return error_page(StatusCode::BAD_REQUEST, &format!("unknown status `{text}`")),
+            Err(_) => {
+                return error_page(StatusCode::BAD_REQUEST, &format!("unknown status `{text}`"));
+            }
         },
     };
     let filter = RunFilter {
@@ -81,9 +83,16 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
     };
     let runs = match app.db.client().list_runs(&filter).await {
         Ok(runs) => runs,
-        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &crate::commands::chain(&error)),
+        Err(error) => {
+            return error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &crate::commands::chain(&error),
+            );
+        }
     };
-    let next = (runs.len() == PAGE as usize).then(|| runs.last().map(|r| r.id.0)).flatten();
+    let next = (runs.len() == PAGE as usize)
+        .then(|| runs.last().map(|r| r.id.0))
+        .flatten();
     let body = html! {
         form.filters method="get" action="/" {
             label { "Workflow " input name="workflow" value=(workflow.clone().unwrap_or_default()); }
@@ -117,20 +126,33 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
             }
         }
         @if let Some(before) = next {
-            @let mut more = format!("/?before={before}");
-            @if let Some(w) = &workflow { @let _ = { more.push_str(&format!("&workflow={}", encode(w))); }; }
-            @if let Some(s) = status { @let _ = { more.push_str(&format!("&status={}", s.as_str())); }; }
-            a.next href=(more) { "Older runs →" }
+            a.next href=(older_link(before, workflow.as_deref(), status)) { "Older runs →" }
         }
     };
     page("Runs", &body).into_response()
+}
+
+/// The next page of the runs list, its filters kept.
+fn older_link(before: i64, workflow: Option<&str>, status: Option<RunStatus>) -> String {
+    let mut link = format!("/?before={before}");
+    if let Some(workflow) = workflow {
+        link.push_str("&workflow=");
+        link.push_str(&encode(workflow));
+    }
+    if let Some(status) = status {
+        link.push_str("&status=");
+        link.push_str(status.as_str());
+    }
+    link
 }
 
 /// `text` safe in a query string.
 fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -151,20 +173,36 @@ pub(crate) async fn run(
 ) -> Response {
     let view = match app.db.client().run(RunId(id)).await {
         Ok(view) => view,
-        Err(Error::RunNotFound { .. }) => return error_page(StatusCode::NOT_FOUND, &format!("There is no run {id}.")),
-        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &crate::commands::chain(&error)),
+        Err(Error::RunNotFound { .. }) => {
+            return error_page(StatusCode::NOT_FOUND, &format!("There is no run {id}."));
+        }
+        Err(error) => {
+            return error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &crate::commands::chain(&error),
+            );
+        }
     };
     let now = match now(&app).await {
         Ok(now) => now,
         Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &error),
     };
     let segments = timeline(&view, now);
-    page(&format!("Run {id}"), &run_body(&view, &segments, now, &notice, &csrf)).into_response()
+    page(
+        &format!("Run {id}"),
+        &run_body(&view, &segments, now, &notice, &csrf),
+    )
+    .into_response()
 }
 
 /// The database's time.
 async fn now(app: &App) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    let client = app.db.pool().get().await.map_err(|e| crate::commands::chain(&e))?;
+    let client = app
+        .db
+        .pool()
+        .get()
+        .await
+        .map_err(|e| crate::commands::chain(&e))?;
     client
         .query_one("SELECT clock_timestamp()", &[])
         .await
@@ -296,7 +334,10 @@ pub(crate) async fn act(
     Form(form): Form<ActionForm>,
 ) -> Response {
     if !same(&form.csrf, &csrf.0) {
-        return error_page(StatusCode::FORBIDDEN, "This form has expired or came from elsewhere; reload the run's page and try again.");
+        return error_page(
+            StatusCode::FORBIDDEN,
+            "This form has expired or came from elsewhere; reload the run's page and try again.",
+        );
     }
     let actor = format!("dashboard:{}", form.actor.trim());
     let reason = form.reason.trim();
@@ -304,14 +345,29 @@ pub(crate) async fn act(
     let run = RunId(id);
     let result = match action.as_str() {
         _ if reason.is_empty() => Err("say why".to_owned()),
-        "pause" => client.pause(run, &actor, reason).await.map_err(|e| e.to_string()),
-        "resume" => client.resume(run, &actor, reason).await.map_err(|e| e.to_string()),
-        "cancel" => client.cancel(run, &actor, reason).await.map_err(|e| e.to_string()),
-        "skip" => client.skip(run, &actor, reason).await.map_err(|e| e.to_string()),
+        "pause" => client
+            .pause(run, &actor, reason)
+            .await
+            .map_err(|e| e.to_string()),
+        "resume" => client
+            .resume(run, &actor, reason)
+            .await
+            .map_err(|e| e.to_string()),
+        "cancel" => client
+            .cancel(run, &actor, reason)
+            .await
+            .map_err(|e| e.to_string()),
+        "skip" => client
+            .skip(run, &actor, reason)
+            .await
+            .map_err(|e| e.to_string()),
         _ => return error_page(StatusCode::NOT_FOUND, &format!("No action `{action}`.")),
     };
     let to = match result {
-        Ok(status) => format!("/runs/{id}?done={}", encode(&format!("{action}: the run is {status}"))),
+        Ok(status) => format!(
+            "/runs/{id}?done={}",
+            encode(&format!("{action}: the run is {status}"))
+        ),
         Err(error) => format!("/runs/{id}?error={}", encode(&error)),
     };
     Redirect::to(&to).into_response()
@@ -323,7 +379,10 @@ pub(crate) struct InsightsQuery {
     window: Option<String>,
 }
 
-pub(crate) async fn insights(State(app): State<Arc<App>>, Query(query): Query<InsightsQuery>) -> Response {
+pub(crate) async fn insights(
+    State(app): State<Arc<App>>,
+    Query(query): Query<InsightsQuery>,
+) -> Response {
     let window = match query.window.as_deref().unwrap_or("24h").parse::<Window>() {
         Ok(window) => window,
         Err(error) => return error_page(StatusCode::BAD_REQUEST, &error.to_string()),
@@ -340,7 +399,12 @@ pub(crate) async fn insights(State(app): State<Arc<App>>, Query(query): Query<In
         client.slowest_steps(&range, 10)
     ) {
         Ok(all) => all,
-        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &crate::commands::chain(&error)),
+        Err(error) => {
+            return error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &crate::commands::chain(&error),
+            );
+        }
     };
     let mut outcome_names: Vec<&str> = outcomes.iter().map(|o| o.outcome.as_str()).collect();
     outcome_names.sort_unstable();
