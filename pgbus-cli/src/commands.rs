@@ -117,7 +117,10 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             stall_action,
             lost_worker_threshold,
             retention,
-        } => sweep(&db, out, &stall_action, lost_worker_threshold, retention).await?,
+        } => {
+            let retention = retention.and_then(|r| r.0);
+            sweep(&db, out, &stall_action, lost_worker_threshold, retention).await?;
+        }
         Command::Dashboard {
             bind,
             token,

@@ -77,14 +77,15 @@ enum Command {
         #[arg(long, default_value = "pause", value_parser = ["pause", "cancel"])]
         stall_action: String,
         /// How long a worker may go without a heartbeat before its attempts
-        /// count as lost: the workers' own setting (default 30s).
-        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        /// count as lost: the workers' own setting (default 30s; at least 10s,
+        /// two default heartbeats, so live workers are not taken for lost).
+        #[arg(long, default_value = "30s", value_parser = parse_lost_worker_threshold)]
         lost_worker_threshold: Duration,
         /// Also delete finished and cancelled runs last changed longer ago than
-        /// this (`30d`). Without it, nothing is deleted (the workers' sweeps
-        /// apply their own retention).
-        #[arg(long, value_parser = parse_duration)]
-        retention: Option<Duration>,
+        /// this (`30d`; `forever` deletes nothing). Without it, nothing is
+        /// deleted (the workers' sweeps apply their own retention).
+        #[arg(long, value_parser = parse_retention)]
+        retention: Option<Retention>,
     },
     /// Serves the web dashboard: runs, a run's timeline, insights, and the
     /// operator actions as forms.
@@ -163,6 +164,14 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     pgbus_core::parse_duration_ms(text)
         .map(Duration::from_millis)
         .map_err(|e| e.to_string())
+}
+
+fn parse_lost_worker_threshold(text: &str) -> Result<Duration, String> {
+    let threshold = parse_duration(text)?;
+    if threshold < Duration::from_secs(10) {
+        return Err("at least 10s: a shorter threshold takes live workers for lost".to_owned());
+    }
+    Ok(threshold)
 }
 
 fn parse_retention(text: &str) -> Result<Retention, String> {

@@ -91,8 +91,11 @@ impl Output {
                     // A pager quit early closes its input: not an error.
                     let _ = stdin.write_all(text.as_bytes());
                 }
-                child.wait()?;
-                return Ok(());
+                // 126/127: the shell could not run the pager; show the text
+                // here instead of losing it.
+                if !matches!(child.wait()?.code(), Some(126 | 127)) {
+                    return Ok(());
+                }
             }
         }
         Self::write_out(text)

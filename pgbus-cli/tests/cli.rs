@@ -6,10 +6,11 @@
 // Test support code outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use std::process::Output;
-
 use pgbus_runtime::prelude::*;
-use pgbus_runtime::{Clock, Database, RunId, RunStatus, Schema};
+use pgbus_runtime::{RunId, RunStatus};
+
+mod common;
+use common::{TestSchema, database_url, json};
 
 struct Ops;
 
@@ -28,126 +29,10 @@ impl Ops {
     async fn third(&self, _cx: &mut StepCx<()>) {}
 }
 
-fn database_url() -> String {
-    std::env::var("PGBUS_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://127.0.0.1:5432/test".to_owned())
-}
-
-/// A schema of one test, dropped when the test ends.
-struct TestSchema {
-    name: String,
-    db: Database,
-}
-
-impl TestSchema {
-    /// A schema migrated by `pgbus migrate`, and a handle on it.
-    async fn new() -> Self {
-        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-        let db = Database::connect_with(
-            &database_url(),
-            Schema::new(&name).expect("a valid schema name"),
-            Clock::Database,
-        )
-        .await
-        .expect("connect");
-        let schema = Self { name, db };
-        let out = schema.ok(&["migrate"]);
-        assert_eq!(out, format!("schema {} is up to date\n", schema.name));
-        schema
-    }
-
-    /// Runs `pgbus args...` on this schema.
-    fn pgbus(&self, args: &[&str]) -> Output {
-        std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
-            .args(args)
-            .env("DATABASE_URL", database_url())
-            .env("PGBUS_SCHEMA", &self.name)
-            .env_remove("PGBUS_RETENTION")
-            .output()
-            .expect("run pgbus")
-    }
-
-    /// `pgbus args...`, which must succeed; its standard output.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.pgbus(args);
-        assert!(
-            out.status.success(),
-            "pgbus {args:?}: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout(&out)
-    }
-
-    /// `pgbus args...`, which must fail with `code`; its standard error,
-    /// which must be one line.
-    fn fails(&self, args: &[&str], code: i32) -> String {
-        let out = self.pgbus(args);
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "pgbus {args:?}: {}",
-            stdout(&out)
-        );
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        if code == 1 {
-            assert_eq!(err.lines().count(), 1, "one line: {err}");
-            assert!(err.starts_with("pgbus: "), "{err}");
-        }
-        err
-    }
-
-    async fn execute(&self, sql: &str, run: RunId) {
-        let client = self.db.pool().get().await.expect("connection");
-        client
-            .execute(
-                &sql.replace("{schema}", &format!("\"{}\"", self.name)),
-                &[&run.0],
-            )
-            .await
-            .expect("statement");
-    }
-
-    async fn status(&self, run: RunId) -> RunStatus {
-        self.db.client().run(run).await.expect("run").run.status
-    }
-
-    async fn work(&self) {
-        let worker = self.db.worker().register(Ops).build().expect("worker");
-        worker.run_until_idle().await.expect("run");
-    }
-}
-
-impl Drop for TestSchema {
-    fn drop(&mut self) {
-        let name = self.name.clone();
-        // Dropped on a thread of its own: a test's runtime may be gone.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                if let Ok((client, conn)) =
-                    tokio_postgres::connect(&database_url(), tokio_postgres::NoTls).await
-                {
-                    tokio::spawn(conn);
-                    let _ = client
-                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
-                        .await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn json(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).expect("JSON output")
+/// Runs a worker of [`Ops`] on `t` until nothing is due.
+async fn work(t: &TestSchema) {
+    let worker = t.db.worker().register(Ops).build().expect("worker");
+    worker.run_until_idle().await.expect("run");
 }
 
 #[tokio::test]
@@ -206,7 +91,7 @@ async fn runs_lists_with_filters_as_a_table_or_json() {
 async fn show_prints_steps_timeline_signals_and_events() {
     let t = TestSchema::new().await;
     let run = t.db.client().start::<Ops>(&()).await.expect("start");
-    t.work().await;
+    work(&t).await;
     assert_eq!(t.status(run).await, RunStatus::Ready, "parked on `go`");
 
     let text = t.ok(&["show", &run.0.to_string()]);
@@ -252,7 +137,7 @@ async fn show_prints_steps_timeline_signals_and_events() {
         sent.starts_with("signal ") && sent.contains(&format!("`go` sent to run {}", run.0)),
         "{sent}"
     );
-    t.work().await;
+    work(&t).await;
     assert_eq!(t.status(run).await, RunStatus::Finished);
     let text = t.ok(&["show", &run.0.to_string()]);
     assert!(
@@ -369,6 +254,12 @@ async fn sweep_repairs_a_stalled_attempt_once() {
     let err = t.fails(&["sweep", "--stall-action", "reattempt"], 2);
     assert!(err.contains("reattempt"), "{err}");
     t.fails(&["sweep", "--retention", "a while"], 2);
+    let err = t.fails(&["sweep", "--lost-worker-threshold", "1s"], 2);
+    assert!(err.contains("at least 10s"), "{err}");
+    assert!(
+        t.ok(&["sweep", "--retention", "forever"])
+            .contains("deleted 0 runs")
+    );
 }
 
 #[tokio::test]

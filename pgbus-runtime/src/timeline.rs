@@ -158,7 +158,7 @@ pub fn attempt_segments(step: &StepView, events: &[EventView], now: DateTime<Utc
                 match next_start {
                     // The wake-up before the last start is the row's due time.
                     Some(next) if i + 2 == starts.len() => {
-                        let woken = step.scheduled_at.clamp(parked, next);
+                        let woken = step.scheduled_at.max(parked).min(next);
                         pieces.push(Piece::Waiting, parked, woken, None);
                         queued_from = woken;
                     }
@@ -169,7 +169,9 @@ pub fn attempt_segments(step: &StepView, events: &[EventView], now: DateTime<Utc
                     // Still parked, or woken and not yet claimed again: the
                     // row's due time is its wake-up (or its wait timeout).
                     None => {
-                        let woken = step.scheduled_at.clamp(parked, end);
+                        // Not `clamp`: `end` (now, or the attempt's end) can
+                        // lie before the park when clocks disagree.
+                        let woken = step.scheduled_at.max(parked).min(end);
                         pieces.push(Piece::Waiting, parked, woken, None);
                         pieces.push(Piece::Queued, woken, end, None);
                     }

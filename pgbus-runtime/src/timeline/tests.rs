@@ -383,3 +383,16 @@ fn the_last_piece_of_an_ended_attempt_says_how_it_ended() {
             .all(|s| s.outcome.is_none())
     );
 }
+
+#[test]
+fn a_now_before_the_last_park_clips_instead_of_failing() {
+    // A caller's clock behind the database's: now (9) is before the park (10).
+    let events = [
+        event(1, Some(1), "step_started", 5),
+        event(2, Some(1), "step_waiting", 10),
+    ];
+    assert_eq!(
+        shape(&attempt_segments(&row(1, 3_600), &events, at(9))),
+        [(Piece::Queued, 0, 5, false), (Piece::Ran, 5, 9, true)]
+    );
+}

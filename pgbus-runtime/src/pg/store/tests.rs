@@ -482,7 +482,18 @@ async fn a_retried_outcome_puts_back_the_step_its_lost_try_handed_on() {
         .end_attempt(Eager::DEFINITION, &first, "w1", &ok, false, handoff)
         .await
         .expect("end");
-    assert!(matches!(lost, Ended::Continued(..)), "{lost:?}");
+    let Ended::Continued(_, handed) = lost else {
+        panic!("second handed on: {lost:?}");
+    };
+    // Two heartbeats later the worker marks it as an orphan (a new row
+    // version), before the retry gets through.
+    assert_eq!(
+        store
+            .release_orphans("w1", &[handed.step_id])
+            .await
+            .expect("release"),
+        1
+    );
     // The retry finds the outcome recorded, hands nothing on, and puts
     // `second` back in the queue for any worker.
     let retried = store

@@ -1,0 +1,125 @@
+//! What the `pgbus` binary's tests share: a schema of their own, migrated by
+//! the binary, and the binary run on it.
+
+#![allow(dead_code)] // each test binary uses its own share of these
+
+use std::process::Output;
+
+use pgbus_runtime::{Clock, Database, RunId, RunStatus, Schema};
+
+pub(crate) fn database_url() -> String {
+    std::env::var("PGBUS_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://127.0.0.1:5432/test".to_owned())
+}
+
+/// A schema of one test, dropped when the test ends.
+pub(crate) struct TestSchema {
+    pub(crate) name: String,
+    pub(crate) db: Database,
+}
+
+impl TestSchema {
+    /// A schema migrated by `pgbus migrate`, and a handle on it.
+    pub(crate) async fn new() -> Self {
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let db = Database::connect_with(
+            &database_url(),
+            Schema::new(&name).expect("a valid schema name"),
+            Clock::Database,
+        )
+        .await
+        .expect("connect");
+        let schema = Self { name, db };
+        let out = schema.ok(&["migrate"]);
+        assert_eq!(out, format!("schema {} is up to date\n", schema.name));
+        schema
+    }
+
+    /// Runs `pgbus args...` on this schema.
+    pub(crate) fn pgbus(&self, args: &[&str]) -> Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+            .args(args)
+            .env("DATABASE_URL", database_url())
+            .env("PGBUS_SCHEMA", &self.name)
+            .env_remove("PGBUS_RETENTION")
+            .output()
+            .expect("run pgbus")
+    }
+
+    /// `pgbus args...`, which must succeed; its standard output.
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
+        let out = self.pgbus(args);
+        assert!(
+            out.status.success(),
+            "pgbus {args:?}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout(&out)
+    }
+
+    /// `pgbus args...`, which must fail with `code`; its standard error,
+    /// which must be one line.
+    pub(crate) fn fails(&self, args: &[&str], code: i32) -> String {
+        let out = self.pgbus(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "pgbus {args:?}: {}",
+            stdout(&out)
+        );
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if code == 1 {
+            assert_eq!(err.lines().count(), 1, "one line: {err}");
+            assert!(err.starts_with("pgbus: "), "{err}");
+        }
+        err
+    }
+
+    pub(crate) async fn execute(&self, sql: &str, run: RunId) {
+        let client = self.db.pool().get().await.expect("connection");
+        client
+            .execute(
+                &sql.replace("{schema}", &format!("\"{}\"", self.name)),
+                &[&run.0],
+            )
+            .await
+            .expect("statement");
+    }
+
+    pub(crate) async fn status(&self, run: RunId) -> RunStatus {
+        self.db.client().run(run).await.expect("run").run.status
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Dropped on a thread of its own: a test's runtime may be gone.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                if let Ok((client, conn)) =
+                    tokio_postgres::connect(&database_url(), tokio_postgres::NoTls).await
+                {
+                    tokio::spawn(conn);
+                    let _ = client
+                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+pub(crate) fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub(crate) fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).expect("JSON output")
+}
