@@ -11,7 +11,7 @@ const WIDTH: f64 = 900.0;
 /// Width of the row labels on the left.
 const LABEL: f64 = 170.0;
 /// Height of one row.
-const ROW: f64 = 22.0;
+const ROW: f64 = 26.0;
 
 /// The row a segment is drawn in: its attempt, or the run's paused row.
 fn row_key(segment: &Segment) -> String {
@@ -130,7 +130,7 @@ mod tests {
         assert!(svg.contains(r#"class="bar ran ended-completed""#), "{svg}");
         assert!(
             svg.contains(
-                r#"data-row="paused (run)" data-piece="paused" x="620.0" y="26.0" width="450.0""#
+                r#"data-row="paused (run)" data-piece="paused" x="620.0" y="30.0" width="450.0""#
             ),
             "{svg}"
         );

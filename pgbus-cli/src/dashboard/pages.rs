@@ -233,26 +233,8 @@ fn run_body(
             }
             dt { "Input" } dd { code { (clip(&view.input.to_string(), 400)) } }
         }
-        section.actions {
-            h2 { "Act" }
-            @for (action, label) in [("pause", "Pause"), ("resume", "Resume"), ("skip", "Skip step"), ("cancel", "Cancel")] {
-                form method="post" action=(format!("/runs/{}/{action}", run.id.0)) class=(format!("act {action}")) {
-                    input type="hidden" name="csrf" value=(csrf.0);
-                    input name="actor" placeholder="your name" required maxlength="200";
-                    input name="reason" placeholder="why" required maxlength="10000";
-                    button type="submit" name="do" value=(action) { (label) }
-                }
-            }
-        }
-        section {
-            h2 { "Timeline" }
-            p.legend {
-                @for piece in ["waited", "queued", "ran", "waiting", "paused"] {
-                    span class=(format!("key {piece}")) { (piece) }
-                }
-            }
-            (chart::timeline(segments, now))
-        }
+        (actions(run.id, csrf))
+        (timeline_section(segments, now))
         section {
             h2 { "Steps" }
             table.steps {
@@ -315,6 +297,45 @@ fn run_body(
                     }
                 }
             }
+        }
+    }
+}
+
+/// The action forms of a run's page.
+fn actions(run: RunId, csrf: &Csrf) -> Markup {
+    html! {
+        section.actions {
+            h2 { "Act" }
+            @for (action, label) in [("pause", "Pause"), ("resume", "Resume"), ("skip", "Skip step"), ("cancel", "Cancel")] {
+                form method="post" action=(format!("/runs/{}/{action}", run.0)) class=(format!("act {action}")) {
+                    input type="hidden" name="csrf" value=(csrf.0);
+                    input name="actor" placeholder="your name" required maxlength="200";
+                    input name="reason" placeholder="why" required maxlength="10000";
+                    button type="submit" name="do" value=(action) { (label) }
+                }
+            }
+        }
+    }
+}
+
+/// The timeline section of a run's page: a legend and the chart.
+fn timeline_section(
+    segments: &[pgbus_runtime::timeline::Segment],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Markup {
+    html! {
+        section {
+            h2 { "Timeline" }
+            p.legend {
+                @for piece in ["waited", "queued", "ran", "waiting", "paused"] {
+                    span class=(format!("key {piece}")) { (piece) }
+                }
+                " ran, by how the attempt ended: "
+                @for (class, label) in [("ok", "completed"), ("reattempted", "reattempted"), ("bad", "paused or cancelled"), ("skipped", "skipped")] {
+                    span class=(format!("key {class}")) { (label) }
+                }
+            }
+            (chart::timeline(segments, now))
         }
     }
 }
