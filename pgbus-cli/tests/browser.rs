@@ -6,9 +6,7 @@
 // Test support code outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use chromiumoxide::browser::{Browser, BrowserConfig};
@@ -18,7 +16,7 @@ use pgbus_runtime::prelude::*;
 use pgbus_runtime::{Clock, Database, ManualClock, RunId, RunStatus};
 
 mod common;
-use common::{TestSchema, database_url};
+use common::{Dashboard, TestSchema, database_url};
 
 /// Two steps; each moves the pinned clock as if it ran that long, the
 /// second one due two seconds after the first ends.
@@ -36,40 +34,6 @@ impl Seeded {
     #[step(wait = "2s")]
     async fn charge(&self, _cx: &mut StepCx<()>) {
         self.clock.advance(Duration::from_secs(1));
-    }
-}
-
-/// The dashboard binary on a free port of loopback, on `schema`.
-struct Dashboard {
-    child: Child,
-    url: String,
-}
-
-impl Dashboard {
-    fn start(schema: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pgbus"))
-            .args(["dashboard", "--bind", "127.0.0.1:0"])
-            .env("DATABASE_URL", database_url())
-            .env("PGBUS_SCHEMA", schema)
-            .env_remove("PGBUS_DASHBOARD_TOKEN")
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the dashboard");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let first = lines.next().expect("a first line").expect("readable");
-        let url = first
-            .strip_prefix("pgbus dashboard on ")
-            .unwrap_or_else(|| panic!("the dashboard said: {first}"))
-            .trim_end_matches('/')
-            .to_owned();
-        Self { child, url }
-    }
-}
-
-impl Drop for Dashboard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -197,7 +161,7 @@ async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
     let seeded = seed(&t).await;
     assert_eq!(t.status(seeded).await, RunStatus::Finished);
     let idle = t.db.client().start::<Seeded>(&()).await.expect("start");
-    let dashboard = Dashboard::start(&t.name);
+    let dashboard = Dashboard::start(&t.name, &[]);
     let (browser, events, _profile) = chromium().await;
 
     // The runs list renders, with both runs.

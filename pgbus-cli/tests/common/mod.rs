@@ -123,3 +123,41 @@ pub(crate) fn stdout(out: &Output) -> String {
 pub(crate) fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).expect("JSON output")
 }
+
+/// The dashboard binary on a free port of loopback, on `schema`.
+pub(crate) struct Dashboard {
+    child: std::process::Child,
+    pub(crate) url: String,
+}
+
+impl Dashboard {
+    /// Started with `extra` arguments after `dashboard --bind 127.0.0.1:0`.
+    pub(crate) fn start(schema: &str, extra: &[&str]) -> Self {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+            .args(["dashboard", "--bind", "127.0.0.1:0"])
+            .args(extra)
+            .env("DATABASE_URL", database_url())
+            .env("PGBUS_SCHEMA", schema)
+            .env_remove("PGBUS_DASHBOARD_TOKEN")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the dashboard");
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+            child.stderr.take().expect("stderr"),
+        ));
+        let first = lines.next().expect("a first line").expect("readable");
+        let url = first
+            .strip_prefix("pgbus dashboard on ")
+            .unwrap_or_else(|| panic!("the dashboard said: {first}"))
+            .trim_end_matches('/')
+            .to_owned();
+        Self { child, url }
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,211 @@
+//! The dashboard's guards over plain HTTP: it will not serve off loopback
+//! without a token; with one, nothing is served without it; forms need the
+//! browser's CSRF token and a same-origin `Origin`; what runs hold is escaped.
+
+// Test support code outside #[test] functions may fail loudly too.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use pgbus_runtime::RunStatus;
+use pgbus_runtime::prelude::*;
+
+mod common;
+use common::{Dashboard, TestSchema, database_url};
+
+struct Plain;
+
+#[workflow(name = "dashboard.plain", input = String)]
+impl Plain {
+    #[step]
+    async fn only(&self, _cx: &mut StepCx<String>) {}
+}
+
+/// One HTTP/1.1 exchange: `(status, headers, body)`.
+fn http(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    let host = base.trim_start_matches("http://");
+    let mut stream = TcpStream::connect(host).expect("connect to the dashboard");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        let _ = write!(request, "{name}: {value}\r\n");
+    }
+    if !body.is_empty() {
+        request.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+    }
+    let _ = write!(request, "Content-Length: {}\r\n\r\n{body}", body.len());
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {head}"));
+    (status, head.to_owned(), body.to_owned())
+}
+
+/// The value of the `name` cookie a response sets.
+fn cookie(head: &str, name: &str) -> Option<String> {
+    head.lines()
+        .filter_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or_else(|| l.strip_prefix("Set-Cookie: "))
+        })
+        .find_map(|c| c.strip_prefix(&format!("{name}=")))
+        .map(|c| c.split(';').next().unwrap_or_default().to_owned())
+}
+
+#[test]
+fn off_loopback_it_will_not_serve_without_a_token() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+        .args(["dashboard", "--bind", "0.0.0.0:0"])
+        .env("DATABASE_URL", database_url())
+        .env_remove("PGBUS_DASHBOARD_TOKEN")
+        .output()
+        .expect("run pgbus");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refusing to serve on 0.0.0.0:0 without an access token"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn with_a_token_nothing_is_served_without_it() {
+    let t = TestSchema::new().await;
+    let dashboard = Dashboard::start(&t.name, &["--token", "s3cret-token"]);
+    let base = dashboard.url.as_str();
+    assert_eq!(http(base, "GET", "/", &[], "").0, 401);
+    assert_eq!(http(base, "GET", "/style.css", &[], "").0, 401);
+    assert_eq!(
+        http(base, "GET", "/", &[("Authorization", "Bearer wrong")], "").0,
+        401
+    );
+    assert_eq!(http(base, "GET", "/?token=wrong", &[], "").0, 401);
+    assert_eq!(
+        http(
+            base,
+            "GET",
+            "/",
+            &[("Authorization", "Bearer s3cret-token")],
+            ""
+        )
+        .0,
+        200
+    );
+    // A link with the token sets it as a cookie and drops it from the address.
+    let (status, head, _) = http(base, "GET", "/insights?token=s3cret-token", &[], "");
+    assert_eq!(status, 303, "{head}");
+    assert!(
+        head.to_lowercase().contains("location: /insights"),
+        "{head}"
+    );
+    let token = cookie(&head, "pgbus_token").expect("the token cookie");
+    assert!(
+        head.contains("HttpOnly") && head.contains("SameSite=Strict"),
+        "{head}"
+    );
+    let with_cookie = format!("pgbus_token={token}");
+    assert_eq!(
+        http(base, "GET", "/", &[("Cookie", &with_cookie)], "").0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
+    let t = TestSchema::new().await;
+    let run =
+        t.db.client()
+            .start::<Plain>(&"<script>alert(1)</script>".to_owned())
+            .await
+            .expect("start");
+    let dashboard = Dashboard::start(&t.name, &[]);
+    let base = dashboard.url.as_str();
+    let page = format!("/runs/{}", run.0);
+    let (status, head, body) = http(base, "GET", &page, &[], "");
+    assert_eq!(status, 200);
+    // What a run holds is shown, escaped.
+    assert!(!body.contains("<script>alert(1)</script>"), "{body}");
+    assert!(body.contains("&lt;script&gt;"), "{body}");
+    let csrf = cookie(&head, "pgbus_csrf").expect("a CSRF cookie");
+    assert!(
+        body.contains(&format!("name=\"csrf\" value=\"{csrf}\"")),
+        "{body}"
+    );
+    let cookies = format!("pgbus_csrf={csrf}");
+    let action = format!("/runs/{}/pause", run.0);
+
+    // A wrong token, or none: refused, nothing changes.
+    let (status, _, _) = http(
+        base,
+        "POST",
+        &action,
+        &[("Cookie", &cookies)],
+        "csrf=forged&actor=eve&reason=x",
+    );
+    assert_eq!(status, 403);
+    let (status, _, _) = http(
+        base,
+        "POST",
+        &action,
+        &[],
+        &format!("csrf={csrf}&actor=eve&reason=x"),
+    );
+    assert_eq!(status, 403, "a token with no cookie to match");
+    // The right token from another site's page: refused.
+    let (status, _, _) = http(
+        base,
+        "POST",
+        &action,
+        &[("Cookie", &cookies), ("Origin", "http://evil.example")],
+        &format!("csrf={csrf}&actor=eve&reason=x"),
+    );
+    assert_eq!(status, 403);
+    assert_eq!(t.status(run).await, RunStatus::Ready);
+
+    // From the dashboard's own page: done, with its actor.
+    let origin = base.to_owned();
+    let (status, head, _) = http(
+        base,
+        "POST",
+        &action,
+        &[("Cookie", &cookies), ("Origin", &origin)],
+        &format!("csrf={csrf}&actor=bob&reason=looking+into+it"),
+    );
+    assert_eq!(status, 303, "{head}");
+    assert!(head.contains("done=pause"), "{head}");
+    assert_eq!(t.status(run).await, RunStatus::Paused);
+    let view = t.db.client().run(run).await.expect("run");
+    let paused = view
+        .events
+        .iter()
+        .find(|e| e.event == "paused")
+        .expect("a paused event");
+    assert_eq!(paused.actor, "dashboard:bob");
+    assert_eq!(paused.reason.as_deref(), Some("looking into it"));
+
+    // A refused move comes back as the notice, not an error page.
+    let (status, head, _) = http(
+        base,
+        "POST",
+        &action,
+        &[("Cookie", &cookies)],
+        &format!("csrf={csrf}&actor=bob&reason=again"),
+    );
+    assert_eq!(status, 303);
+    assert!(head.contains("error="), "{head}");
+    assert_eq!(http(base, "GET", "/runs/987654321", &[], "").0, 404);
+    assert_eq!(http(base, "GET", "/insights?window=2h", &[], "").0, 400);
+    assert_eq!(http(base, "GET", "/?status=stuck", &[], "").0, 400);
+}
