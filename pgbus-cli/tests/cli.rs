@@ -41,11 +41,7 @@ async fn runs_lists_with_filters_as_a_table_or_json() {
     let client = t.db.client();
     let old = client.start::<Ops>(&()).await.expect("start");
     let new = client.start::<Ops>(&()).await.expect("start");
-    t.execute(
-        "UPDATE {schema}.runs SET created_at = now() - interval '2 hours' WHERE id = $1",
-        old,
-    )
-    .await;
+    t.backdate(old).await;
     client.pause(new, "ops", "look").await.expect("pause");
 
     let table = t.ok(&["runs"]);
@@ -269,11 +265,7 @@ async fn stats_counts_runs_per_bucket_and_cuts_to_the_retention_age() {
     let old = client.start::<Ops>(&()).await.expect("start");
     let paused = client.start::<Ops>(&()).await.expect("start");
     let cancelled = client.start::<Ops>(&()).await.expect("start");
-    t.execute(
-        "UPDATE {schema}.runs SET created_at = now() - interval '2 hours' WHERE id = $1",
-        old,
-    )
-    .await;
+    t.backdate(old).await;
     t.ok(&["pause", &paused.0.to_string(), "--reason", "look"]);
     t.ok(&["cancel", &cancelled.0.to_string(), "--reason", "drop"]);
 

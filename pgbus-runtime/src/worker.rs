@@ -159,9 +159,9 @@ impl WorkerBuilder {
     /// queue meanwhile, so a step of another run, even of a lower priority
     /// number, waits for a free slot up to this many steps longer.
     /// [`Worker::run_until`] and [`Worker::run_until_idle`] run steps eagerly;
-    /// [`Worker::run_once`] runs the attempts it claimed and no more. The idea is Temporal's eager activity
-    /// execution (the worker that schedules an activity may start it itself,
-    /// bypassing the task queue).
+    /// [`Worker::run_once`] runs the attempts it claimed and no more. The idea
+    /// is Temporal's eager activity execution (the worker that schedules an
+    /// activity may start it itself, bypassing the task queue).
     #[must_use]
     pub const fn eager_steps(mut self, steps: usize) -> Self {
         self.eager_steps = steps;

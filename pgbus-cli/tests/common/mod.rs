@@ -87,6 +87,15 @@ impl TestSchema {
             .expect("statement");
     }
 
+    /// Moves `run`'s creation two hours back.
+    pub(crate) async fn backdate(&self, run: RunId) {
+        self.execute(
+            "UPDATE {schema}.runs SET created_at = now() - interval '2 hours' WHERE id = $1",
+            run,
+        )
+        .await;
+    }
+
     pub(crate) async fn status(&self, run: RunId) -> RunStatus {
         self.db.client().run(run).await.expect("run").run.status
     }
