@@ -39,11 +39,12 @@ impl Seeded {
 
 /// Headless Chromium with the flags this machine's closed network needs.
 async fn chromium() -> (Browser, tokio::task::JoinHandle<()>, tempdir::Dir) {
-    let executable = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .expect("Chromium is not installed: run .ci/run, or `apt-get install chromium`");
+    // Where `.ci/deps` found it: on the PATH, as `chromium` or `chromium-browser`.
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let executable = std::env::split_paths(&path)
+        .flat_map(|dir| [dir.join("chromium"), dir.join("chromium-browser")])
+        .find(|p| p.is_file())
+        .expect("Chromium is not installed: run .ci/deps (or `apt-get install chromium`)");
     let profile = tempdir::Dir::new();
     let config = BrowserConfig::builder()
         .chrome_executable(executable)

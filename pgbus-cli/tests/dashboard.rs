@@ -33,8 +33,16 @@ fn http(
 ) -> (u16, String, String) {
     let host = base.trim_start_matches("http://");
     let mut stream = TcpStream::connect(host).expect("connect to the dashboard");
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
-    for (name, value) in headers {
+    // The `Host` a test names, else the dashboard's own address.
+    let named = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("host"))
+        .map_or(host, |(_, value)| *value);
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {named}\r\nConnection: close\r\n");
+    for (name, value) in headers
+        .iter()
+        .filter(|(n, _)| !n.eq_ignore_ascii_case("host"))
+    {
         let _ = write!(request, "{name}: {value}\r\n");
     }
     if !body.is_empty() {
@@ -112,7 +120,7 @@ async fn with_a_token_nothing_is_served_without_it() {
     );
     let token = cookie(&head, "pgbus_token").expect("the token cookie");
     assert!(
-        head.contains("HttpOnly") && head.contains("SameSite=Strict"),
+        head.contains("HttpOnly") && head.contains("SameSite=Lax"),
         "{head}"
     );
     let with_cookie = format!("pgbus_token={token}");
@@ -120,6 +128,56 @@ async fn with_a_token_nothing_is_served_without_it() {
         http(base, "GET", "/", &[("Cookie", &with_cookie)], "").0,
         200
     );
+    // The link keeps its other parameters, and never leaves the site.
+    let (status, head, _) = http(base, "GET", "/?status=paused&token=s3cret-token", &[], "");
+    assert_eq!(status, 303);
+    assert!(
+        head.to_lowercase().contains("location: /?status=paused\r"),
+        "{head}"
+    );
+    let (_, head, _) = http(base, "GET", "//evil.example/x?token=s3cret-token", &[], "");
+    assert!(!head.to_lowercase().contains("location: //"), "{head}");
+    // With a token, any Host may reach it (the token is the guard).
+    let (status, _, _) = http(
+        base,
+        "GET",
+        "/",
+        &[
+            ("Authorization", "Bearer s3cret-token"),
+            ("Host", "dash.example"),
+        ],
+        "",
+    );
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn without_a_token_it_answers_only_to_loopback_names_with_safe_headers() {
+    let t = TestSchema::new().await;
+    let dashboard = Dashboard::start(&t.name, &[]);
+    let base = dashboard.url.as_str();
+    let port = base.rsplit(':').next().expect("a port");
+    // A page of another site whose name now resolves to 127.0.0.1.
+    let evil = format!("evil.example:{port}");
+    assert_eq!(http(base, "GET", "/", &[("Host", &evil)], "").0, 421);
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        assert_eq!(
+            http(base, "GET", "/", &[("Host", &host)], "").0,
+            200,
+            "{host}"
+        );
+    }
+    let (_, head, _) = http(base, "GET", "/", &[], "");
+    let head = head.to_lowercase();
+    for header in [
+        "content-security-policy: default-src 'none'",
+        "x-frame-options: deny",
+        "x-content-type-options: nosniff",
+        "referrer-policy: same-origin",
+    ] {
+        assert!(head.contains(header), "{header} in {head}");
+    }
+    assert_eq!(http(base, "GET", "/no/such/page", &[], "").0, 404);
 }
 
 #[tokio::test]
@@ -194,6 +252,18 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
         .expect("a paused event");
     assert_eq!(paused.actor, "dashboard:bob");
     assert_eq!(paused.reason.as_deref(), Some("looking into it"));
+
+    // No name: refused as a notice, nothing changes.
+    let (status, head, _) = http(
+        base,
+        "POST",
+        &action.replace("pause", "resume"),
+        &[("Cookie", &cookies)],
+        &format!("csrf={csrf}&actor=+&reason=back"),
+    );
+    assert_eq!(status, 303);
+    assert!(head.contains("error=say%20who%20you%20are"), "{head}");
+    assert_eq!(t.status(run).await, RunStatus::Paused);
 
     // A refused move comes back as the notice, not an error page.
     let (status, head, _) = http(

@@ -59,7 +59,8 @@ pub(crate) fn timeline(segments: &[Segment], now: DateTime<Utc>) -> Markup {
             viewBox=(format!("0 0 {} {height}", LABEL + WIDTH + 10.0))
             aria-label="timeline of the run's attempts" {
             @for (i, key) in rows.iter().enumerate() {
-                text.label x="4" y=(format!("{:.1}", ROW * i as f64 + 15.0)) { (key) }
+                // Cut to fit the label column; the bars' titles carry it whole.
+                text.label x="4" y=(format!("{:.1}", ROW * i as f64 + 17.0)) { (crate::commands::clip(key, 24)) }
             }
             @for segment in segments {
                 @let row = rows.iter().position(|k| *k == row_key(segment)).unwrap_or(0);

@@ -5,7 +5,8 @@
 //! Safe by default: it binds to loopback; any other address needs an access
 //! token (`--token` or `PGBUS_DASHBOARD_TOKEN`), asked of every request (an
 //! `Authorization: Bearer` header, or `?token=` once, which sets an `HttpOnly`
-//! cookie). Every form carries a CSRF token that must match the browser's
+//! cookie); without a token it answers only to a loopback `Host`, against DNS
+//! rebinding. Every form carries a CSRF token that must match the browser's
 //! `SameSite=Strict` cookie (the double-submit pattern, as OWASP describes
 //! it), and a cross-origin `Origin` is refused. Each action is an event with
 //! its actor, `dashboard:` and the name the operator typed.
@@ -84,6 +85,7 @@ pub(crate) fn router(db: Database, settings: Settings) -> Router {
         .route("/runs/{id}/{action}", post(pages::act))
         .route("/insights", get(pages::insights))
         .route("/style.css", get(style))
+        .fallback(pages::not_found)
         .layer(middleware::from_fn_with_state(Arc::clone(&app), guard))
         .with_state(app)
 }
@@ -95,14 +97,24 @@ async fn style() -> impl IntoResponse {
     )
 }
 
-/// Equal, in constant time.
+/// Equal, in constant time: the SHA-256 digests are compared, so neither the
+/// contents nor the length of a secret shows in the time taken.
 fn same(a: &str, b: &str) -> bool {
-    a.as_bytes().ct_eq(b.as_bytes()).into()
+    use sha2::{Digest, Sha256};
+    Sha256::digest(a.as_bytes())
+        .ct_eq(&Sha256::digest(b.as_bytes()))
+        .into()
 }
 
-/// Access, then CSRF: the token (if one is set) on every request; on a POST,
-/// the form's CSRF token checked by the handler against this cookie, and a
-/// cross-origin `Origin` refused here.
+/// How long a page may take before the dashboard answers 504 (a database that
+/// stopped answering must not hang every request).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Access, then CSRF, then the answer with the security headers: the token
+/// (if one is set) on every request, else a loopback `Host` (against DNS
+/// rebinding: a page of another site resolving its name to 127.0.0.1); on a
+/// POST, a cross-origin `Origin` refused here and the form's CSRF token
+/// checked by the handler against this browser's cookie.
 async fn guard(
     State(app): State<Arc<App>>,
     jar: CookieJar,
@@ -117,39 +129,51 @@ async fn guard(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         let cookie = jar.get(TOKEN_COOKIE).map(Cookie::value);
-        let query = request
-            .uri()
-            .query()
-            .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")));
         if bearer.is_some_and(|b| same(b, token)) || cookie.is_some_and(|c| same(c, token)) {
             // Let in.
-        } else if query.is_some_and(|q| same(q, token)) {
-            // Once by link: keep it in a cookie and drop it from the address.
-            let path = request.uri().path().to_owned();
+        } else if let Some(to) = link_with_token(&request, token) {
+            // Once by link: keep it in a cookie (`Lax`, so a link from a chat
+            // or a wiki works; forms have their own CSRF check) and drop it
+            // from the address.
             let jar = jar.add(
                 Cookie::build((TOKEN_COOKIE, token.clone()))
                     .http_only(true)
-                    .same_site(SameSite::Strict)
+                    .same_site(SameSite::Lax)
                     .path("/"),
             );
-            return (jar, Redirect::to(&path)).into_response();
+            return secured((jar, Redirect::to(&to)).into_response());
         } else {
-            return (
-                StatusCode::UNAUTHORIZED,
+            return secured(
+                (
+                    StatusCode::UNAUTHORIZED,
+                    pages::plain_page(
+                        "Access token required",
+                        "Open this dashboard with ?token=… or an Authorization: Bearer header.",
+                    ),
+                )
+                    .into_response(),
+            );
+        }
+    } else if !loopback_host(request.headers(), app.settings.bind) {
+        return secured(
+            (
+                StatusCode::MISDIRECTED_REQUEST,
                 pages::plain_page(
-                    "Access token required",
-                    "Open this dashboard with ?token=… or an Authorization: Bearer header.",
+                    "Refused",
+                    "This dashboard answers to its loopback address only (or give it a token).",
                 ),
             )
-                .into_response();
-        }
+                .into_response(),
+        );
     }
     if request.method() == axum::http::Method::POST && !same_origin(request.headers()) {
-        return (
-            StatusCode::FORBIDDEN,
-            pages::plain_page("Refused", "A form from another site cannot act here."),
-        )
-            .into_response();
+        return secured(
+            (
+                StatusCode::FORBIDDEN,
+                pages::plain_page("Refused", "A form from another site cannot act here."),
+            )
+                .into_response(),
+        );
     }
     let csrf = match jar.get(CSRF_COOKIE) {
         Some(cookie) if cookie.value().len() == 32 => cookie.value().to_owned(),
@@ -165,8 +189,79 @@ async fn guard(
         }
     };
     request.extensions_mut().insert(Csrf(csrf));
-    let response = next.run(request).await;
-    (jar, response).into_response()
+    let response = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => (
+            StatusCode::GATEWAY_TIMEOUT,
+            pages::plain_page(
+                "The database did not answer",
+                "No answer within 15 seconds; the page gave up. Try again when it is back.",
+            ),
+        )
+            .into_response(),
+    };
+    secured((jar, response).into_response())
+}
+
+/// Where a GET carrying the right `?token=` goes once the token is in a
+/// cookie: the same path (never another host's) with its other parameters.
+fn link_with_token(request: &Request, token: &str) -> Option<String> {
+    if request.method() != axum::http::Method::GET {
+        return None;
+    }
+    let query = request.uri().query()?;
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).ok()?;
+    if !pairs.iter().any(|(k, v)| k == "token" && same(v, token)) {
+        return None;
+    }
+    let rest: Vec<&(String, String)> = pairs.iter().filter(|(k, _)| k != "token").collect();
+    let path = request.uri().path();
+    // `//host/...` would leave this site.
+    let path = if path.starts_with("//") { "/" } else { path };
+    let rest = serde_urlencoded::to_string(rest).unwrap_or_default();
+    Some(if rest.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{rest}")
+    })
+}
+
+/// The `Host` names this dashboard: a loopback name or address, or the
+/// address it is bound to.
+fn loopback_host(headers: &HeaderMap, bind: SocketAddr) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    // Drop the port: `[::1]:8080`, `127.0.0.1:8080`, `localhost:8080`.
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() || ip == bind.ip())
+}
+
+/// `response` with the headers that keep the pages to themselves: nothing
+/// but this site's stylesheet loads, no site may frame them, no referrer
+/// leaves them for another site.
+fn secured(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; \
+             frame-ancestors 'none'; base-uri 'none'",
+        ),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "same-origin"),
+    ] {
+        headers.insert(name, axum::http::HeaderValue::from_static(value));
+    }
+    response
 }
 
 /// No `Origin`, or one naming this very host.

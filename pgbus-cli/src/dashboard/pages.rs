@@ -43,6 +43,11 @@ pub(crate) fn plain_page(title: &str, message: &str) -> Markup {
     page(title, &html! { p { (message) } })
 }
 
+/// Any other address.
+pub(crate) async fn not_found() -> Response {
+    error_page(StatusCode::NOT_FOUND, "There is no such page.")
+}
+
 /// A page for an error, with its status.
 fn error_page(status: StatusCode, error: &str) -> Response {
     (status, plain_page("Something went wrong", error)).into_response()
@@ -65,6 +70,12 @@ const PAGE: u32 = 50;
 
 pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQuery>) -> Response {
     let workflow = query.workflow.filter(|w| !w.trim().is_empty());
+    if workflow.as_deref().is_some_and(|w| w.contains('\0')) {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "A workflow name has no NUL characters.",
+        );
+    }
     let status = match query.status.as_deref().filter(|s| !s.is_empty()) {
         None => None,
         Some(text) => match text.parse::<RunStatus>() {
@@ -229,11 +240,11 @@ fn run_body(
             dt { "Updated" } dd { (time(run.updated_at)) }
             @if let Some(finished) = run.finished_at { dt { "Finished" } dd { (time(finished)) } }
             @if let Some(class) = &view.error_class {
-                dt { "Error" } dd.error { (class) ": " (view.error_message.as_deref().unwrap_or_default()) }
+                dt { "Error" } dd.error { (class) ": " (clip(view.error_message.as_deref().unwrap_or_default(), 2000)) }
             }
             dt { "Input" } dd { code { (clip(&view.input.to_string(), 400)) } }
         }
-        (actions(run.id, csrf))
+        (actions(run.id, run.status, csrf))
         (timeline_section(segments, now))
         section {
             h2 { "Steps" }
@@ -262,10 +273,13 @@ fn run_body(
         @if !view.signals.is_empty() {
             section {
                 h2 { "Signals" }
-                table { thead { tr { th { "Id" } th { "Name" } th { "Sent" } th { "Consumed by step" } th { "Payload" } } }
+                table { thead { tr { th { "Id" } th { "Name" } th { "Sent" } th { "Consumed by" } th { "Payload" } } }
                     tbody { @for s in &view.signals { tr {
                         td { (s.id.0) } td { (s.name) } td { (time(s.created_at)) }
-                        td { (s.consumed_by.map_or_else(|| "-".to_owned(), |c| c.to_string())) }
+                        td { (s.consumed_by.map_or_else(|| "-".to_owned(), |c| {
+                            view.steps.iter().find(|st| st.id == c)
+                                .map_or_else(|| c.to_string(), |st| format!("{}#{}", st.step_name, st.attempt))
+                        })) }
                         td { code { (clip(&s.payload.to_string(), 300)) } }
                     } } }
                 }
@@ -301,12 +315,26 @@ fn run_body(
     }
 }
 
+/// The actions a run in `status` may take (the engine still decides).
+fn allowed_actions(status: RunStatus) -> Vec<(&'static str, &'static str)> {
+    match status {
+        RunStatus::Ready | RunStatus::Performing => vec![("pause", "Pause"), ("cancel", "Cancel")],
+        RunStatus::Paused => vec![
+            ("resume", "Resume"),
+            ("skip", "Skip step"),
+            ("cancel", "Cancel"),
+        ],
+        RunStatus::Finished | RunStatus::Cancelled => Vec::new(),
+    }
+}
+
 /// The action forms of a run's page.
-fn actions(run: RunId, csrf: &Csrf) -> Markup {
+fn actions(run: RunId, status: RunStatus, csrf: &Csrf) -> Markup {
     html! {
         section.actions {
             h2 { "Act" }
-            @for (action, label) in [("pause", "Pause"), ("resume", "Resume"), ("skip", "Skip step"), ("cancel", "Cancel")] {
+            @if allowed_actions(status).is_empty() { p.empty { "Nothing to do: the run has ended." } }
+            @for (action, label) in allowed_actions(status) {
                 form method="post" action=(format!("/runs/{}/{action}", run.0)) class=(format!("act {action}")) {
                     input type="hidden" name="csrf" value=(csrf.0);
                     input name="actor" placeholder="your name" required maxlength="200";
@@ -365,6 +393,7 @@ pub(crate) async fn act(
     let client = app.db.client();
     let run = RunId(id);
     let result = match action.as_str() {
+        _ if form.actor.trim().is_empty() => Err("say who you are".to_owned()),
         _ if reason.is_empty() => Err("say why".to_owned()),
         "pause" => client
             .pause(run, &actor, reason)
