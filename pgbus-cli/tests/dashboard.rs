@@ -135,8 +135,25 @@ async fn with_a_token_nothing_is_served_without_it() {
         head.to_lowercase().contains("location: /?status=paused\r"),
         "{head}"
     );
-    let (_, head, _) = http(base, "GET", "//evil.example/x?token=s3cret-token", &[], "");
-    assert!(!head.to_lowercase().contains("location: //"), "{head}");
+    for path in ["//evil.example/x", "/\\evil.example"] {
+        let (_, head, _) = http(base, "GET", &format!("{path}?token=s3cret-token"), &[], "");
+        assert!(
+            head.to_lowercase().contains("location: /\r"),
+            "{path}: {head}"
+        );
+    }
+    // Even with the cookie already set, a link drops the token from the
+    // address; and the scheme's case does not matter.
+    let (status, head, _) = http(
+        base,
+        "GET",
+        "/?token=s3cret-token",
+        &[("Cookie", &with_cookie)],
+        "",
+    );
+    assert_eq!(status, 303, "{head}");
+    let bearer = [("Authorization", "bearer s3cret-token")];
+    assert_eq!(http(base, "GET", "/", &bearer, "").0, 200);
     // With a token, any Host may reach it (the token is the guard).
     let (status, _, _) = http(
         base,

@@ -123,15 +123,18 @@ async fn guard(
 ) -> Response {
     let mut jar = jar;
     if let Some(token) = &app.settings.token {
+        // The scheme name is case-insensitive (RFC 9110).
         let bearer = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, value)| value.trim());
         let cookie = jar.get(TOKEN_COOKIE).map(Cookie::value);
-        if bearer.is_some_and(|b| same(b, token)) || cookie.is_some_and(|c| same(c, token)) {
-            // Let in.
-        } else if let Some(to) = link_with_token(&request, token) {
+        // A link with the token is answered first, even with the cookie
+        // already set, so the token never stays in the address bar.
+        if let Some(to) = link_with_token(&request, token) {
             // Once by link: keep it in a cookie (`Lax`, so a link from a chat
             // or a wiki works; forms have their own CSRF check) and drop it
             // from the address.
@@ -142,6 +145,8 @@ async fn guard(
                     .path("/"),
             );
             return secured((jar, Redirect::to(&to)).into_response());
+        } else if bearer.is_some_and(|b| same(b, token)) || cookie.is_some_and(|c| same(c, token)) {
+            // Let in.
         } else {
             return secured(
                 (
@@ -195,7 +200,8 @@ async fn guard(
             StatusCode::GATEWAY_TIMEOUT,
             pages::plain_page(
                 "The database did not answer",
-                "No answer within 15 seconds; the page gave up. Try again when it is back.",
+                "No answer within 15 seconds; the page gave up. An action may or may not \
+                 have been applied: look at the run before trying it again.",
             ),
         )
             .into_response(),
@@ -216,8 +222,13 @@ fn link_with_token(request: &Request, token: &str) -> Option<String> {
     }
     let rest: Vec<&(String, String)> = pairs.iter().filter(|(k, _)| k != "token").collect();
     let path = request.uri().path();
-    // `//host/...` would leave this site.
-    let path = if path.starts_with("//") { "/" } else { path };
+    // `//host/...` (or `/\host`, which browsers read the same) would leave
+    // this site.
+    let path = if path.starts_with("//") || path.starts_with("/\\") || !path.starts_with('/') {
+        "/"
+    } else {
+        path
+    };
     let rest = serde_urlencoded::to_string(rest).unwrap_or_default();
     Some(if rest.is_empty() {
         path.to_owned()
