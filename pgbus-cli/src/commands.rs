@@ -68,7 +68,7 @@ pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// The database's time: what stored times are on, whatever the host's clock
 /// says.
-async fn db_now(db: &Database) -> Result<DateTime<Utc>, BoxError> {
+pub(crate) async fn db_now(db: &Database) -> Result<DateTime<Utc>, BoxError> {
     let client = db.pool().get().await?;
     Ok(client
         .query_one("SELECT clock_timestamp()", &[])

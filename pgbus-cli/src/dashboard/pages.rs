@@ -206,19 +206,11 @@ pub(crate) async fn run(
     .into_response()
 }
 
-/// The database's time.
+/// The database's time (what stored times are on).
 async fn now(app: &App) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    let client = app
-        .db
-        .pool()
-        .get()
+    crate::commands::db_now(&app.db)
         .await
-        .map_err(|e| crate::commands::chain(&e))?;
-    client
-        .query_one("SELECT clock_timestamp()", &[])
-        .await
-        .map(|row| row.get(0))
-        .map_err(|e| crate::commands::chain(&e))
+        .map_err(|e| crate::commands::chain(e.as_ref()))
 }
 
 fn run_body(

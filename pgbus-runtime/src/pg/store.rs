@@ -592,10 +592,12 @@ impl PgStore {
             events: &plan.events,
             claim_next: handoff.map(|h| (worker_id, h.stall_threshold_ms)),
         };
-        let Some(next_id) = self.apply_change(tx, &change, &step, actor, db_now).await? else {
+        let next_id = self.apply_change(tx, &change, &step, actor, db_now).await?;
+        // A step id comes back only when `plan.next` was handed on.
+        let (Some(next_id), Some(next)) = (next_id, plan.next.as_ref()) else {
             return Ok(Ended::Applied(Box::new(plan)));
         };
-        let continued = continued_claim(claimed, &plan, result, kept_output, next_id, db_now);
+        let continued = continued_claim(claimed, &plan, next, result, kept_output, next_id, db_now);
         Ok(Ended::Continued(Box::new(plan), Box::new(continued)))
     }
 
@@ -1369,6 +1371,7 @@ fn stall_event(detection: &str) -> EventSpec {
 fn continued_claim(
     claimed: &Claimed,
     plan: &Plan,
+    next: &NewStep,
     result: &AttemptResult,
     kept_output: Option<Value>,
     step_id: i64,
@@ -1382,27 +1385,16 @@ fn continued_claim(
     {
         outputs.insert(claimed.step_name.clone(), output);
     }
-    let (step_name, attempt, reattempts, timeout_ms) = plan.next.as_ref().map_or_else(
-        || {
-            (
-                claimed.step_name.clone(),
-                claimed.attempt,
-                claimed.reattempts,
-                None,
-            )
-        },
-        |n| (n.step_name.clone(), n.attempt, n.reattempts, n.timeout_ms),
-    );
     Claimed {
         step_id,
         run_id: claimed.run_id,
         workflow: claimed.workflow.clone(),
-        step_name,
-        attempt,
-        reattempts,
+        step_name: next.step_name.clone(),
+        attempt: next.attempt,
+        reattempts: next.reattempts,
         scheduled_at: now,
         started_at: now,
-        timeout_ms,
+        timeout_ms: next.timeout_ms,
         input: claimed.input.clone(),
         unreadable: None,
         outputs,
