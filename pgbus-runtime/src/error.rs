@@ -272,15 +272,25 @@ pub struct StepNotDefined {
 }
 
 /// The error of a client, worker or migration call.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Display` is one line that says what happened, with the server's own words
+/// where the server spoke: `database error: ERROR: canceling statement due to
+/// statement timeout (SQLSTATE 57014)`. `Debug` (what `main` prints for an
+/// `Err` it returns, and `{:?}`) is that line followed by the error's causes,
+/// one per line, as `anyhow` prints a chain. The two driver variants carry the
+/// driver's error for code that wants to inspect it ([`tokio_postgres::Error::code`],
+/// [`tokio_postgres::Error::as_db_error`]) but report no `source()`: their
+/// `Display` already says everything the driver knows, so a chain printer
+/// would only say it twice.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Postgres refused or failed a statement.
-    #[error("database error")]
-    Database(#[from] tokio_postgres::Error),
+    /// Postgres refused or failed a statement, or the connection failed.
+    #[error("database error: {}", describe_driver_error(.0))]
+    Database(tokio_postgres::Error),
     /// No connection could be had from the pool.
-    #[error("could not get a database connection")]
-    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("{}", describe_pool_error(.0))]
+    Pool(deadpool_postgres::PoolError),
     /// The pool could not be built.
     #[error("could not build the connection pool")]
     BuildPool(#[from] deadpool_postgres::BuildError),
@@ -388,6 +398,94 @@ pub enum Error {
         /// Rows changed.
         found: u64,
     },
+}
+
+impl From<tokio_postgres::Error> for Error {
+    fn from(error: tokio_postgres::Error) -> Self {
+        Self::Database(error)
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for Error {
+    fn from(error: deadpool_postgres::PoolError) -> Self {
+        Self::Pool(error)
+    }
+}
+
+impl fmt::Debug for Error {
+    /// The `Display` line, then each cause on a line of its own.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&safe_display(self))?;
+        let mut source = std::error::Error::source(self);
+        if source.is_some() {
+            f.write_str("\n\nCaused by:")?;
+        }
+        while let Some(cause) = source {
+            write!(f, "\n    {}", safe_display(cause))?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
+/// A driver error in full, without a prefix: what failed, and the server's severity, message,
+/// SQLSTATE, detail and hint, or the cause below it (the socket's error, what
+/// did not convert).
+fn describe_driver_error(error: &tokio_postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        let mut text = format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        );
+        if let Some(detail) = db.detail() {
+            text.push_str("; detail: ");
+            text.push_str(detail);
+        }
+        if let Some(hint) = db.hint() {
+            text.push_str("; hint: ");
+            text.push_str(hint);
+        }
+        return text;
+    }
+    let mut text = safe_display(error);
+    if let Some(cause) = std::error::Error::source(error) {
+        text.push_str(": ");
+        text.push_str(&display_chain(cause));
+    }
+    text
+}
+
+/// A pool error in full: which wait ran out, or why a new connection failed.
+fn describe_pool_error(error: &deadpool_postgres::PoolError) -> String {
+    use deadpool_postgres::{PoolError, TimeoutType};
+    match error {
+        PoolError::Backend(error) => format!(
+            "could not get a database connection: {}",
+            describe_driver_error(error)
+        ),
+        PoolError::Timeout(TimeoutType::Wait) => {
+            "could not get a database connection: every pooled connection stayed in use \
+             past the pool's wait timeout (a larger pool, or fewer concurrent callers)"
+                .to_owned()
+        }
+        PoolError::Timeout(TimeoutType::Create) => {
+            "could not get a database connection: connecting took longer than the pool's \
+             create timeout"
+                .to_owned()
+        }
+        PoolError::Timeout(TimeoutType::Recycle) => {
+            "could not get a database connection: checking a pooled connection took \
+             longer than the pool's recycle timeout"
+                .to_owned()
+        }
+        PoolError::Closed => "could not get a database connection: the pool is closed".to_owned(),
+        other => format!(
+            "could not get a database connection: {}",
+            display_chain(other)
+        ),
+    }
 }
 
 impl Error {

@@ -8,6 +8,7 @@ mod connection_pg;
 mod definition;
 mod dispatch;
 mod engine_pg;
+mod errors_pg;
 mod fan_out_pg;
 mod gate_pg;
 mod metrics_pg;
