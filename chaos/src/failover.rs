@@ -87,7 +87,7 @@ async fn run(
     );
     println!("workers and client on {url}");
     let checker = outage::connect(&url, Duration::from_secs(10)).await?;
-    let load = Load::start(&url, options).await?;
+    let load = Load::start(&url, &url, options).await?;
     let half = usize::try_from(options.runs / 2).unwrap_or(1);
     load.wait_started(half, deadline).await?;
     let steps_before = captured.completed_steps();

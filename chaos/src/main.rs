@@ -12,16 +12,19 @@
 //!
 //! One executable, several modes: the supervisor (the default) starts copies of
 //! itself in `worker` mode; `failover` stops a primary and promotes its
-//! standby under load. See `RELIABILITY.md` at the repository root.
+//! standby under load; `half-open` drops the packets of a worker's
+//! connections under load. See `RELIABILITY.md` at the repository root.
 //!
 //! ```sh
 //! cargo run -p pgbus-chaos -- failover                  # 100 runs, synchronous standby
+//! cargo run -p pgbus-chaos -- half-open                 # as root: connections dropped mid-run
 //! ```
 
 mod capture;
 mod check;
 mod cluster;
 mod failover;
+mod half_open;
 mod options;
 mod outage;
 mod supervisor;
@@ -40,6 +43,14 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             Ok(Some(options)) => failover::main(&options),
+            Err(error) => Err(error),
+        },
+        Some("half-open") => match options::OutageOptions::parse(&args[1..]) {
+            Ok(None) => {
+                println!("{}", options::OUTAGE_USAGE);
+                return ExitCode::SUCCESS;
+            }
+            Ok(Some(options)) => half_open::main(&options, &args[1..]),
             Err(error) => Err(error),
         },
         _ => match options::Options::parse(&args) {

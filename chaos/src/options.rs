@@ -110,6 +110,9 @@ usage: pgbus-chaos failover|half-open [options]
   --deadline SECS   give up, and fail, after this long        (default 60)
   --async           failover only: asynchronous replication, to see what
                     it loses (the checks may fail)
+  --client-side-only  half-open only: no server-side keepalives or
+                    idle_in_transaction_session_timeout on the workers'
+                    sessions (shows what the server's defaults leave behind)
   --pg-bin DIR      PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup)
   --keep            keep the clusters' directories and logs afterwards
 
@@ -119,6 +122,7 @@ for the chaos run.";
 
 /// The options of the failover and half-open modes.
 #[derive(Debug, Clone)]
+#[allow(clippy::struct_excessive_bools, reason = "command-line flags")]
 pub(crate) struct OutageOptions {
     pub(crate) runs: u32,
     pub(crate) workers: u32,
@@ -127,6 +131,10 @@ pub(crate) struct OutageOptions {
     pub(crate) asynchronous: bool,
     pub(crate) pg_bin: Option<PathBuf>,
     pub(crate) keep: bool,
+    /// Set by `half-open` on the copy of itself it runs inside the network
+    /// namespace.
+    pub(crate) inside: bool,
+    pub(crate) client_side_only: bool,
 }
 
 impl OutageOptions {
@@ -140,6 +148,8 @@ impl OutageOptions {
             asynchronous: false,
             pg_bin: None,
             keep: false,
+            inside: false,
+            client_side_only: false,
         };
         let mut args = args.iter();
         while let Some(flag) = args.next() {
@@ -164,6 +174,8 @@ impl OutageOptions {
                 "--async" => options.asynchronous = true,
                 "--pg-bin" => options.pg_bin = Some(PathBuf::from(value()?)),
                 "--keep" => options.keep = true,
+                "--inside" => options.inside = true,
+                "--client-side-only" => options.client_side_only = true,
                 other => return Err(format!("unknown option `{other}`; see --help")),
             }
         }

@@ -89,9 +89,13 @@ pub(crate) struct Load {
 }
 
 impl Load {
-    /// Starts `options.workers` workers (each on a `Database` of its own, as
-    /// separate processes would be) and the client, all on `url`.
-    pub(crate) async fn start(url: &str, options: &OutageOptions) -> Result<Self, String> {
+    /// Starts `options.workers` workers on `url` (each on a `Database` of its
+    /// own, as separate processes would be) and the client on `client_url`.
+    pub(crate) async fn start(
+        url: &str,
+        client_url: &str,
+        options: &OutageOptions,
+    ) -> Result<Self, String> {
         let (stop, stopped) = watch::channel(false);
         let mut workers = Vec::new();
         for i in 0..options.workers {
@@ -107,7 +111,7 @@ impl Load {
                     .map_err(|e| e.to_string())
             }));
         }
-        let db = connect(url, Duration::from_secs(10)).await?;
+        let db = connect(client_url, Duration::from_secs(10)).await?;
         let started = Arc::new(AtomicUsize::new(0));
         let starts = Arc::new(Mutex::new(Starts::default()));
         let client = tokio::spawn(start_runs(
