@@ -2,22 +2,23 @@
 //! session, its heartbeat and sweep pool) stops carrying packets mid-run, as
 //! when a proxy, a NAT or a load balancer in between forgets them, and the
 //! worker must notice within its TCP keepalive / `tcp_user_timeout` bound,
-//! reconnect and finish every run.
+//! reconnect through another path and finish every run.
 //!
 //! A userspace proxy on loopback cannot do this: its own socket keeps
-//! acknowledging, so the kernel's keepalive never fails. Instead the packets are dropped by
-//! an `nft` rule matching the worker's client ports (read from
-//! `pg_stat_activity`), inside a network namespace made for the run, so the
-//! rule cannot touch any other traffic of the machine and goes away with the
-//! namespace. New connections get new ports and flow: the worker reconnects
-//! "through another path". The client that starts runs has connections of its
-//! own that are left alone.
+//! acknowledging, so the kernel's keepalive never fails. Instead the server
+//! listens on two loopback addresses; the workers' URL names 127.0.0.2 first
+//! and 127.0.0.1 second, the client's only 127.0.0.1. Mid-run an `nft` rule
+//! drops every packet to and from 127.0.0.2 on the server's port: the
+//! workers' connections go half-open, and a new connection to 127.0.0.2 times
+//! out (`connect_timeout`) after which tokio-postgres tries the second host,
+//! as libpq does. The rule lives in a network namespace made for the run, so
+//! it cannot touch any other traffic of the machine, and goes away with the
+//! namespace.
 //!
 //! The outer process (root) makes the namespace (`ip netns add`), runs a copy of
 //! itself inside it (`ip netns exec ... half-open --inside`) and deletes the
 //! namespace when that ends, even on a panic.
 
-use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -143,26 +144,24 @@ impl Drop for Reaped {
     }
 }
 
-/// An `nft` table that drops every packet to or from some local ports (both
-/// directions of a loopback connection pass the input hook); deleted when
+/// An `nft` table that drops every packet to or from [`DARK`] on one port
+/// (both directions of a loopback connection pass the input hook); deleted when
 /// dropped. Only ever made inside the namespace.
 struct Blackhole;
 
 /// The table's name.
 const TABLE: &str = "pgbus_half_open";
 
+/// The address whose traffic goes dark.
+const DARK: &str = "127.0.0.2";
+
 impl Blackhole {
-    fn ports(ports: &BTreeSet<u16>) -> Result<Self, String> {
-        let set = ports
-            .iter()
-            .map(u16::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+    fn port(port: u16) -> Result<Self, String> {
         let script = format!(
             "add table inet {TABLE}\n\
              add chain inet {TABLE} input {{ type filter hook input priority 0; policy accept; }}\n\
-             add rule inet {TABLE} input tcp sport {{ {set} }} drop\n\
-             add rule inet {TABLE} input tcp dport {{ {set} }} drop\n"
+             add rule inet {TABLE} input ip daddr {DARK} tcp dport {port} drop\n\
+             add rule inet {TABLE} input ip saddr {DARK} tcp sport {port} drop\n"
         );
         let path = std::env::temp_dir().join(format!("pgbus-half-open-{}.nft", std::process::id()));
         std::fs::write(&path, script)
@@ -210,6 +209,7 @@ fn inside(options: &OutageOptions) -> Result<bool, String> {
         options.deadline.as_secs()
     );
     let mut cluster = Cluster::create(options.pg_bin.as_deref(), options.keep)?;
+    cluster.set("listen_addresses", &format!("127.0.0.1,{DARK}"));
     cluster.start()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -232,11 +232,14 @@ async fn run_inside(
     let deadline = began + options.deadline;
     crate::supervisor::prepare(cluster).await?;
     let base = cluster.url();
+    let port = cluster.port();
+    // The workers try 127.0.0.2 first, then 127.0.0.1.
+    let two_paths = format!("postgres://postgres@{DARK}:{port},127.0.0.1:{port}/postgres");
     let server_side: String = SERVER_SIDE.replace(' ', "%20").replace('=', "%3D");
     let worker_url = if options.client_side_only {
-        format!("{base}?application_name={WORKER_APP}&{TCP_SETTINGS}")
+        format!("{two_paths}?application_name={WORKER_APP}&{TCP_SETTINGS}")
     } else {
-        format!("{base}?application_name={WORKER_APP}&{TCP_SETTINGS}&options={server_side}")
+        format!("{two_paths}?application_name={WORKER_APP}&{TCP_SETTINGS}&options={server_side}")
     };
     let client_url = format!("{base}?application_name=pgbus-half-open-client&{TCP_SETTINGS}");
     println!("workers on {worker_url}");
@@ -246,16 +249,18 @@ async fn run_inside(
     load.wait_started(half, deadline).await?;
     let steps_before = captured.completed_steps();
 
-    let ports = worker_ports(&observer).await?;
-    let blackhole = Blackhole::ports(&ports)?;
+    let connections = established(port)?;
+    if connections == 0 {
+        return Err(format!("the workers hold no connections to {DARK}"));
+    }
+    let blackhole = Blackhole::port(port)?;
     let drop_at = Instant::now();
     println!(
-        "{:>6.2} s dropping the packets of the workers' {} connections after {steps_before} steps",
+        "{:>6.2} s dropping every packet to and from {DARK}:{port}: the workers' {connections} connections, after {steps_before} steps",
         drop_at.duration_since(began).as_secs_f64(),
-        ports.len()
     );
     // The client side of each connection must give up within the bound.
-    let closed = wait_closed(&ports, drop_at + BOUND + MARGIN + Duration::from_secs(10)).await;
+    let closed = wait_closed(port, drop_at + BOUND + MARGIN + Duration::from_secs(10)).await;
     let closed_after = closed.map(|at| at - drop_at);
     let ended = load.wait_ended(&observer, options.runs, deadline).await;
     let finished = Instant::now();
@@ -276,7 +281,7 @@ async fn run_inside(
             began,
             drop_at,
             finished,
-            connections: ports.len(),
+            connections,
             closed_after,
             steps_before,
             retries: starts.retries,
@@ -413,36 +418,12 @@ async fn print_sessions(observer: &pgbus_runtime::Database) {
     }
 }
 
-/// The client ports of the workers' connections, as the server sees them.
-async fn worker_ports(observer: &pgbus_runtime::Database) -> Result<BTreeSet<u16>, String> {
-    let rows = observer
-        .pool()
-        .get()
-        .await
-        .map_err(|e| e.to_string())?
-        .query(
-            "SELECT client_port FROM pg_stat_activity
-             WHERE application_name = $1 AND client_port IS NOT NULL",
-            &[&WORKER_APP],
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let ports: BTreeSet<u16> = rows
-        .iter()
-        .filter_map(|row| u16::try_from(row.get::<_, i32>(0)).ok())
-        .collect();
-    if ports.is_empty() {
-        return Err("the workers hold no connections to drop".to_owned());
-    }
-    Ok(ports)
-}
-
-/// Waits until no socket of this namespace with a local port in `ports` is
-/// established any more (the kernel gave up on it), polling
-/// `/proc/self/net/tcp`; when, or `None` by `deadline`.
-async fn wait_closed(ports: &BTreeSet<u16>, deadline: Instant) -> Option<Instant> {
+/// Waits until no socket of this namespace is connected to [`DARK`] on `port`
+/// any more (the kernel gave up on them), polling `/proc/self/net/tcp`; when,
+/// or `None` by `deadline`.
+async fn wait_closed(port: u16, deadline: Instant) -> Option<Instant> {
     loop {
-        if established(ports).is_ok_and(|n| n == 0) {
+        if established(port).is_ok_and(|n| n == 0) {
             return Some(Instant::now());
         }
         if Instant::now() >= deadline {
@@ -452,22 +433,22 @@ async fn wait_closed(ports: &BTreeSet<u16>, deadline: Instant) -> Option<Instant
     }
 }
 
-/// How many sockets with a local port in `ports` are in state ESTABLISHED.
-fn established(ports: &BTreeSet<u16>) -> Result<usize, String> {
+/// How many sockets are ESTABLISHED to [`DARK`] on `port` (the client sides).
+fn established(port: u16) -> Result<usize, String> {
     let table = std::fs::read_to_string("/proc/self/net/tcp")
         .map_err(|e| format!("cannot read /proc/self/net/tcp: {e}"))?;
+    // /proc/net/tcp writes an IPv4 address as the hex of its bytes read as a
+    // native-endian u32 (0200007F for 127.0.0.2 on x86), `:`, the port in hex.
+    let dark: std::net::Ipv4Addr = DARK.parse().map_err(|_| "bad DARK".to_owned())?;
+    let remote = format!("{:08X}:{port:04X}", u32::from_ne_bytes(dark.octets()));
     Ok(table
         .lines()
         .skip(1)
         .filter(|line| {
             let mut fields = line.split_whitespace();
-            let local = fields.nth(1).unwrap_or("");
-            let state = fields.nth(1).unwrap_or("");
-            let port = local
-                .rsplit(':')
-                .next()
-                .and_then(|p| u16::from_str_radix(p, 16).ok());
-            state == "01" && port.is_some_and(|p| ports.contains(&p))
+            let far = fields.nth(2).unwrap_or("");
+            let state = fields.next().unwrap_or("");
+            state == "01" && far == remote
         })
         .count())
 }

@@ -2,9 +2,9 @@
 //! `LISTEN`, heartbeat and sweep) stops carrying packets, dropped by an `nft`
 //! rule inside a network namespace of the binary's own. With keepalives of 1 s
 //! and `tcp_user_timeout` of 2 s on the URL, the client side of each must be
-//! gone within the 3 s bound plus a 2 s margin, the workers reconnect, and
-//! every run finishes with no attempt's outcome recorded twice (see
-//! RELIABILITY.md).
+//! gone within the 3 s bound plus a 2 s margin, the workers reconnect through
+//! the URL's second host, and every run finishes with no attempt's outcome
+//! recorded twice (see RELIABILITY.md).
 //!
 //! Needs root and `ip` and `nft` (Debian's `iproute2` and `nftables`, which
 //! `.ci/deps` installs); as another user it says so and does nothing.
@@ -53,6 +53,9 @@ fn a_worker_whose_connections_go_half_open_notices_within_the_keepalive_bound() 
     );
     assert!(stdout.contains("result: all checks passed"), "{stdout}");
     assert!(!stdout.contains("outlived the keepalive bound"), "{stdout}");
+    for missing in ["LISTEN back          -", "time to resume       -"] {
+        assert!(!stdout.contains(missing), "`{missing}` in:\n{stdout}");
+    }
     for figure in [
         "no step attempt completed twice: 0 attempts",
         "each step of each run completed exactly once: 0 (run, step) pairs",
