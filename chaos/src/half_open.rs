@@ -36,7 +36,9 @@ use crate::workflow::STEPS;
 const TCP_SETTINGS: &str = "keepalives_idle=1&keepalives_interval=1&keepalives_retries=2&tcp_user_timeout=2&connect_timeout=2";
 
 /// The longest a half-open connection may live by those settings: 1 s idle
-/// plus 2 probes 1 s apart (`tcp_user_timeout`, 2 s, is shorter).
+/// plus 2 probes 1 s apart; `tcp_user_timeout` ends a connection with
+/// unacknowledged data at the first retransmission after 2 s, which on
+/// loopback (200 ms doubling) is at 3.0 s.
 const BOUND: Duration = Duration::from_secs(3);
 
 /// What the check allows on top of [`BOUND`]: timer granularity, and a probe
