@@ -139,15 +139,20 @@ pub(crate) async fn run(
 /// recorded twice, no attempt's body run twice), with `figures` of their own
 /// after the counts. Steps whose body ran in more than one attempt (a body
 /// re-run after its attempt failed or was taken for stalled: at-least-once, not
-/// a bug) are a figure, not a check.
+/// a bug) are a figure, not a check. One check more: the completions the
+/// workers were told had committed (`acknowledged`, counted from their log)
+/// are all in the database; one lost in a failover would have run again, and
+/// this is how asynchronous replication shows.
 pub(crate) async fn outage(
     db: &Database,
     runs: u32,
     started: &BTreeSet<i64>,
+    acknowledged: usize,
     figures: Vec<(&'static str, String)>,
 ) -> Result<Report, String> {
     let rows = Rows::read(db).await?;
     let runs = i64::from(runs);
+    let acknowledged = i64::try_from(acknowledged).unwrap_or(i64::MAX);
     let mut all = counts(&rows, runs);
     all.push((
         "steps re-run",
@@ -164,8 +169,17 @@ pub(crate) async fn outage(
         ),
     ));
     all.extend(figures);
+    let mut checks = checks(&rows, runs, started);
+    checks.push(Check {
+        name: "every acknowledged completion is in the database",
+        passed: acknowledged == rows.completed,
+        detail: format!(
+            "{acknowledged} completions acknowledged to the workers, {} completed attempts stored",
+            rows.completed
+        ),
+    });
     Ok(Report {
-        checks: checks(&rows, runs, started),
+        checks,
         figures: all,
     })
 }

@@ -135,7 +135,14 @@ async fn run(
         steps_before,
     };
     let figures = figures(options, standby.port(), serving, captured, &starts, &times);
-    let report = check::outage(&checker, options.runs, &starts.ids, figures).await?;
+    let report = check::outage(
+        &checker,
+        options.runs,
+        &starts.ids,
+        captured.completed_steps(),
+        figures,
+    )
+    .await?;
     report.print();
     Ok(ended && report.passed())
 }

@@ -290,7 +290,14 @@ async fn run_inside(
         },
         captured,
     );
-    let report = check::outage(&observer, options.runs, &starts.ids, figures).await?;
+    let report = check::outage(
+        &observer,
+        options.runs,
+        &starts.ids,
+        captured.completed_steps(),
+        figures,
+    )
+    .await?;
     report.print();
     if !within {
         println!("result: a half-open connection outlived the keepalive bound");
