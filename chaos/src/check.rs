@@ -134,6 +134,56 @@ pub(crate) async fn run(
     Ok(Report { checks, figures })
 }
 
+/// The failover and half-open modes' checks: the same as the chaos run's (every
+/// run finished, none lost, each step completed once, no attempt's outcome
+/// recorded twice, no attempt's body run twice), with `figures` of their own
+/// after the counts. Steps whose body ran in more than one attempt (a body
+/// re-run after its attempt failed or was taken for stalled: at-least-once, not
+/// a bug) are a figure, not a check. One check more: the completions the
+/// workers were told had committed (`acknowledged`, counted from their log)
+/// are all in the database; one lost in a failover would have run again, and
+/// this is how asynchronous replication shows.
+pub(crate) async fn outage(
+    db: &Database,
+    runs: u32,
+    started: &BTreeSet<i64>,
+    acknowledged: usize,
+    figures: Vec<(&'static str, String)>,
+) -> Result<Report, String> {
+    let rows = Rows::read(db).await?;
+    let runs = i64::from(runs);
+    let acknowledged = i64::try_from(acknowledged).unwrap_or(i64::MAX);
+    let mut all = counts(&rows, runs);
+    all.push((
+        "steps re-run",
+        format!(
+            "{} (run, step) pairs whose body ran in more than one attempt (at-least-once)",
+            rows.steps_rerun
+        ),
+    ));
+    all.push((
+        "late completions",
+        format!(
+            "{} (`late_completion_ignored`: outcomes the fence refused)",
+            rows.late
+        ),
+    ));
+    all.extend(figures);
+    let mut checks = checks(&rows, runs, started);
+    checks.push(Check {
+        name: "every acknowledged completion is in the database",
+        passed: acknowledged == rows.completed,
+        detail: format!(
+            "{acknowledged} completions acknowledged to the workers, {} completed attempts stored",
+            rows.completed
+        ),
+    });
+    Ok(Report {
+        checks,
+        figures: all,
+    })
+}
+
 /// What must hold.
 fn checks(rows: &Rows, runs: i64, started: &BTreeSet<i64>) -> Vec<Check> {
     let mut checks = Vec::new();
@@ -404,6 +454,8 @@ struct Rows {
     reattempted_stalled: i64,
     effects: i64,
     executions: i64,
+    /// (run, step) pairs with a side effect from more than one attempt.
+    steps_rerun: i64,
     late: i64,
     /// Per `stall_detected` event: its time (seconds since the epoch), the
     /// worker that held the attempt, the detection.
@@ -500,6 +552,11 @@ impl Rows {
         .await?;
         let late = one("SELECT count(*) FROM chaos.events WHERE event = 'late_completion_ignored'")
             .await?;
+        let steps_rerun = one("SELECT count(*) FROM (
+                 SELECT 1 FROM chaos.chaos_effects
+                 GROUP BY run_id, step_name HAVING count(*) > 1
+             ) r")
+        .await?;
         let stalls = client
             .query(
                 "SELECT extract(epoch FROM e.created_at)::float8, coalesce(s.worker_id, ''),
@@ -531,6 +588,7 @@ impl Rows {
             attempts: attempts.get(2),
             reattempted: attempts.get(3),
             reattempted_stalled: attempts.get(4),
+            steps_rerun: steps_rerun.get(0),
             late: late.get(0),
             stalls,
         })

@@ -3,6 +3,10 @@
 //! the server process, never the machine, so the page cache keeps every write).
 //! Run as the `postgres` user when this process is root, since the server
 //! refuses to run as root. Stopped and removed when dropped.
+//!
+//! The failover test adds a streaming standby of such a cluster
+//! ([`Cluster::create_standby`], a `pg_basebackup -R` copy on a port of its own)
+//! and promotes it ([`Cluster::promote`]).
 
 use std::fmt::Write as _;
 use std::os::unix::fs::MetadataExt as _;
@@ -19,6 +23,8 @@ pub(crate) struct Cluster {
     port: u16,
     as_postgres: bool,
     keep: bool,
+    /// Extra `-c name=value` server settings, on every start.
+    settings: Vec<String>,
 }
 
 impl Cluster {
@@ -36,18 +42,7 @@ impl Cluster {
                 ));
             }
         }
-        let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
-        let mut cluster = Self {
-            bin,
-            dir: PathBuf::new(),
-            port: free_port()?,
-            as_postgres: root,
-            keep,
-        };
-        // The directory belongs to whoever runs the server.
-        let made =
-            cluster.output(Command::new("mktemp").args(["-d", "-t", "pgbus-chaos-XXXXXX"]))?;
-        cluster.dir = PathBuf::from(made.trim());
+        let cluster = Self::empty(bin, keep)?;
         let data = cluster.data();
         cluster.output(
             Command::new(cluster.bin.join("initdb"))
@@ -56,6 +51,74 @@ impl Cluster {
                 .args(["-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--no-sync"]),
         )?;
         Ok(cluster)
+    }
+
+    /// A cluster with its directory made and nothing in it yet.
+    fn empty(bin: PathBuf, keep: bool) -> Result<Self, String> {
+        let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+        let mut cluster = Self {
+            bin,
+            dir: PathBuf::new(),
+            port: free_port()?,
+            as_postgres: root,
+            keep,
+            settings: Vec::new(),
+        };
+        // The directory belongs to whoever runs the server.
+        let made =
+            cluster.output(Command::new("mktemp").args(["-d", "-t", "pgbus-chaos-XXXXXX"]))?;
+        cluster.dir = PathBuf::from(made.trim());
+        Ok(cluster)
+    }
+
+    /// A streaming standby of `primary` (which must be running): a base backup
+    /// taken with `pg_basebackup -R`, so it starts in standby mode and follows
+    /// the primary over a replication connection named `application_name`
+    /// (what the primary's `synchronous_standby_names` refers to). Not started
+    /// yet.
+    pub(crate) fn create_standby(primary: &Self, application_name: &str) -> Result<Self, String> {
+        if !primary.bin.join("pg_basebackup").is_file() {
+            return Err(format!(
+                "no `pg_basebackup` in {}; pass the PostgreSQL binaries with --pg-bin DIR",
+                primary.bin.display()
+            ));
+        }
+        let standby = Self::empty(primary.bin.clone(), primary.keep)?;
+        let source = format!(
+            "host=127.0.0.1 port={} user={SUPERUSER} application_name={application_name}",
+            primary.port
+        );
+        standby.output(
+            Command::new(standby.bin.join("pg_basebackup"))
+                .arg("-D")
+                .arg(standby.data())
+                .args([
+                    "-d",
+                    &source,
+                    "-R",
+                    "-X",
+                    "stream",
+                    "-c",
+                    "fast",
+                    "--no-sync",
+                ]),
+        )?;
+        // The primary's settings are not copied: `synchronous_standby_names`,
+        // say, would make the promoted standby wait for a standby it lacks.
+        Ok(standby)
+    }
+
+    /// Adds a server setting (`-c name=value` on every start). Values must not
+    /// need quoting.
+    pub(crate) fn set(&mut self, name: &str, value: &str) {
+        self.settings
+            .retain(|s| !s.starts_with(&format!("{name}=")));
+        self.settings.push(format!("{name}={value}"));
+    }
+
+    /// The port it listens on, on 127.0.0.1.
+    pub(crate) const fn port(&self) -> u16 {
+        self.port
     }
 
     /// A URL for the cluster's `postgres` database.
@@ -84,6 +147,9 @@ impl Cluster {
             self.port,
             self.dir.display()
         );
+        for setting in &self.settings {
+            let _ = write!(options, " -c {setting}");
+        }
         self.output(
             Command::new(self.bin.join("pg_ctl"))
                 .arg("-D")
@@ -103,6 +169,18 @@ impl Cluster {
                 .arg("-D")
                 .arg(self.data())
                 .args(["-m", "immediate", "-w", "-t", "60", "stop"]),
+        )
+        .map(drop)
+    }
+
+    /// Ends recovery on a standby: it becomes a primary that accepts writes.
+    /// Returns once promotion has completed (`pg_ctl promote -w`).
+    pub(crate) fn promote(&self) -> Result<(), String> {
+        self.output(
+            Command::new(self.bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(self.data())
+                .args(["-w", "-t", "60", "promote"]),
         )
         .map(drop)
     }

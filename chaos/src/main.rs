@@ -10,12 +10,23 @@
 //! cargo run --release -p pgbus-chaos -- --runs 200 --workers 3 --kills 3 --restarts 1
 //! ```
 //!
-//! One executable, two modes: the supervisor (the default) starts copies of
-//! itself in `worker` mode. See `RELIABILITY.md` at the repository root.
+//! One executable, several modes: the supervisor (the default) starts copies of
+//! itself in `worker` mode; `failover` stops a primary and promotes its
+//! standby under load; `half-open` drops the packets of a worker's
+//! connections under load. See `RELIABILITY.md` at the repository root.
+//!
+//! ```sh
+//! cargo run -p pgbus-chaos -- failover                  # 100 runs, synchronous standby
+//! cargo run -p pgbus-chaos -- half-open                 # as root: connections dropped mid-run
+//! ```
 
+mod capture;
 mod check;
 mod cluster;
+mod failover;
+mod half_open;
 mod options;
+mod outage;
 mod supervisor;
 mod worker;
 mod workflow;
@@ -26,6 +37,22 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("worker") => options::WorkerOptions::parse(&args[1..]).and_then(worker::main),
+        Some("failover") => match options::OutageOptions::parse(&args[1..]) {
+            Ok(None) => {
+                println!("{}", options::OUTAGE_USAGE);
+                return ExitCode::SUCCESS;
+            }
+            Ok(Some(options)) => failover::main(&options),
+            Err(error) => Err(error),
+        },
+        Some("half-open") => match options::OutageOptions::parse(&args[1..]) {
+            Ok(None) => {
+                println!("{}", options::OUTAGE_USAGE);
+                return ExitCode::SUCCESS;
+            }
+            Ok(Some(options)) => half_open::main(&options, &args[1..]),
+            Err(error) => Err(error),
+        },
         _ => match options::Options::parse(&args) {
             Ok(None) => {
                 println!("{}", options::USAGE);

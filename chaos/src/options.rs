@@ -94,6 +94,100 @@ impl Options {
     }
 }
 
+/// What `failover --help` and `half-open --help` print.
+pub(crate) const OUTAGE_USAGE: &str = "\
+pgbus-chaos failover: stop the primary mid-run, promote its synchronous standby,
+                      and check that workers and a client go on against it
+pgbus-chaos half-open: make every connection of a worker half-open mid-run
+                      (its packets dropped) and check that it notices within
+                      the keepalive bound, reconnects, and finishes every run
+
+usage: pgbus-chaos failover|half-open [options]
+
+  --runs N          runs to start, each of 5 steps            (default 100)
+  --workers N       workers (in this process)                 (default 2)
+  --concurrency N   step bodies each worker runs at once      (default 8)
+  --deadline SECS   give up, and fail, after this long        (default 60)
+  --async           failover only: asynchronous replication, to see what
+                    it loses (the checks may fail)
+  --client-side-only  half-open only: no server-side keepalives or
+                    idle_in_transaction_session_timeout on the workers'
+                    sessions (shows what the server's defaults leave behind)
+  --pg-bin DIR      PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup)
+  --keep            keep the clusters' directories and logs afterwards
+
+Both run private PostgreSQL clusters on free ports of 127.0.0.1; half-open runs
+in a network namespace of its own (root, `ip` and `nft` needed). Exit codes as
+for the chaos run.";
+
+/// The options of the failover and half-open modes.
+#[derive(Debug, Clone)]
+#[allow(clippy::struct_excessive_bools, reason = "command-line flags")]
+pub(crate) struct OutageOptions {
+    pub(crate) runs: u32,
+    pub(crate) workers: u32,
+    pub(crate) concurrency: u32,
+    pub(crate) deadline: Duration,
+    pub(crate) asynchronous: bool,
+    pub(crate) pg_bin: Option<PathBuf>,
+    pub(crate) keep: bool,
+    /// Set by `half-open` on the copy of itself it runs inside the network
+    /// namespace.
+    pub(crate) inside: bool,
+    pub(crate) client_side_only: bool,
+}
+
+impl OutageOptions {
+    /// The options, or `None` for `--help`.
+    pub(crate) fn parse(args: &[String]) -> Result<Option<Self>, String> {
+        let mut options = Self {
+            runs: 100,
+            workers: 2,
+            concurrency: 8,
+            deadline: Duration::from_mins(1),
+            asynchronous: false,
+            pg_bin: None,
+            keep: false,
+            inside: false,
+            client_side_only: false,
+        };
+        let mut args = args.iter();
+        while let Some(flag) = args.next() {
+            let mut value = || {
+                args.next()
+                    .ok_or_else(|| format!("`{flag}` needs a value; see --help"))
+            };
+            match flag.as_str() {
+                "--help" | "-h" => return Ok(None),
+                "--runs" => options.runs = number(flag, value()?)?,
+                "--workers" => options.workers = number(flag, value()?)?,
+                "--concurrency" => options.concurrency = number(flag, value()?)?,
+                "--deadline" => {
+                    let seconds: u64 = number(flag, value()?)?;
+                    if seconds > 24 * 3600 {
+                        return Err(format!(
+                            "`{flag}` is at most a day (86400 s), not {seconds} s"
+                        ));
+                    }
+                    options.deadline = Duration::from_secs(seconds);
+                }
+                "--async" => options.asynchronous = true,
+                "--pg-bin" => options.pg_bin = Some(PathBuf::from(value()?)),
+                "--keep" => options.keep = true,
+                "--inside" => options.inside = true,
+                "--client-side-only" => options.client_side_only = true,
+                other => return Err(format!("unknown option `{other}`; see --help")),
+            }
+        }
+        if options.runs < 2 || options.workers == 0 || options.concurrency == 0 {
+            return Err(
+                "`--runs` must be at least 2, `--workers` and `--concurrency` above 0".to_owned(),
+            );
+        }
+        Ok(Some(options))
+    }
+}
+
 /// The options of a worker process, which the supervisor passes.
 #[derive(Debug, Clone)]
 pub(crate) struct WorkerOptions {

@@ -163,7 +163,7 @@ async fn supervise(
 }
 
 /// Connects, and creates the pgbus schema and the side table afresh.
-async fn prepare(cluster: &Cluster) -> Result<Database, String> {
+pub(crate) async fn prepare(cluster: &Cluster) -> Result<Database, String> {
     let schema = Schema::new(SCHEMA).map_err(|e| e.to_string())?;
     let db = Database::connect_with(&cluster.url(), schema, Clock::Database)
         .await

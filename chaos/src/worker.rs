@@ -6,7 +6,7 @@
 use std::io::{Read as _, Write as _};
 use std::time::{Duration, Instant};
 
-use pgbus_runtime::{Clock, Database, Schema, StallAction};
+use pgbus_runtime::{Clock, Database, Schema, StallAction, Worker};
 
 use crate::options::WorkerOptions;
 use crate::workflow::Pipeline;
@@ -20,6 +20,28 @@ pub(crate) const SWEEP: Duration = Duration::from_secs(1);
 /// Bodies take milliseconds; an attempt in progress this long was orphaned
 /// under a live worker, and the `timeout` detection picks it up.
 pub(crate) const STALL_THRESHOLD: Duration = Duration::from_secs(30);
+
+/// A worker of the chaos workflow, tuned as above, its bodies recording their
+/// side effects under `label`.
+pub(crate) fn build(db: &Database, label: &str, concurrency: u32) -> Result<Worker, String> {
+    db.worker()
+        .register(Pipeline {
+            db: db.clone(),
+            label: label.to_owned(),
+        })
+        .concurrency(usize::try_from(concurrency).unwrap_or(8))
+        .poll_interval(Duration::from_millis(200))
+        .stall_action(StallAction::Reattempt {
+            wait: Duration::ZERO,
+        })
+        .heartbeat_interval(HEARTBEAT)
+        .lost_worker_threshold(LOST_WORKER)
+        .sweep_interval(SWEEP)
+        .stall_threshold(STALL_THRESHOLD)
+        .shutdown_grace(Duration::from_secs(5))
+        .build()
+        .map_err(|e| e.to_string())
+}
 
 pub(crate) fn main(options: WorkerOptions) -> Result<bool, String> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -51,24 +73,7 @@ async fn run(options: WorkerOptions) -> Result<(), String> {
             Err(error) => return Err(format!("worker {}: cannot connect: {error}", options.label)),
         }
     };
-    let worker = db
-        .worker()
-        .register(Pipeline {
-            db: db.clone(),
-            label: options.label.clone(),
-        })
-        .concurrency(usize::try_from(options.concurrency).unwrap_or(8))
-        .poll_interval(Duration::from_millis(200))
-        .stall_action(StallAction::Reattempt {
-            wait: Duration::ZERO,
-        })
-        .heartbeat_interval(HEARTBEAT)
-        .lost_worker_threshold(LOST_WORKER)
-        .sweep_interval(SWEEP)
-        .stall_threshold(STALL_THRESHOLD)
-        .shutdown_grace(Duration::from_secs(5))
-        .build()
-        .map_err(|e| e.to_string())?;
+    let worker = build(&db, &options.label, options.concurrency)?;
     {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "ready {}", worker.id()).map_err(|e| e.to_string())?;
