@@ -59,20 +59,32 @@ pub(crate) fn resolve(
     os_user: &dyn Fn() -> Option<String>,
 ) -> Result<Resolved, Error> {
     let split = super::params::split(text)?;
-    let mut config: tokio_postgres::Config =
-        split.rest.parse().map_err(|error| parse_error(&error))?;
+    let env_ports = match env("PGPORT") {
+        Some(ports) => ports
+            .split(',')
+            .map(|port| {
+                port.trim()
+                    .parse::<u16>()
+                    .map_err(|_| Error::InvalidSetting {
+                        setting: "PGPORT".to_owned(),
+                        problem: format!("`{port}` is not a port number (1 to 65535)"),
+                    })
+            })
+            .collect::<Result<Vec<u16>, Error>>()?,
+        None => Vec::new(),
+    };
+    let rest = if super::params::is_url(&split.rest) && !env_ports.is_empty() {
+        super::params::with_default_ports(&split.rest, &env_ports)
+    } else {
+        split.rest.clone()
+    };
+    let mut config: tokio_postgres::Config = rest.parse().map_err(|error| parse_error(&error))?;
     let tls = tls_settings(&split, env)?;
 
     fill_hosts(&mut config, env)?;
-    if config.get_ports().is_empty()
-        && let Some(ports) = env("PGPORT")
-    {
-        for port in ports.split(',') {
-            let port = port.trim().parse().map_err(|_| Error::InvalidSetting {
-                setting: "PGPORT".to_owned(),
-                problem: format!("`{port}` is not a port number (1 to 65535)"),
-            })?;
-            config.port(port);
+    if config.get_ports().is_empty() {
+        for port in &env_ports {
+            config.port(*port);
         }
     }
     if config.get_user().is_none() {

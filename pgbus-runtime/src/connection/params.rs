@@ -171,3 +171,41 @@ pub(crate) fn quote(value: &str) -> String {
     quoted.push('\'');
     quoted
 }
+
+/// `url` with a port given to each host that names none: libpq takes
+/// `PGPORT` for those, while tokio-postgres would fill in 5432 itself.
+/// `ports` are used by position, a single one for every host.
+pub(crate) fn with_default_ports(url: &str, ports: &[u16]) -> String {
+    let Some(start) = url.find("://").map(|at| at + 3) else {
+        return url.to_owned();
+    };
+    let end = url[start..]
+        .find(['/', '?'])
+        .map_or(url.len(), |at| start + at);
+    let authority = &url[start..end];
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => authority.split_at(at + 1),
+        None => ("", authority),
+    };
+    if hosts.is_empty() {
+        return url.to_owned();
+    }
+    let chunks: Vec<String> = hosts
+        .split(',')
+        .enumerate()
+        .map(|(index, chunk)| {
+            // `[::1]:5432` or `host:5432`: a colon after any IPv6 bracket.
+            let after_bracket = chunk.rfind(']').map_or(chunk, |at| &chunk[at..]);
+            match ports.get(index).or_else(|| ports.first()) {
+                Some(port) if !after_bracket.contains(':') => format!("{chunk}:{port}"),
+                _ => chunk.to_owned(),
+            }
+        })
+        .collect();
+    format!(
+        "{}{userinfo}{}{}",
+        &url[..start],
+        chunks.join(","),
+        &url[end..]
+    )
+}
