@@ -29,21 +29,12 @@ fn hint(error: BoxError, url: &str, schema: &str) -> BoxError {
     if text.contains("relation \"") && text.contains("does not exist") {
         format!("{text} (is schema {schema} migrated? run `pgbus migrate`)").into()
     } else if text.contains("could not get a database connection") {
-        let at = url
-            .parse::<tokio_postgres::Config>()
+        // Through pgbus's own parser, so URLs with libpq's TLS settings
+        // (which tokio-postgres alone refuses) still say where they point.
+        let at = pgbus_runtime::connection::servers(url)
             .ok()
-            .map(|c| {
-                let hosts: Vec<String> = c
-                    .get_hosts()
-                    .iter()
-                    .map(|h| match h {
-                        tokio_postgres::config::Host::Tcp(name) => name.clone(),
-                        tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
-                    })
-                    .collect();
-                let port = c.get_ports().first().copied().unwrap_or(5432);
-                format!(" (server {}:{port})", hosts.join(","))
-            })
+            .filter(|servers| !servers.is_empty())
+            .map(|servers| format!(" (server {})", servers.join(",")))
             .unwrap_or_default();
         format!("{text}{at}").into()
     } else {

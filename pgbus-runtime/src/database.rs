@@ -1,31 +1,40 @@
-//! A connection to one pgbus schema: the pool, the schema, the clock, and the
-//! configuration a worker uses for its `LISTEN` connection.
+//! A connection to one pgbus schema: the pool, the schema, the clock, and what
+//! a worker needs to open its `LISTEN` and upkeep connections like the pool's.
 
-use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
 
 use crate::client::Client;
 use crate::clock::Clock;
+use crate::connection::{self, Connector, Settings};
 use crate::error::Error;
 use crate::pg::store::PgStore;
 use crate::pg::{Schema, migrate_schema};
 use crate::worker::WorkerBuilder;
 
+pub use crate::connection::DEFAULT_APPLICATION_NAME;
+
 /// The database URL used when `DATABASE_URL` is not set: the local server, as the
 /// operating-system user (libpq's default).
 pub const DEFAULT_DATABASE_URL: &str = "postgres://127.0.0.1:5432/postgres";
 
-/// The `application_name` pgbus connections carry when the URL names none, so
-/// they can be told apart in `pg_stat_activity`.
-pub const DEFAULT_APPLICATION_NAME: &str = "pgbus";
-
-/// A pooled connection unused for longer than this is checked with an empty
-/// query before it is handed out again.
-const CHECK_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// How long that check may take; a connection that does not answer in time is
-/// dropped and replaced.
-const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How many connections the pool pgbus builds holds at most, unless
+/// [`DatabaseBuilder::pool_size`] says otherwise: 16.
+///
+/// A worker with [`WorkerBuilder::concurrency`] `N` holds at most `N + 1` of
+/// them at once: one per slot while it records an outcome (the next step it
+/// runs eagerly is handed over in that same transaction), and one for the
+/// claim loop. Its heartbeats and sweeps use a pool of their own
+/// ([`crate::worker::UPKEEP_CONNECTIONS`]), and its `LISTEN` one more
+/// connection, neither from this pool. So the default fits a worker of the
+/// default concurrency (8) with clients beside it; size the pool to at least
+/// the sum of `concurrency + 1` over the workers sharing one [`Database`], plus
+/// what your own code and clients use at once. A pool smaller than
+/// `concurrency + 1` works, slots waiting for connections, and
+/// [`WorkerBuilder::build`] warns about it.
+pub const DEFAULT_POOL_SIZE: usize = 16;
 
 /// A pgbus database: where clients and workers come from.
 ///
@@ -39,65 +48,100 @@ const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct Database {
     pub(crate) store: PgStore,
-    pub(crate) config: tokio_postgres::Config,
+    /// How the pool's connections were opened, for the worker's `LISTEN` and
+    /// upkeep connections; `None` for a pool handed in alone.
+    pub(crate) connector: Option<Arc<Connector>>,
+    /// Whether a transaction-mode pooler stands between pgbus and the server
+    /// ([`DatabaseBuilder::transaction_pooler`]).
+    pub(crate) pooler: bool,
 }
 
 impl Database {
     /// Connects to `url` (a libpq URL or key-value string), schema `pgbus`, on the
-    /// database clock. Checks the connection once so a wrong URL fails here.
+    /// database clock, with the default settings of [`Database::builder`].
+    /// Checks the connection once so a wrong URL fails here.
     ///
     /// Connections carry `application_name` [`DEFAULT_APPLICATION_NAME`] unless
-    /// the URL sets one (`?application_name=billing-worker`). A pooled connection
-    /// that sat unused for over a second answers an empty query before it is
-    /// handed out, so after a server restart or a terminated backend the pool
-    /// replaces dead connections instead of handing them out.
+    /// the URL or `PGAPPNAME` sets one (`?application_name=billing-worker`). A
+    /// pooled connection that sat unused for over a second answers an empty
+    /// query before it is handed out, so after a server restart or a terminated
+    /// backend the pool replaces dead connections instead of handing them out.
     ///
     /// # Errors
-    /// Database errors, including "connection refused" when no server answers.
+    /// As [`DatabaseBuilder::connect`].
     pub async fn connect(url: &str) -> Result<Self, Error> {
-        Self::connect_with(url, Schema::default(), Clock::Database).await
+        Self::builder(url).connect().await
     }
 
     /// Connects with a schema of your choice (tests use one each) and a clock.
     ///
     /// # Errors
-    /// As [`Database::connect`].
+    /// As [`DatabaseBuilder::connect`].
     pub async fn connect_with(url: &str, schema: Schema, clock: Clock) -> Result<Self, Error> {
-        let mut config: tokio_postgres::Config = url.parse()?;
-        if config.get_connect_timeout().is_none() {
-            // A server that accepts TCP but never answers must not hang a start.
-            config.connect_timeout(std::time::Duration::from_secs(10));
-        }
-        if config.get_user().is_none() {
-            // libpq connects as the operating-system user when none is given.
-            let user = std::env::var("PGUSER")
-                .or_else(|_| std::env::var("USER"))
-                .or_else(|_| std::env::var("LOGNAME"))
-                .unwrap_or_else(|_| "postgres".to_owned());
-            config.user(user);
-        }
-        if config.get_application_name().is_none() {
-            // So operators (and tests) can find these connections in
-            // `pg_stat_activity`; a URL's own `application_name` wins.
-            config.application_name(DEFAULT_APPLICATION_NAME);
-        }
-        let pool = build_pool(&config, 16)?;
-        // Fail here, with the server's own message, rather than on first use.
-        drop(pool.get().await?);
-        Ok(Self {
-            store: PgStore::new(pool, schema, clock),
-            config,
-        })
+        Self::builder(url)
+            .schema(schema)
+            .clock(clock)
+            .connect()
+            .await
+    }
+
+    /// A builder for a connection to `url`, a libpq URL
+    /// (`postgres://user:password@host:port/dbname?sslmode=verify-full`) or
+    /// key-value string (`host=db.internal sslmode=verify-full`). The string's
+    /// settings, libpq's environment variables and TLS are described in
+    /// [`crate::connection`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), pgbus_runtime::Error> {
+    /// use std::time::Duration;
+    /// let db = pgbus_runtime::Database::builder("postgres://db.internal/app?sslmode=verify-full")
+    ///     .pool_size(32)
+    ///     .statement_timeout(Duration::from_secs(30))
+    ///     .application_name("billing-worker")
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(url: &str) -> DatabaseBuilder {
+        DatabaseBuilder::new(Source::Url(url.to_owned()))
+    }
+
+    /// A builder on a pool your application already has: pgbus runs its
+    /// statements on it and opens no connection of its own.
+    ///
+    /// A worker on such a database has no connection settings for its `LISTEN`
+    /// connection, so it polls for work every
+    /// [`WorkerBuilder::poll_interval`] (it says so once in the log), and its
+    /// heartbeats and sweeps share the pool instead of a pool of their own; a
+    /// pool whose every connection is held by step bodies for longer than the
+    /// lost-worker threshold then makes the worker look lost. To keep both,
+    /// give the URL too: `Database::builder(url).pool(pool)`.
+    ///
+    /// The schema is not checked: on an unmigrated schema the first statement
+    /// fails as it does on a connected [`Database`] (the server's "relation
+    /// does not exist", SQLSTATE 42P01); run [`Database::migrate`] first.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: deadpool_postgres::Pool) -> Result<(), pgbus_runtime::Error> {
+    /// let db = pgbus_runtime::Database::from_pool(pool).connect().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_pool(pool: Pool) -> DatabaseBuilder {
+        DatabaseBuilder::new(Source::Pool(pool))
     }
 
     /// The same database on a pool of its own of `size` connections: what a
     /// worker's heartbeats and sweeps use, so bodies holding every connection of
-    /// the main pool cannot starve them into looking dead.
+    /// the main pool cannot starve them into looking dead. A database on a pool
+    /// handed in alone has no settings to open one with, and shares its pool.
     pub(crate) fn with_own_pool(&self, size: usize) -> Result<PgStore, Error> {
-        Ok(PgStore {
-            pool: build_pool(&self.config, size)?,
-            ..self.store.clone()
-        })
+        match &self.connector {
+            Some(connector) => Ok(PgStore {
+                pool: connector.pool(size)?,
+                ..self.store.clone()
+            }),
+            None => Ok(self.store.clone()),
+        }
     }
 
     /// Applies pending migrations to this database's schema.
@@ -139,53 +183,353 @@ impl Database {
     pub fn clock(&self) -> &Clock {
         &self.store.clock
     }
+
+    /// The `host:port` of each server this database connects to, in the order
+    /// tried; empty for a pool handed in alone.
+    #[must_use]
+    pub fn servers(&self) -> Vec<String> {
+        self.connector
+            .as_ref()
+            .map(|connector| connector.servers())
+            .unwrap_or_default()
+    }
+
+    /// Whether this database was built for a transaction-mode pooler
+    /// ([`DatabaseBuilder::transaction_pooler`]).
+    #[must_use]
+    pub const fn transaction_pooler(&self) -> bool {
+        self.pooler
+    }
 }
 
-/// A pool of `size` connections on `config`.
+/// Where a [`DatabaseBuilder`] gets its connections.
+enum Source {
+    Url(String),
+    Pool(Pool),
+}
+
+/// Builds a [`Database`]: from [`Database::builder`] (a URL) or
+/// [`Database::from_pool`] (a pool of your own).
 ///
-/// `Fast` recycling drops a pooled connection whose client saw its socket
-/// close. The hook adds what that misses: a connection unused for over
-/// `CHECK_IDLE_AFTER` may have died since (a restart or a terminated backend
-/// whose goodbye is still unread, a half-open socket), so it must answer an
-/// empty query within `CHECK_TIMEOUT` or be replaced. A connection in steady use
-/// proves itself, so the hot path pays no extra round trip: `Verified`
-/// recycling, which checks every checkout, cost a claim-bound worker of the
-/// chaos test about 13% of its steps per second. `Clean` would also reset
-/// session state, but pgbus keeps none.
-///
-/// Each connection runs with `jit = off`: the engine's statements are short
-/// and touch a handful of rows, and a plan whose cost the planner overestimates
-/// (a recursive scan of the due index, on empty-table statistics) would
-/// otherwise spend 100-200 ms compiling before a 1 ms execution. Options the
-/// URL sets are kept and come after, so `options=-c jit=on` turns it back on.
-fn build_pool(config: &tokio_postgres::Config, size: usize) -> Result<Pool, Error> {
-    let mut config = config.clone();
-    let options = match config.get_options() {
-        Some(options) if !options.is_empty() => format!("-c jit=off {options}"),
-        _ => "-c jit=off".to_owned(),
-    };
-    config.options(&options);
-    let manager = Manager::from_config(
-        config,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    Ok(Pool::builder(manager)
-        .max_size(size)
-        .pre_recycle(Hook::async_fn(|client, metrics| {
-            Box::pin(async move {
-                if metrics.last_used() < CHECK_IDLE_AFTER || client.is_closed() {
-                    // A closed one is dropped by `Fast` recycling right after.
-                    return Ok(());
-                }
-                match tokio::time::timeout(CHECK_TIMEOUT, client.simple_query("")).await {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err(error)) => Err(HookError::Backend(error)),
-                    Err(_) => Err(HookError::message("the connection did not answer")),
-                }
+/// Each setting left alone keeps the URL's value (or its libpq environment
+/// variable's), else the default documented on the method; a setting given
+/// here wins over both.
+#[must_use = "a builder does nothing until `connect` is called"]
+pub struct DatabaseBuilder {
+    source: Source,
+    pool: Option<Pool>,
+    schema: Schema,
+    clock: Clock,
+    pool_size: Option<usize>,
+    settings: Settings,
+    lookup: EnvLookup,
+}
+
+/// Reads an environment variable (see [`DatabaseBuilder::env_lookup`]).
+type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+impl std::fmt::Debug for DatabaseBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseBuilder")
+            .field("schema", &self.schema)
+            .field("pool_size", &self.pool_size)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DatabaseBuilder {
+    fn new(source: Source) -> Self {
+        Self {
+            source,
+            pool: None,
+            schema: Schema::default(),
+            clock: Clock::Database,
+            pool_size: None,
+            settings: Settings::default(),
+            lookup: Arc::new(connection::env::process_env),
+        }
+    }
+
+    /// The schema (default `pgbus`).
+    pub fn schema(mut self, schema: Schema) -> Self {
+        self.schema = schema;
+        self
+    }
+
+    /// The clock (default [`Clock::Database`]).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How many connections the pool holds at most (default
+    /// [`DEFAULT_POOL_SIZE`], which explains how to size it against a worker's
+    /// concurrency). Connections open on demand and stay open while the pool
+    /// lives.
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = Some(size);
+        self
+    }
+
+    /// How long one connection attempt to one host may take, TCP, TLS and
+    /// authentication together (default: the URL's `connect_timeout`, else
+    /// `PGCONNECT_TIMEOUT`, else
+    /// [`connection::DEFAULT_CONNECT_TIMEOUT`], 10 s). With several hosts each
+    /// gets this long.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// `statement_timeout` for every statement on pgbus's connections, sent
+    /// as a startup option (default: none, the server's or the role's
+    /// setting). A statement that runs longer, or waits longer on a lock, is
+    /// cancelled with SQLSTATE 57014 ("canceling statement due to statement
+    /// timeout"); the engine treats that as transient and tries again. Keep
+    /// it well above your slowest step outcome (a large fan-out) and, since
+    /// migrations run on the pool too, above your slowest migration. Whole
+    /// milliseconds; zero turns it off.
+    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.statement_timeout = Some(timeout);
+        self
+    }
+
+    /// `idle_in_transaction_session_timeout`, sent as a startup option
+    /// (default: none): the server ends a session that sits in an open
+    /// transaction longer than this, releasing its locks. Whole milliseconds;
+    /// zero turns it off.
+    pub fn idle_in_transaction_session_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.idle_in_transaction_session_timeout = Some(timeout);
+        self
+    }
+
+    /// The idle time before the first TCP keepalive probe (default: the URL's
+    /// `keepalives_idle`, else [`connection::DEFAULT_KEEPALIVES_IDLE`], 5 s).
+    /// Whole seconds, at least one.
+    pub fn keepalives_idle(mut self, idle: Duration) -> Self {
+        self.settings.keepalives_idle = Some(idle);
+        self
+    }
+
+    /// The time between unanswered keepalive probes (default: the URL's
+    /// `keepalives_interval`, else [`connection::DEFAULT_KEEPALIVES_INTERVAL`],
+    /// 2 s). Whole seconds, at least one.
+    pub fn keepalives_interval(mut self, interval: Duration) -> Self {
+        self.settings.keepalives_interval = Some(interval);
+        self
+    }
+
+    /// How many unanswered probes close the connection (default: the URL's
+    /// `keepalives_retries`, else [`connection::DEFAULT_KEEPALIVES_RETRIES`],
+    /// 3).
+    pub fn keepalives_retries(mut self, retries: u32) -> Self {
+        self.settings.keepalives_retries = Some(retries);
+        self
+    }
+
+    /// How long sent data may go unacknowledged before the kernel closes the
+    /// connection, `TCP_USER_TIMEOUT` (Linux only; default: the URL's
+    /// `tcp_user_timeout`, else [`connection::DEFAULT_TCP_USER_TIMEOUT`],
+    /// 10 s). Zero leaves the platform's default.
+    pub fn tcp_user_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.tcp_user_timeout = Some(timeout);
+        self
+    }
+
+    /// The `application_name` of every connection (default: the URL's, else
+    /// `PGAPPNAME`, else [`DEFAULT_APPLICATION_NAME`]).
+    pub fn application_name(mut self, name: &str) -> Self {
+        self.settings.application_name = Some(name.to_owned());
+        self
+    }
+
+    /// Whether a transaction-mode pooler (`PgBouncer`'s `pool_mode =
+    /// transaction`) stands between pgbus and the server (default no).
+    ///
+    /// Such a pooler refuses startup `options` (`PgBouncer` 1.18 unless told to
+    /// ignore them), so pgbus then sends none of its own: not `jit = off`, and
+    /// not [`DatabaseBuilder::statement_timeout`] or
+    /// [`DatabaseBuilder::idle_in_transaction_session_timeout`], which are then
+    /// refused with [`Error::InvalidSetting`]. Set them on the role instead,
+    /// where every session gets them whatever pooler serves it:
+    ///
+    /// ```sql
+    /// ALTER ROLE app SET statement_timeout = '30s';
+    /// ALTER ROLE app SET idle_in_transaction_session_timeout = '60s';
+    /// ALTER ROLE app SET jit = off;
+    /// ```
+    ///
+    /// The URL's own `options` are still sent as given.
+    pub fn transaction_pooler(mut self, pooler: bool) -> Self {
+        self.settings.pooler = pooler;
+        self
+    }
+
+    /// Runs pgbus's statements on `pool`, a pool of your application's, while
+    /// the URL's settings serve the worker's `LISTEN` and upkeep
+    /// connections. (Through a transaction-mode pooler: a pool on the pooler,
+    /// and the URL of the server itself, since `LISTEN` needs a session.)
+    /// [`DatabaseBuilder::pool_size`] does not apply then.
+    pub fn pool(mut self, pool: Pool) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// Reads libpq's environment variables through `lookup` instead of the
+    /// process environment. For tests.
+    #[doc(hidden)]
+    pub fn env_lookup(
+        mut self,
+        lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.lookup = Arc::new(lookup);
+        self
+    }
+
+    /// Checks the settings, opens one connection to check the server answers
+    /// (and closes it), and builds the pool, whose connections open on demand.
+    /// For a pool handed in, takes one connection from it instead.
+    ///
+    /// # Errors
+    /// - [`Error::InvalidSetting`]: a setting in the string, the environment or
+    ///   this builder is unknown, ill-formed or does not fit with another
+    ///   (`sslmode=bogus`, `PGPORT=x`, a pool size of 0, a keepalive under a
+    ///   second, `statement_timeout` behind a pooler, a pool-building setting
+    ///   with a pool handed in).
+    /// - [`Error::UnreadableFile`]: `sslrootcert`, `sslcert` or `sslkey`
+    ///   cannot be read.
+    /// - [`Error::CertificateNotTrusted`], [`Error::HostNameMismatch`],
+    ///   [`Error::TlsRefused`], [`Error::TlsRequired`], [`Error::Tls`]: TLS
+    ///   failed, and which check.
+    /// - [`Error::WrongPassword`], [`Error::PasswordMissing`]: authentication.
+    /// - [`Error::Connect`], [`Error::ConnectTimeout`]: no server answered.
+    /// - [`Error::Database`]: the server refused otherwise (an unknown
+    ///   database or role).
+    /// - [`Error::Pool`]: a pool handed in gave no connection.
+    pub async fn connect(self) -> Result<Database, Error> {
+        self.validate()?;
+        let Self {
+            source,
+            pool,
+            schema,
+            clock,
+            pool_size,
+            settings,
+            lookup,
+        } = self;
+        let (pool, connector) = match source {
+            Source::Pool(pool) => {
+                // Fail here, as a connected database does, not on first use.
+                drop(pool.get().await?);
+                (pool, None)
+            }
+            Source::Url(url) => {
+                let connector = Arc::new(connection::connector(
+                    &url,
+                    &settings,
+                    &*lookup,
+                    &connection::env::os_user,
+                )?);
+                // Fail here, with an error that says which check failed,
+                // rather than on first use.
+                let (client, connection) = connector.connect().await?;
+                let driver = tokio::spawn(connection);
+                // Dropping the client ends the session cleanly.
+                drop(client);
+                let _ = driver.await;
+                let pool = match pool {
+                    Some(pool) => {
+                        drop(pool.get().await?);
+                        pool
+                    }
+                    None => connector.pool(pool_size.unwrap_or(DEFAULT_POOL_SIZE))?,
+                };
+                (pool, Some(connector))
+            }
+        };
+        Ok(Database {
+            store: PgStore::new(pool, schema, clock),
+            connector,
+            pooler: settings.pooler,
+        })
+    }
+
+    /// The settings' own checks, before anything connects.
+    fn validate(&self) -> Result<(), Error> {
+        let invalid = |setting: &str, problem: &str| {
+            Err(Error::InvalidSetting {
+                setting: setting.to_owned(),
+                problem: problem.to_owned(),
             })
-        }))
-        .build()?)
+        };
+        let settings = &self.settings;
+        if self.pool_size == Some(0) {
+            return invalid("pool_size", "must be at least 1");
+        }
+        if settings.connect_timeout == Some(Duration::ZERO) {
+            return invalid("connect_timeout", "must be above zero");
+        }
+        for (setting, value) in [
+            ("keepalives_idle", settings.keepalives_idle),
+            ("keepalives_interval", settings.keepalives_interval),
+        ] {
+            if value.is_some_and(|value| value < Duration::from_secs(1)) {
+                return invalid(
+                    setting,
+                    "must be at least one second (TCP counts it in seconds)",
+                );
+            }
+        }
+        if settings.pooler {
+            for (setting, value) in [
+                ("statement_timeout", settings.statement_timeout),
+                (
+                    "idle_in_transaction_session_timeout",
+                    settings.idle_in_transaction_session_timeout,
+                ),
+            ] {
+                if value.is_some() {
+                    return invalid(
+                        setting,
+                        &format!(
+                            "cannot be sent as a startup option through a transaction-mode pooler; set it on the role: `ALTER ROLE ... SET {setting} = '30s'`"
+                        ),
+                    );
+                }
+            }
+        }
+        let handed_in = matches!(self.source, Source::Pool(_)) || self.pool.is_some();
+        if handed_in && self.pool_size.is_some() {
+            return invalid(
+                "pool_size",
+                "applies only to the pool pgbus builds; size the pool you hand in yourself",
+            );
+        }
+        if matches!(self.source, Source::Pool(_)) {
+            let opens = [
+                ("connect_timeout", settings.connect_timeout.is_some()),
+                ("statement_timeout", settings.statement_timeout.is_some()),
+                (
+                    "idle_in_transaction_session_timeout",
+                    settings.idle_in_transaction_session_timeout.is_some(),
+                ),
+                ("keepalives_idle", settings.keepalives_idle.is_some()),
+                (
+                    "keepalives_interval",
+                    settings.keepalives_interval.is_some(),
+                ),
+                ("keepalives_retries", settings.keepalives_retries.is_some()),
+                ("tcp_user_timeout", settings.tcp_user_timeout.is_some()),
+                ("application_name", settings.application_name.is_some()),
+            ];
+            if let Some((setting, _)) = opens.into_iter().find(|(_, set)| *set) {
+                return invalid(
+                    setting,
+                    "applies only to connections pgbus opens; with a pool handed in alone, set it on the pool's configuration (or on the role)",
+                );
+            }
+        }
+        Ok(())
+    }
 }

@@ -398,6 +398,156 @@ pub enum Error {
         /// Rows changed.
         found: u64,
     },
+    /// A connection setting is unknown, ill-formed, out of range or does not
+    /// fit with another: in the URL or key-value string, in a libpq
+    /// environment variable (then `setting` is the variable's name, e.g.
+    /// `PGPORT`), or given to [`crate::DatabaseBuilder`].
+    #[error("connection setting `{setting}` {problem}")]
+    InvalidSetting {
+        /// The setting to change, as libpq (or the builder method) names it.
+        setting: String,
+        /// What is wrong with it, and the allowed values.
+        problem: String,
+    },
+    /// A certificate or key file a TLS setting names cannot be read, or holds
+    /// nothing usable.
+    #[error("cannot use `{setting}` file `{}`: {reason}", path.display())]
+    UnreadableFile {
+        /// `sslrootcert`, `sslcert` or `sslkey`.
+        setting: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why: the operating system's error, or what the file lacks.
+        reason: String,
+    },
+    /// Under `sslmode=verify-ca` or `verify-full` (or `require` with a root
+    /// certificate), the server's certificate chain does not end at a root of
+    /// `sslrootcert`, or is expired or otherwise invalid.
+    #[error(
+        "the certificate of server {host}:{port} is not trusted: {reason}; point `sslrootcert` at the CA that signed it"
+    )]
+    CertificateNotTrusted {
+        /// The host connected to.
+        host: String,
+        /// Its port.
+        port: u16,
+        /// Which check failed, in words.
+        reason: String,
+        /// The driver's error, with rustls's below it.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// Under `sslmode=verify-full`, the server's certificate is trusted but does
+    /// not name the host connected to.
+    #[error(
+        "the certificate of server {host}:{port} does not name host `{host}` (it names {}); connect by a name it lists, or check only the chain with `sslmode=verify-ca`",
+        if presented.is_empty() { "other hosts".to_owned() } else { presented.join(", ") }
+    )]
+    HostNameMismatch {
+        /// The host connected to, which the certificate should name.
+        host: String,
+        /// Its port.
+        port: u16,
+        /// The names the certificate gives (DNS names and IP addresses), when
+        /// rustls reports them.
+        presented: Vec<String>,
+        /// The driver's error, with rustls's below it.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The server does not offer TLS, and `sslmode` requires it.
+    #[error(
+        "server {host}:{port} does not accept TLS connections and `sslmode={sslmode}` requires TLS; turn `ssl` on in the server, or lower `sslmode` to `prefer`"
+    )]
+    TlsRefused {
+        /// The host connected to.
+        host: String,
+        /// Its port.
+        port: u16,
+        /// The mode in force.
+        sslmode: crate::connection::SslMode,
+    },
+    /// The server's `pg_hba.conf` lets in only encrypted connections
+    /// (`hostssl`), and `sslmode=disable` asked for a plain one.
+    #[error(
+        "server {host}:{port} accepts only TLS connections and `sslmode={sslmode}` asked for a plain one; set `sslmode=require` (or `verify-full`)"
+    )]
+    TlsRequired {
+        /// The host connected to.
+        host: String,
+        /// Its port.
+        port: u16,
+        /// The mode in force.
+        sslmode: crate::connection::SslMode,
+        /// The server's refusal.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The TLS handshake failed for a reason other than the certificate checks
+    /// above (no protocol version or cipher in common, the server refused the
+    /// client certificate, ...).
+    #[error("the TLS handshake with server {host}:{port} failed")]
+    Tls {
+        /// The host connected to.
+        host: String,
+        /// Its port.
+        port: u16,
+        /// The driver's error, with rustls's below it.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The server refused the password (SQLSTATE 28P01).
+    #[error(
+        "password authentication failed for user `{user}` at server {host}:{port}; check the URL's password or `PGPASSWORD`"
+    )]
+    WrongPassword {
+        /// The host connected to.
+        host: String,
+        /// Its port.
+        port: u16,
+        /// The user.
+        user: String,
+        /// The server's refusal.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The server asked for a password and none was given.
+    #[error(
+        "server {host}:{port} asks user `{user}` for a password and none is set; put it in the URL or `PGPASSWORD`"
+    )]
+    PasswordMissing {
+        /// The host connected to.
+        host: String,
+        /// Its port.
+        port: u16,
+        /// The user.
+        user: String,
+    },
+    /// No connection could be made to the server: refused, unreachable, the
+    /// name does not resolve, or the connection dropped while starting.
+    #[error("could not connect to server {host}:{port}")]
+    Connect {
+        /// The host connected to (the last one tried, of several).
+        host: String,
+        /// Its port.
+        port: u16,
+        /// The driver's error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The server did not finish the connection (TCP, TLS and authentication)
+    /// within the connect timeout.
+    #[error(
+        "server {host}:{port} did not complete the connection within {after:?}; check the server is up, or raise `connect_timeout`"
+    )]
+    ConnectTimeout {
+        /// The host connected to (the last one tried, of several).
+        host: String,
+        /// Its port.
+        port: u16,
+        /// The connect timeout.
+        after: Duration,
+    },
 }
 
 impl From<tokio_postgres::Error> for Error {
@@ -492,7 +642,8 @@ impl Error {
     /// Whether trying again may succeed: the connection failed or was closed
     /// (a server restart, a terminated backend, a network error), the server is
     /// starting, stopping or full, the pool timed out, or Postgres reported a
-    /// serialization failure or a deadlock. Constraint violations, values that
+    /// serialization failure, a deadlock or a cancelled statement (57014, which
+    /// `statement_timeout` raises). Constraint violations, values that
     /// do not convert, a dropped database and the like are not transient.
     #[must_use]
     pub fn is_transient(&self) -> bool {
@@ -508,11 +659,20 @@ impl Error {
                 // pg_terminate_backend), 57P02 crash shutdown, 57P03 cannot
                 // connect now (starting or stopping), 57P05 idle session timeout;
                 // not 57P04, database dropped. 53300: too many connections.
-                // 40001, 40P01: serialization failure, deadlock.
+                // 40001, 40P01: serialization failure, deadlock. 57014: a
+                // statement cancelled (by `statement_timeout`, say while it
+                // waited on a lock) may well pass when tried again.
                 return code.starts_with("08")
                     || matches!(
                         code,
-                        "57P01" | "57P02" | "57P03" | "57P05" | "53300" | "40001" | "40P01"
+                        "57P01"
+                            | "57P02"
+                            | "57P03"
+                            | "57P05"
+                            | "53300"
+                            | "40001"
+                            | "40P01"
+                            | "57014"
                     );
             }
             // No SQLSTATE: transient when the socket failed (connecting, reading,
@@ -524,7 +684,9 @@ impl Error {
             Self::Database(error) | Self::Pool(deadpool_postgres::PoolError::Backend(error)) => {
                 connection_lost(error)
             }
-            Self::Pool(deadpool_postgres::PoolError::Timeout(_)) => true,
+            Self::Pool(deadpool_postgres::PoolError::Timeout(_))
+            | Self::Connect { .. }
+            | Self::ConnectTimeout { .. } => true,
             _ => false,
         }
     }

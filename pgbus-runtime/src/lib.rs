@@ -6,6 +6,7 @@ extern crate self as pgbus_runtime;
 
 pub mod client;
 pub mod clock;
+pub mod connection;
 pub mod context;
 pub mod database;
 pub mod definition;
@@ -23,8 +24,9 @@ pub mod workflow;
 
 pub use client::{BucketCounts, Client, OutcomeCount, Started, StepTimings};
 pub use clock::{Clock, ManualClock};
+pub use connection::SslMode;
 pub use context::{RunId, Signal, SignalId, StepCx};
-pub use database::{DEFAULT_DATABASE_URL, Database};
+pub use database::{DEFAULT_DATABASE_URL, DEFAULT_POOL_SIZE, Database, DatabaseBuilder};
 pub use definition::{
     Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy, FailureAction, GuardRef,
     HandlerRef, OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,

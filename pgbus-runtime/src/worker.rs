@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, error, info, info_span, warn};
 
+use crate::connection::Connector;
 use crate::database::Database;
 use crate::engine::{AttemptResult, RunStatus};
 use crate::error::{Error, display_chain};
@@ -272,11 +273,27 @@ impl WorkerBuilder {
 
     /// Builds the worker.
     ///
+    /// A worker of concurrency `N` holds up to `N + 1` connections of the
+    /// database's pool at once (see [`crate::DEFAULT_POOL_SIZE`]); when the
+    /// pool is smaller, this logs a warning (`warn`) once: the worker still
+    /// works, its slots waiting for connections, and a pool shared on purpose
+    /// with a tight server limit may be the right call.
+    ///
     /// # Errors
     /// [`Error::DuplicateWorkflow`] when two registered values share a name,
     /// [`Error::NothingToRun`] without any workflow, and [`Error::BuildPool`]
     /// when the pool of its upkeep connections cannot be built.
     pub fn build(self) -> Result<Worker, Error> {
+        let pool_size = self.db.pool().status().max_size;
+        let needed = self.concurrency.saturating_add(1);
+        if pool_size < needed {
+            warn!(
+                pool_size,
+                concurrency = self.concurrency,
+                needed,
+                "the pool is smaller than the worker's concurrency plus one; slots will wait for connections (raise `DatabaseBuilder::pool_size`)"
+            );
+        }
         self.build_with(true)
     }
 
@@ -328,7 +345,7 @@ impl WorkerBuilder {
             inner: Arc::new(Inner {
                 store: self.db.store.clone(),
                 upkeep: self.db.with_own_pool(UPKEEP_CONNECTIONS)?,
-                config: self.db.config.clone(),
+                connector: self.db.connector.clone(),
                 registry,
                 queues,
                 workflows,
@@ -392,7 +409,9 @@ struct Inner {
     store: PgStore,
     /// The same database on a pool of its own, for heartbeats and sweeps.
     upkeep: PgStore,
-    config: tokio_postgres::Config,
+    /// How to open the `LISTEN` connection like the pool's; `None` for a pool
+    /// handed in alone (the worker then polls).
+    connector: Option<Arc<Connector>>,
     registry: HashMap<&'static str, Arc<dyn ErasedWorkflow>>,
     queues: Vec<String>,
     workflows: Vec<String>,
@@ -437,6 +456,34 @@ impl Worker {
         &self.inner.queues
     }
 
+    /// Starts the `LISTEN` task, when notifications are on and the database
+    /// has connection settings to open its connection with; without them (a
+    /// pool handed in alone) says once that the worker polls.
+    fn spawn_listener(
+        &self,
+        wake: &Arc<Notify>,
+        stop: &Arc<AtomicBool>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let inner = &self.inner;
+        if !inner.notifications {
+            return None;
+        }
+        let Some(connector) = inner.connector.clone() else {
+            info!(
+                pgbus.worker = %inner.id,
+                poll_interval = ?inner.poll_interval,
+                "the pool was handed in without connection settings: no LISTEN connection, polling for work"
+            );
+            return None;
+        };
+        Some(tokio::spawn(listen(
+            connector,
+            inner.store.schema.channel(),
+            Arc::clone(wake),
+            Arc::clone(stop),
+        )))
+    }
+
     /// Runs until `shutdown` completes, then stops claiming and lets running
     /// bodies finish within the grace period.
     ///
@@ -456,14 +503,7 @@ impl Worker {
 
         let wake = Arc::new(Notify::new());
         let stop_listening = Arc::new(AtomicBool::new(false));
-        let listener = inner.notifications.then(|| {
-            tokio::spawn(listen(
-                inner.config.clone(),
-                inner.store.schema.channel(),
-                Arc::clone(&wake),
-                Arc::clone(&stop_listening),
-            ))
-        });
+        let listener = self.spawn_listener(&wake, &stop_listening);
 
         let upkeep = tokio::spawn(self.clone().upkeep());
 
@@ -1258,7 +1298,7 @@ impl Failures {
 /// with backoff; while it is down the worker still polls. An outage is logged
 /// once when it begins (`warn`) and once when the session is back (`info`).
 async fn listen(
-    config: tokio_postgres::Config,
+    connector: Arc<Connector>,
     channel: String,
     wake: Arc<Notify>,
     stop: Arc<AtomicBool>,
@@ -1267,7 +1307,7 @@ async fn listen(
     // Whether the session is known to be gone (logged already).
     let mut down = false;
     while !stop.load(Ordering::Relaxed) {
-        let ended = listen_once(&config, &channel, &wake, &mut down).await;
+        let ended = listen_once(&connector, &channel, &wake, &mut down).await;
         if stop.load(Ordering::Relaxed) {
             break;
         }
@@ -1298,12 +1338,12 @@ async fn listen(
 /// closed it cleanly, else why it failed. Clears `down` (and says the session is
 /// back) once `LISTEN` took.
 async fn listen_once(
-    config: &tokio_postgres::Config,
+    connector: &Connector,
     channel: &str,
     wake: &Arc<Notify>,
     down: &mut bool,
 ) -> Result<(), Error> {
-    let (client, mut connection) = config.connect(NoTls).await?;
+    let (client, mut connection) = connector.connect().await?;
     let notify = Arc::clone(wake);
     // The connection has to be driven for anything, LISTEN included, to happen;
     // the driver ends with the connection and says why it ended.

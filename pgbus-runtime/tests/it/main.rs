@@ -19,6 +19,8 @@ mod policy_pg;
 mod robust_pg;
 mod signal_pg;
 mod sweep_pg;
+mod tls_cluster;
+mod tls_pg;
 mod worker_pg;
 
 use std::future::Future;
