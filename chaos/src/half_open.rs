@@ -29,11 +29,12 @@ use crate::options::OutageOptions;
 use crate::outage::{self, Load, secs};
 use crate::workflow::STEPS;
 
-/// The TCP settings of the worker's URL, in tokio-postgres' units (seconds;
-/// note that libpq's `tcp_user_timeout` is in milliseconds): the first
-/// keepalive probe after 1 s idle, then one a second, the connection dropped
-/// after 2 unanswered; a send not acknowledged within 2 s drops it too.
-const TCP_SETTINGS: &str = "keepalives_idle=1&keepalives_interval=1&keepalives_retries=2&tcp_user_timeout=2&connect_timeout=2";
+/// The TCP settings of the worker's URL, in libpq's units (seconds, and
+/// milliseconds for `tcp_user_timeout`): the first keepalive probe after 1 s
+/// idle, then one a second, the connection dropped after 2 unanswered; a send
+/// not acknowledged within 2 s drops it too. pgbus sends the same values to
+/// the server as its session's `tcp_keepalives_*` and `tcp_user_timeout`.
+const TCP_SETTINGS: &str = "keepalives_idle=1&keepalives_interval=1&keepalives_retries=2&tcp_user_timeout=2000&connect_timeout=2";
 
 /// The longest a half-open connection may live by those settings: 1 s idle
 /// plus 2 probes 1 s apart; `tcp_user_timeout` ends a connection with
@@ -48,14 +49,13 @@ const MARGIN: Duration = Duration::from_secs(2);
 /// The worker's connections are told apart by this `application_name`.
 const WORKER_APP: &str = "pgbus-half-open-worker";
 
-/// The session settings the worker's connections send, so the server side of
-/// a half-open connection ends soon too (see RELIABILITY.md): its own
-/// keepalives (the server's `tcp_*` settings are per session), and
-/// `idle_in_transaction_session_timeout` for a backend left holding a row lock
-/// in a transaction whose client is gone.
-const SERVER_SIDE: &str = "-c tcp_keepalives_idle=1 -c tcp_keepalives_interval=1 \
-     -c tcp_keepalives_count=2 -c tcp_user_timeout=2000 \
-     -c idle_in_transaction_session_timeout=5s";
+/// What `--client-side-only` adds to the worker's URL: the server's own
+/// keepalives back at the system's defaults, undoing the session settings
+/// pgbus sends by default, to show why it sends them: the backend of a dead
+/// connection that was inside a transaction then keeps its row lock for as
+/// long as the server's kernel keeps the socket (see RELIABILITY.md).
+const CLIENT_SIDE_ONLY: &str = "-c tcp_keepalives_idle=0 -c tcp_keepalives_interval=0 \
+     -c tcp_keepalives_count=0 -c tcp_user_timeout=0";
 
 pub(crate) fn main(options: &OutageOptions, args: &[String]) -> Result<bool, String> {
     if options.inside {
@@ -237,11 +237,11 @@ async fn run_inside(
     let port = cluster.port();
     // The workers try 127.0.0.2 first, then 127.0.0.1.
     let two_paths = format!("postgres://postgres@{DARK}:{port},127.0.0.1:{port}/postgres");
-    let server_side: String = SERVER_SIDE.replace(' ', "%20").replace('=', "%3D");
     let worker_url = if options.client_side_only {
-        format!("{two_paths}?application_name={WORKER_APP}&{TCP_SETTINGS}")
+        let undo: String = CLIENT_SIDE_ONLY.replace(' ', "%20").replace('=', "%3D");
+        format!("{two_paths}?application_name={WORKER_APP}&{TCP_SETTINGS}&options={undo}")
     } else {
-        format!("{two_paths}?application_name={WORKER_APP}&{TCP_SETTINGS}&options={server_side}")
+        format!("{two_paths}?application_name={WORKER_APP}&{TCP_SETTINGS}")
     };
     let client_url = format!("{base}?application_name=pgbus-half-open-client&{TCP_SETTINGS}");
     println!("workers on {worker_url}");

@@ -486,15 +486,15 @@ pub enum Error {
     /// The TLS handshake failed for a reason other than the certificate checks
     /// above (no protocol version or cipher in common, the server refused the
     /// client certificate, ...).
-    #[error("the TLS handshake with server {host}:{port} failed")]
+    #[error("the TLS handshake with server {host}:{port} failed: {}", driver_cause(.error))]
     Tls {
         /// The host connected to.
         host: String,
         /// Its port.
         port: u16,
-        /// The driver's error, with rustls's below it.
-        #[source]
-        source: tokio_postgres::Error,
+        /// The driver's error, with rustls's below it; its words end the
+        /// `Display`, so it is not also a `source()`.
+        error: tokio_postgres::Error,
     },
     /// The server refused the password (SQLSTATE 28P01).
     #[error(
@@ -525,15 +525,15 @@ pub enum Error {
     },
     /// No connection could be made to the server: refused, unreachable, the
     /// name does not resolve, or the connection dropped while starting.
-    #[error("could not connect to server {host}:{port}")]
+    #[error("could not connect to server {host}:{port}: {}", driver_cause(.error))]
     Connect {
         /// The host connected to (the last one tried, of several).
         host: String,
         /// Its port.
         port: u16,
-        /// The driver's error.
-        #[source]
-        source: tokio_postgres::Error,
+        /// The driver's error; its words (`Connection refused (os error
+        /// 111)`) end the `Display`, so it is not also a `source()`.
+        error: tokio_postgres::Error,
     },
     /// The server did not finish the connection (TCP, TLS and authentication)
     /// within the connect timeout.
@@ -605,6 +605,15 @@ fn describe_driver_error(error: &tokio_postgres::Error) -> String {
         text.push_str(&display_chain(cause));
     }
     text
+}
+
+/// What lies below a driver error (the socket's or rustls's words), or the
+/// driver's own words when nothing does.
+fn driver_cause(error: &tokio_postgres::Error) -> String {
+    match std::error::Error::source(error) {
+        Some(cause) => display_chain(cause),
+        None => describe_driver_error(error),
+    }
 }
 
 /// A pool error in full: which wait ran out, or why a new connection failed.

@@ -157,11 +157,7 @@ pub(crate) fn classify(
                 reason: untrusted_reason(why),
                 source: error,
             },
-            _ => Error::Tls {
-                host,
-                port,
-                source: error,
-            },
+            _ => Error::Tls { host, port, error },
         };
     }
     if says(&error, "server does not support TLS") {
@@ -179,17 +175,9 @@ pub(crate) fn classify(
         };
     }
     if tls_failed(&error) {
-        return Error::Tls {
-            host,
-            port,
-            source: error,
-        };
+        return Error::Tls { host, port, error };
     }
-    Error::Connect {
-        host,
-        port,
-        source: error,
-    }
+    Error::Connect { host, port, error }
 }
 
 /// Why a certificate chain is not trusted, in words.

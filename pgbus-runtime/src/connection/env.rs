@@ -81,6 +81,16 @@ pub(crate) fn resolve(
     let mut config: tokio_postgres::Config = rest.parse().map_err(|error| parse_error(&error))?;
     let tls = tls_settings(&split, env)?;
 
+    if let Some(millis) = split.own("tcp_user_timeout") {
+        // libpq's unit, milliseconds; zero is the system's default, as there.
+        let millis: u64 = millis.trim().parse().map_err(|_| Error::InvalidSetting {
+            setting: "tcp_user_timeout".to_owned(),
+            problem: format!("`{millis}` is not a whole number of milliseconds"),
+        })?;
+        if millis > 0 {
+            config.tcp_user_timeout(Duration::from_millis(millis));
+        }
+    }
     fill_hosts(&mut config, env)?;
     if config.get_ports().is_empty() {
         for port in &env_ports {

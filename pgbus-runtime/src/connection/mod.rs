@@ -165,7 +165,8 @@ pub(crate) fn connector(
     } else if config.get_application_name().is_none() {
         config.application_name(DEFAULT_APPLICATION_NAME);
     }
-    if let Some(options) = session_options(settings, config.get_options()) {
+    let server_keepalives = server_keepalives(&config);
+    if let Some(options) = session_options(settings, &server_keepalives, config.get_options()) {
         config.options(&options);
     }
     Ok(Connector {
@@ -173,6 +174,43 @@ pub(crate) fn connector(
         tls,
         connect_timeout,
     })
+}
+
+/// The server's side of the keepalives: the same idle time, interval, count
+/// and `tcp_user_timeout` as the client's, as session settings. Without them
+/// the backend of a connection that went half-open while inside a transaction
+/// sits `idle in transaction`, holding its row locks, for as long as the
+/// server's kernel keeps the dead socket (hours with Linux's defaults), and
+/// the worker's retry of that outcome waits on those locks; the half-open
+/// chaos test shows it. Empty when the client's keepalives are off.
+fn server_keepalives(config: &tokio_postgres::Config) -> Vec<String> {
+    if !config.get_keepalives() {
+        return Vec::new();
+    }
+    let mut options = vec![
+        format!(
+            "-c tcp_keepalives_idle={}",
+            config.get_keepalives_idle().as_secs().max(1)
+        ),
+        format!(
+            "-c tcp_keepalives_interval={}",
+            config
+                .get_keepalives_interval()
+                .map_or(DEFAULT_KEEPALIVES_INTERVAL, |d| d)
+                .as_secs()
+                .max(1)
+        ),
+        format!(
+            "-c tcp_keepalives_count={}",
+            config
+                .get_keepalives_retries()
+                .unwrap_or(DEFAULT_KEEPALIVES_RETRIES)
+        ),
+    ];
+    if let Some(timeout) = config.get_tcp_user_timeout() {
+        options.push(format!("-c tcp_user_timeout={}", timeout.as_millis()));
+    }
+    options
 }
 
 /// The startup `options` of every connection: pgbus's session settings, then
@@ -183,12 +221,17 @@ pub(crate) fn connector(
 /// and a plan whose cost the planner overestimates (a recursive scan of the due
 /// index, on empty-table statistics) would otherwise spend 100-200 ms compiling
 /// before a 1 ms execution.
-fn session_options(settings: &Settings, given: Option<&str>) -> Option<String> {
+fn session_options(
+    settings: &Settings,
+    server_keepalives: &[String],
+    given: Option<&str>,
+) -> Option<String> {
     let given = given.filter(|options| !options.is_empty());
     if settings.pooler {
         return given.map(str::to_owned);
     }
     let mut options = vec!["-c jit=off".to_owned()];
+    options.extend(server_keepalives.iter().cloned());
     if let Some(timeout) = settings.statement_timeout {
         options.push(format!("-c statement_timeout={}", timeout.as_millis()));
     }

@@ -14,9 +14,17 @@ use percent_encoding::percent_decode_str;
 
 use crate::error::Error;
 
-/// The settings pgbus takes out of the string before tokio-postgres sees it.
-pub(crate) const OWN_SETTINGS: [&str; 5] =
-    ["sslmode", "sslrootcert", "sslcert", "sslkey", "sslsni"];
+/// The settings pgbus takes out of the string before tokio-postgres sees it:
+/// the TLS ones, and `tcp_user_timeout`, which libpq reads in milliseconds and
+/// tokio-postgres in seconds (so `tcp_user_timeout=2000` would be 33 minutes).
+pub(crate) const OWN_SETTINGS: [&str; 6] = [
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "sslsni",
+    "tcp_user_timeout",
+];
 
 /// A connection string taken apart.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -390,7 +390,14 @@ fn the_connector_applies_defaults_the_string_and_the_builder_in_that_order() {
         config.get_application_name(),
         Some(DEFAULT_APPLICATION_NAME)
     );
-    assert_eq!(config.get_options(), Some("-c jit=off"));
+    // The server's side of the keepalives gets the same values.
+    assert_eq!(
+        config.get_options(),
+        Some(
+            "-c jit=off -c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 \
+             -c tcp_keepalives_count=3 -c tcp_user_timeout=10000"
+        )
+    );
     assert_eq!(connector.servers(), ["h1:5432", "h2:6000"]);
 
     // The string's values win over the defaults.
@@ -412,7 +419,32 @@ fn the_connector_applies_defaults_the_string_and_the_builder_in_that_order() {
     );
     assert_eq!(connector.config.get_application_name(), Some("s"));
     // Ours first, the string's after, so the string's win in the server.
-    assert_eq!(connector.config.get_options(), Some("-c jit=off -c jit=on"));
+    assert_eq!(
+        connector.config.get_options(),
+        Some(
+            "-c jit=off -c tcp_keepalives_idle=60 -c tcp_keepalives_interval=10 \
+             -c tcp_keepalives_count=3 -c tcp_user_timeout=10000 -c jit=on"
+        )
+    );
+
+    // `tcp_user_timeout` is in milliseconds, as libpq reads it; `keepalives=0`
+    // turns off both sides.
+    let connector = super::connector(
+        "postgres://u@h/d?tcp_user_timeout=2500&keepalives=0",
+        &Settings::default(),
+        &env,
+        &no_os_user,
+    )
+    .unwrap();
+    assert_eq!(
+        connector.config.get_tcp_user_timeout(),
+        Some(&Duration::from_millis(2500))
+    );
+    assert_eq!(connector.config.get_options(), Some("-c jit=off"));
+    assert!(matches!(
+        super::connector("host=h user=u tcp_user_timeout=2s", &Settings::default(), &env, &no_os_user),
+        Err(Error::InvalidSetting { setting, .. }) if setting == "tcp_user_timeout"
+    ));
 
     // The builder's win over the string's.
     let settings = Settings {
@@ -438,7 +470,11 @@ fn the_connector_applies_defaults_the_string_and_the_builder_in_that_order() {
     assert_eq!(connector.config.get_application_name(), Some("b"));
     assert_eq!(
         connector.config.get_options(),
-        Some("-c jit=off -c statement_timeout=1500 -c idle_in_transaction_session_timeout=60000")
+        Some(
+            "-c jit=off -c tcp_keepalives_idle=8 -c tcp_keepalives_interval=2 \
+             -c tcp_keepalives_count=3 -c tcp_user_timeout=10000 -c statement_timeout=1500 \
+             -c idle_in_transaction_session_timeout=60000"
+        )
     );
 
     // Behind a transaction pooler: no options of ours, the string's as given.

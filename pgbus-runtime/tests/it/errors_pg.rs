@@ -39,19 +39,6 @@ async fn a_server_error_displays_its_message_and_sqlstate_once() {
     assert!(matches!(&error, Error::Database(e) if e.code().is_some()));
 }
 
-#[tokio::test]
-async fn a_refused_connection_says_what_the_socket_said() {
-    let error = pgbus_runtime::Database::connect("postgres://pgbus@127.0.0.1:1/postgres")
-        .await
-        .expect_err("nothing listens on port 1");
-    let display = error.to_string();
-    assert!(
-        display.starts_with("could not get a database connection: error connecting to server: ")
-            && display.to_lowercase().contains("connection refused"),
-        "{display}"
-    );
-}
-
 #[test]
 fn debug_lists_the_causes_below_the_error() {
     let json = serde_json::from_str::<u8>("[").expect_err("not a number");
