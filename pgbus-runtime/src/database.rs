@@ -7,6 +7,7 @@ use tokio_postgres::NoTls;
 use crate::client::Client;
 use crate::clock::Clock;
 use crate::error::Error;
+use crate::pg::statement::StatementMode;
 use crate::pg::store::PgStore;
 use crate::pg::{Schema, migrate_schema};
 use crate::worker::WorkerBuilder;
@@ -63,31 +64,48 @@ impl Database {
     /// # Errors
     /// As [`Database::connect`].
     pub async fn connect_with(url: &str, schema: Schema, clock: Clock) -> Result<Self, Error> {
-        let mut config: tokio_postgres::Config = url.parse()?;
-        if config.get_connect_timeout().is_none() {
-            // A server that accepts TCP but never answers must not hang a start.
-            config.connect_timeout(std::time::Duration::from_secs(10));
-        }
-        if config.get_user().is_none() {
-            // libpq connects as the operating-system user when none is given.
-            let user = std::env::var("PGUSER")
-                .or_else(|_| std::env::var("USER"))
-                .or_else(|_| std::env::var("LOGNAME"))
-                .unwrap_or_else(|_| "postgres".to_owned());
-            config.user(user);
-        }
-        if config.get_application_name().is_none() {
-            // So operators (and tests) can find these connections in
-            // `pg_stat_activity`; a URL's own `application_name` wins.
-            config.application_name(DEFAULT_APPLICATION_NAME);
-        }
-        let pool = build_pool(&config, 16)?;
+        Self::open(url, schema, clock, StatementMode::Cached).await
+    }
+
+    /// Connects as [`Database::connect_with`] through a transaction-mode pooler
+    /// such as PgBouncer: every statement unnamed (nothing prepared outlives a
+    /// transaction), no startup `options` (PgBouncer refuses them, so set
+    /// `jit = off` and the like on the role instead), and workers poll unless
+    /// given a direct connection for `LISTEN`
+    /// ([`WorkerBuilder::listen_url`]).
+    ///
+    /// Temporary: replaced by a builder flag.
+    ///
+    /// # Errors
+    /// As [`Database::connect`].
+    #[doc(hidden)]
+    pub async fn connect_behind_pooler(
+        url: &str,
+        schema: Schema,
+        clock: Clock,
+    ) -> Result<Self, Error> {
+        Self::open(url, schema, clock, StatementMode::Unnamed).await
+    }
+
+    async fn open(
+        url: &str,
+        schema: Schema,
+        clock: Clock,
+        mode: StatementMode,
+    ) -> Result<Self, Error> {
+        let config = direct_config(url)?;
+        let pool = build_pool(&config, 16, mode == StatementMode::Unnamed)?;
         // Fail here, with the server's own message, rather than on first use.
         drop(pool.get().await?);
         Ok(Self {
-            store: PgStore::new(pool, schema, clock),
+            store: PgStore::new(pool, schema, clock, mode),
             config,
         })
+    }
+
+    /// Whether this database is reached through a transaction-mode pooler.
+    pub(crate) fn behind_pooler(&self) -> bool {
+        self.store.prep.mode() == StatementMode::Unnamed
     }
 
     /// The same database on a pool of its own of `size` connections: what a
@@ -95,7 +113,7 @@ impl Database {
     /// the main pool cannot starve them into looking dead.
     pub(crate) fn with_own_pool(&self, size: usize) -> Result<PgStore, Error> {
         Ok(PgStore {
-            pool: build_pool(&self.config, size)?,
+            pool: build_pool(&self.config, size, self.behind_pooler())?,
             ..self.store.clone()
         })
     }
@@ -141,6 +159,30 @@ impl Database {
     }
 }
 
+/// The configuration of `url`, with the defaults pgbus fills in: a connect
+/// timeout, the user, and `application_name`.
+pub(crate) fn direct_config(url: &str) -> Result<tokio_postgres::Config, Error> {
+    let mut config: tokio_postgres::Config = url.parse()?;
+    if config.get_connect_timeout().is_none() {
+        // A server that accepts TCP but never answers must not hang a start.
+        config.connect_timeout(std::time::Duration::from_secs(10));
+    }
+    if config.get_user().is_none() {
+        // libpq connects as the operating-system user when none is given.
+        let user = std::env::var("PGUSER")
+            .or_else(|_| std::env::var("USER"))
+            .or_else(|_| std::env::var("LOGNAME"))
+            .unwrap_or_else(|_| "postgres".to_owned());
+        config.user(user);
+    }
+    if config.get_application_name().is_none() {
+        // So operators (and tests) can find these connections in
+        // `pg_stat_activity`; a URL's own `application_name` wins.
+        config.application_name(DEFAULT_APPLICATION_NAME);
+    }
+    Ok(config)
+}
+
 /// A pool of `size` connections on `config`.
 ///
 /// `Fast` recycling drops a pooled connection whose client saw its socket
@@ -158,13 +200,20 @@ impl Database {
 /// (a recursive scan of the due index, on empty-table statistics) would
 /// otherwise spend 100-200 ms compiling before a 1 ms execution. Options the
 /// URL sets are kept and come after, so `options=-c jit=on` turns it back on.
-fn build_pool(config: &tokio_postgres::Config, size: usize) -> Result<Pool, Error> {
+///
+/// Behind a transaction-mode `pooler` no startup `options` are sent at all:
+/// `PgBouncer` refuses them (set them on the role, `ALTER ROLE ... SET jit =
+/// off`); the URL's own `options`, if it sets any, still go.
+fn build_pool(config: &tokio_postgres::Config, size: usize, pooler: bool) -> Result<Pool, Error> {
     let mut config = config.clone();
-    let options = match config.get_options() {
-        Some(options) if !options.is_empty() => format!("-c jit=off {options}"),
-        _ => "-c jit=off".to_owned(),
-    };
-    config.options(&options);
+    // Behind a pooler the URL's own `options`, if any, go as they are.
+    if !pooler {
+        let options = match config.get_options() {
+            Some(options) if !options.is_empty() => format!("-c jit=off {options}"),
+            _ => "-c jit=off".to_owned(),
+        };
+        config.options(&options);
+    }
     let manager = Manager::from_config(
         config,
         NoTls,

@@ -357,6 +357,21 @@ pub enum Error {
     /// control characters.
     #[error("an idempotency key must be at most 255 characters of visible text")]
     InvalidIdempotencyKey,
+    /// An idempotent start in a caller's transaction met a run with the same
+    /// key that the transaction cannot see: another transaction committed it
+    /// after this one's snapshot was taken (`REPEATABLE READ` or
+    /// `SERIALIZABLE`; Postgres reports a serialization failure), or it was
+    /// deleted meanwhile. Nothing was started, and the caller's transaction is
+    /// aborted: roll it back and run it again, and the start returns that run
+    /// (or, at `READ COMMITTED`, this cannot happen for a visible run).
+    #[error(
+        "another transaction holds the idempotency key of this start of `{workflow}`, and this \
+         transaction's snapshot cannot see its run; roll back and retry the transaction"
+    )]
+    StartConflict {
+        /// The workflow.
+        workflow: String,
+    },
     /// The workflow has no live step to start with.
     #[error("workflow `{workflow}` has no step to run")]
     NoSteps {

@@ -54,6 +54,7 @@ pub struct WorkerBuilder {
     stall_threshold: Duration,
     shutdown_grace: Duration,
     notifications: bool,
+    listen_url: Option<String>,
     error_hook: Option<ErrorHook>,
     stall_action: StallAction,
     heartbeat_interval: Duration,
@@ -124,6 +125,7 @@ impl WorkerBuilder {
             stall_threshold: Duration::from_mins(5),
             shutdown_grace: Duration::from_secs(30),
             notifications: true,
+            listen_url: None,
             error_hook: None,
             stall_action: StallAction::Pause,
             heartbeat_interval: Duration::from_secs(5),
@@ -263,6 +265,21 @@ impl WorkerBuilder {
         self
     }
 
+    /// Where the worker's `LISTEN` session connects: a libpq URL or key-value
+    /// string of a direct connection to the same database, bypassing a
+    /// transaction-mode pooler (which hands each transaction to any server
+    /// connection, so a `LISTEN` through it would hear nothing). By default
+    /// the session uses the database's own URL, except behind a pooler
+    /// ([`Database::connect_behind_pooler`]), where a worker given no direct
+    /// URL polls every [`WorkerBuilder::poll_interval`] and says so once in
+    /// its log. Only `LISTEN` uses it: one connection, held while the worker
+    /// runs, reconnected with backoff.
+    #[must_use]
+    pub fn listen_url(mut self, url: impl Into<String>) -> Self {
+        self.listen_url = Some(url.into());
+        self
+    }
+
     /// Called with every error a policy reports, after its outcome is committed.
     #[must_use]
     pub fn on_error(mut self, hook: impl Fn(&ErrorReport) + Send + Sync + 'static) -> Self {
@@ -274,8 +291,10 @@ impl WorkerBuilder {
     ///
     /// # Errors
     /// [`Error::DuplicateWorkflow`] when two registered values share a name,
-    /// [`Error::NothingToRun`] without any workflow, and [`Error::BuildPool`]
-    /// when the pool of its upkeep connections cannot be built.
+    /// [`Error::NothingToRun`] without any workflow, [`Error::BuildPool`]
+    /// when the pool of its upkeep connections cannot be built, and
+    /// [`Error::Database`] for a [`WorkerBuilder::listen_url`] that does not
+    /// parse.
     pub fn build(self) -> Result<Worker, Error> {
         self.build_with(true)
     }
@@ -324,11 +343,17 @@ impl WorkerBuilder {
         queues.dedup();
         let mut workflows: Vec<String> = registry.keys().map(|name| (*name).to_owned()).collect();
         workflows.sort();
+        // Behind a pooler only a direct URL can hold a `LISTEN` session.
+        let listen = match &self.listen_url {
+            Some(url) => Some(crate::database::direct_config(url)?),
+            None if self.db.behind_pooler() => None,
+            None => Some(self.db.config.clone()),
+        };
         Ok(Worker {
             inner: Arc::new(Inner {
                 store: self.db.store.clone(),
                 upkeep: self.db.with_own_pool(UPKEEP_CONNECTIONS)?,
-                config: self.db.config.clone(),
+                listen,
                 registry,
                 queues,
                 workflows,
@@ -392,7 +417,9 @@ struct Inner {
     store: PgStore,
     /// The same database on a pool of its own, for heartbeats and sweeps.
     upkeep: PgStore,
-    config: tokio_postgres::Config,
+    /// Where the `LISTEN` session connects; `None` behind a pooler without a
+    /// direct URL: the worker polls.
+    listen: Option<tokio_postgres::Config>,
     registry: HashMap<&'static str, Arc<dyn ErasedWorkflow>>,
     queues: Vec<String>,
     workflows: Vec<String>,
@@ -437,6 +464,35 @@ impl Worker {
         &self.inner.queues
     }
 
+    /// Starts the `LISTEN` session that turns notifications into wake-ups,
+    /// unless notifications are off or there is nowhere to listen (behind a
+    /// pooler without [`WorkerBuilder::listen_url`]: said once, at `info`).
+    fn spawn_listener(
+        &self,
+        wake: &Arc<Notify>,
+        stop: &Arc<AtomicBool>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let inner = &self.inner;
+        if !inner.notifications {
+            return None;
+        }
+        let Some(config) = &inner.listen else {
+            info!(
+                pgbus.worker = %inner.id,
+                poll_interval = ?inner.poll_interval,
+                "behind a transaction pooler with no direct connection for LISTEN \
+                 (WorkerBuilder::listen_url): polling for work"
+            );
+            return None;
+        };
+        Some(tokio::spawn(listen(
+            config.clone(),
+            inner.store.schema.channel(),
+            Arc::clone(wake),
+            Arc::clone(stop),
+        )))
+    }
+
     /// Runs until `shutdown` completes, then stops claiming and lets running
     /// bodies finish within the grace period.
     ///
@@ -456,14 +512,7 @@ impl Worker {
 
         let wake = Arc::new(Notify::new());
         let stop_listening = Arc::new(AtomicBool::new(false));
-        let listener = inner.notifications.then(|| {
-            tokio::spawn(listen(
-                inner.config.clone(),
-                inner.store.schema.channel(),
-                Arc::clone(&wake),
-                Arc::clone(&stop_listening),
-            ))
-        });
+        let listener = self.spawn_listener(&wake, &stop_listening);
 
         let upkeep = tokio::spawn(self.clone().upkeep());
 

@@ -17,6 +17,7 @@ mod pg;
 mod policy_pg;
 mod robust_pg;
 mod signal_pg;
+mod start_in_pg;
 mod sweep_pg;
 mod worker_pg;
 
