@@ -131,6 +131,55 @@ impl Client {
         Ok(Started { run_id, created })
     }
 
+    /// [`Client::start_in`] on a caller's sqlx connection, with the `sqlx`
+    /// feature: pass `&mut *tx` for a `sqlx::Transaction<'_, Postgres>` (it
+    /// dereferences to a `PgConnection`). The run exists exactly when the
+    /// caller's transaction commits; the wake-up arrives at commit. Sent
+    /// unnamed (`persistent(false)`): nothing is left in the connection's
+    /// statement cache or on the server. The same SQL and the same decisions
+    /// as every other start.
+    ///
+    /// # Errors
+    /// As [`Client::start`]; [`Error::Sqlx`] for what the connection reports.
+    #[cfg(feature = "sqlx")]
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    pub async fn start_in_sqlx<W: Workflow>(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        input: &W::Input,
+    ) -> Result<RunId, Error> {
+        let input = serde_json::to_value(input)?;
+        let (run_id, _) = self
+            .store
+            .start_run_sqlx(conn, W::DEFINITION, &input, None)
+            .await?;
+        Ok(run_id)
+    }
+
+    /// [`Client::start_idempotent_in`] on a caller's sqlx connection (see
+    /// [`Client::start_in_sqlx`]): the same key semantics, the same
+    /// [`Error::StartConflict`] at `REPEATABLE READ`.
+    ///
+    /// # Errors
+    /// As [`Client::start_idempotent_in`]; [`Error::Sqlx`] for what the
+    /// connection reports.
+    #[cfg(feature = "sqlx")]
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    pub async fn start_idempotent_in_sqlx<W: Workflow>(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        input: &W::Input,
+        key: &str,
+    ) -> Result<Started, Error> {
+        check_key(key)?;
+        let input = serde_json::to_value(input)?;
+        let (run_id, created) = self
+            .store
+            .start_run_sqlx(conn, W::DEFINITION, &input, Some(key))
+            .await?;
+        Ok(Started { run_id, created })
+    }
+
     /// Pauses a run: nothing new of it is claimed until [`Client::resume`]. A step
     /// that is running when the pause lands still records its outcome, and its
     /// next row is scheduled but held; if it was the last step, the run finishes.

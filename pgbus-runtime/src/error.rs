@@ -278,6 +278,11 @@ pub enum Error {
     /// Postgres refused or failed a statement.
     #[error("database error")]
     Database(#[from] tokio_postgres::Error),
+    /// The caller's sqlx connection refused or failed a statement (see
+    /// [`Client::start_in_sqlx`](crate::Client::start_in_sqlx)).
+    #[cfg(feature = "sqlx")]
+    #[error("database error (sqlx)")]
+    Sqlx(#[from] sqlx::Error),
     /// No connection could be had from the pool.
     #[error("could not get a database connection")]
     Pool(#[from] deadpool_postgres::PoolError),

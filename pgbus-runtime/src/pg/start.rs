@@ -182,3 +182,58 @@ impl<C: Conn> StartConn for PgStart<'_, C> {
             .map(|row| row.get(0)))
     }
 }
+
+/// A start on a caller's sqlx connection: the same two statements, sent
+/// unnamed (`persistent(false)`), so nothing is left prepared on it.
+#[cfg(feature = "sqlx")]
+pub(crate) struct SqlxStart<'c> {
+    pub(crate) conn: &'c mut sqlx::PgConnection,
+    pub(crate) sql: &'c super::Statements,
+}
+
+#[cfg(feature = "sqlx")]
+impl StartConn for SqlxStart<'_> {
+    async fn insert(&mut self, args: &StartArgs<'_>) -> Result<Option<Inserted>, StartError> {
+        use sqlx::Row as _;
+        use sqlx::types::Json;
+        let row = sqlx::query(&self.sql.start_run)
+            .persistent(false)
+            .bind(args.workflow)
+            .bind(args.digest)
+            .bind(args.options_digest)
+            .bind(Json(args.input))
+            .bind(args.key)
+            .bind(&args.step_name)
+            .bind(&args.queue)
+            .bind(args.priority)
+            .bind(args.timeout_ms)
+            .bind(args.delay_ms)
+            .bind(args.now)
+            .bind(&args.channel)
+            .bind(&args.step_names)
+            .bind(Json(&args.step_plan))
+            .fetch_optional(&mut *self.conn)
+            .await;
+        let read = |row: sqlx::postgres::PgRow| -> Result<Inserted, sqlx::Error> {
+            Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+        };
+        match row.and_then(|row| row.map(read).transpose()) {
+            Ok(inserted) => Ok(inserted),
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("40001") => Err(
+                StartError::Serialization(Error::Sqlx(sqlx::Error::Database(db))),
+            ),
+            Err(error) => Err(StartError::Other(Error::Sqlx(error))),
+        }
+    }
+
+    async fn find(&mut self, workflow: &str, key: &str) -> Result<Option<i64>, Error> {
+        use sqlx::Row as _;
+        let row = sqlx::query(&self.sql.find_run_by_key)
+            .persistent(false)
+            .bind(workflow)
+            .bind(key)
+            .fetch_optional(&mut *self.conn)
+            .await?;
+        Ok(row.map(|row| row.try_get(0)).transpose()?)
+    }
+}

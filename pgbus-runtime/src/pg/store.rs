@@ -218,6 +218,26 @@ impl PgStore {
         .await
     }
 
+    /// As [`PgStore::start_run_on`], on a caller's sqlx connection.
+    #[cfg(feature = "sqlx")]
+    pub(crate) async fn start_run_sqlx(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        definition: &'static WorkflowDefinition,
+        input: &Value,
+        key: Option<&str>,
+    ) -> Result<(RunId, bool), Error> {
+        let args = self.start_args(definition, input, key)?;
+        start_with(
+            &mut super::start::SqlxStart {
+                conn,
+                sql: &self.sql,
+            },
+            &args,
+        )
+        .await
+    }
+
     /// The parameters of a start of `definition` on this store.
     pub(crate) fn start_args<'a>(
         &self,
