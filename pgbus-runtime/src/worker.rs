@@ -54,7 +54,7 @@ pub struct WorkerBuilder {
     stall_threshold: Duration,
     shutdown_grace: Duration,
     notifications: bool,
-    listen_url: Option<String>,
+    listen_on: Option<ListenOn>,
     error_hook: Option<ErrorHook>,
     stall_action: StallAction,
     heartbeat_interval: Duration,
@@ -63,6 +63,15 @@ pub struct WorkerBuilder {
     retention: Option<Duration>,
     eager_steps: usize,
     run_gauges: bool,
+}
+
+/// Where a worker's `LISTEN` session connects, when not the database's own
+/// configuration.
+enum ListenOn {
+    /// A URL, with the defaults a database connection gets.
+    Url(String),
+    /// A configuration, as given.
+    Config(Box<tokio_postgres::Config>),
 }
 
 /// How many steps of a run one slot runs eagerly in a row by default (see
@@ -125,7 +134,7 @@ impl WorkerBuilder {
             stall_threshold: Duration::from_mins(5),
             shutdown_grace: Duration::from_secs(30),
             notifications: true,
-            listen_url: None,
+            listen_on: None,
             error_hook: None,
             stall_action: StallAction::Pause,
             heartbeat_interval: Duration::from_secs(5),
@@ -276,7 +285,15 @@ impl WorkerBuilder {
     /// runs, reconnected with backoff.
     #[must_use]
     pub fn listen_url(mut self, url: impl Into<String>) -> Self {
-        self.listen_url = Some(url.into());
+        self.listen_on = Some(ListenOn::Url(url.into()));
+        self
+    }
+
+    /// As [`WorkerBuilder::listen_url`], with a connection configuration
+    /// built yourself; used as given (no defaults filled in).
+    #[must_use]
+    pub fn listen_config(mut self, config: tokio_postgres::Config) -> Self {
+        self.listen_on = Some(ListenOn::Config(Box::new(config)));
         self
     }
 
@@ -344,8 +361,9 @@ impl WorkerBuilder {
         let mut workflows: Vec<String> = registry.keys().map(|name| (*name).to_owned()).collect();
         workflows.sort();
         // Behind a pooler only a direct URL can hold a `LISTEN` session.
-        let listen = match &self.listen_url {
-            Some(url) => Some(crate::database::direct_config(url)?),
+        let listen = match self.listen_on {
+            Some(ListenOn::Url(url)) => Some(crate::database::direct_config(&url)?),
+            Some(ListenOn::Config(config)) => Some(*config),
             None if self.db.behind_pooler() => None,
             None => Some(self.db.config.clone()),
         };
