@@ -58,18 +58,27 @@ pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The database's time: what stored times are on, whatever the host's clock
-/// says.
+/// says. Sent unnamed, so it also works behind a transaction-mode pooler.
 pub(crate) async fn db_now(db: &Database) -> Result<DateTime<Utc>, BoxError> {
     let client = db.pool().get().await?;
     Ok(client
-        .query_one("SELECT clock_timestamp()", &[])
+        .query_typed_one("SELECT clock_timestamp()", &[])
         .await?
         .get(0))
 }
 
 async fn execute(cli: Cli) -> Result<(), BoxError> {
     let schema = Schema::new(&cli.schema)?;
-    let db = Database::connect_with(&cli.database_url, schema, Clock::Database).await?;
+    let db = if cli.transaction_pooler {
+        Database::builder(&cli.database_url)
+            .schema(schema)
+            .clock(Clock::Database)
+            .transaction_pooler(true)
+            .connect()
+            .await?
+    } else {
+        Database::connect_with(&cli.database_url, schema, Clock::Database).await?
+    };
     let out = Output::detect();
     match cli.command {
         Command::Migrate => {

@@ -29,6 +29,12 @@ struct Cli {
     #[arg(long, env = "PGBUS_SCHEMA", default_value = "pgbus")]
     schema: String,
 
+    /// The URL reaches the database through a transaction-mode pooler
+    /// (PgBouncer `pool_mode = transaction`): send every statement unnamed and
+    /// no startup options.
+    #[arg(long, env = "PGBUS_TRANSACTION_POOLER")]
+    transaction_pooler: bool,
+
     #[command(subcommand)]
     command: Command,
 }

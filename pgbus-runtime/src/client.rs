@@ -65,6 +65,121 @@ impl Client {
         Ok(Started { run_id, created })
     }
 
+    /// Starts a run of `W` with `input` inside the caller's transaction `tx`
+    /// (any tokio-postgres client or transaction on this database; for one of
+    /// [`Database::pool`](crate::Database::pool), pass `&*tx`), so the run
+    /// commits or rolls back with the caller's own rows: it exists exactly
+    /// when `tx` commits, and nothing of it (run, step, event) when `tx` rolls
+    /// back. The workers' wake-up is a `pg_notify` in `tx`, which Postgres
+    /// delivers only at commit, so no worker looks for the run before it is
+    /// visible. As River's `InsertTx` and Oban's `insert` inside
+    /// `Repo.transaction`.
+    ///
+    /// The statement is sent unnamed (one round trip, nothing left prepared
+    /// on the caller's connection, safe behind a transaction-mode pooler). The
+    /// first step's due time counts from `clock_timestamp()`, not from the
+    /// start of a long transaction (FAILURE-CLASSES 18). Given a plain client
+    /// rather than a transaction, the start commits on its own, as
+    /// [`Client::start`] does.
+    ///
+    /// # Errors
+    /// As [`Client::start`]. A statement that fails aborts the caller's
+    /// transaction, as any failed statement does.
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    pub async fn start_in<W: Workflow>(
+        &self,
+        tx: &(impl tokio_postgres::GenericClient + Sync),
+        input: &W::Input,
+    ) -> Result<RunId, Error> {
+        let input = serde_json::to_value(input)?;
+        let (run_id, _) = self
+            .store
+            .start_run_on(tx, W::DEFINITION, &input, None)
+            .await?;
+        Ok(run_id)
+    }
+
+    /// [`Client::start_idempotent`] inside the caller's transaction `tx`, as
+    /// [`Client::start_in`]. Behaves as outside a transaction: a run that a
+    /// committed start holds `key` for is returned with `created: false`; a
+    /// transaction that holds the key and is still open makes this start wait
+    /// for it: if it rolls back, this start creates the run, if it commits,
+    /// this one returns its run. If `tx` rolls back, a run it created is gone
+    /// and the key free again.
+    ///
+    /// At `REPEATABLE READ` or `SERIALIZABLE`, a run with `key` committed
+    /// after `tx`'s snapshot was taken cannot be returned (the transaction
+    /// cannot see it): the start fails with [`Error::StartConflict`] and `tx`
+    /// must be retried, as for any serialization failure.
+    ///
+    /// # Errors
+    /// [`Error::StartConflict`] as above, and the errors of
+    /// [`Client::start_idempotent`].
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    pub async fn start_idempotent_in<W: Workflow>(
+        &self,
+        tx: &(impl tokio_postgres::GenericClient + Sync),
+        input: &W::Input,
+        key: &str,
+    ) -> Result<Started, Error> {
+        check_key(key)?;
+        let input = serde_json::to_value(input)?;
+        let (run_id, created) = self
+            .store
+            .start_run_on(tx, W::DEFINITION, &input, Some(key))
+            .await?;
+        Ok(Started { run_id, created })
+    }
+
+    /// [`Client::start_in`] on a caller's sqlx connection, with the `sqlx`
+    /// feature: pass `&mut *tx` for a `sqlx::Transaction<'_, Postgres>` (it
+    /// dereferences to a `PgConnection`). The run exists exactly when the
+    /// caller's transaction commits; the wake-up arrives at commit. Sent
+    /// unnamed (`persistent(false)`): nothing is left in the connection's
+    /// statement cache or on the server. The same SQL and the same decisions
+    /// as every other start.
+    ///
+    /// # Errors
+    /// As [`Client::start`]; [`Error::Sqlx`] for what the connection reports.
+    #[cfg(feature = "sqlx")]
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    pub async fn start_in_sqlx<W: Workflow>(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        input: &W::Input,
+    ) -> Result<RunId, Error> {
+        let input = serde_json::to_value(input)?;
+        let (run_id, _) = self
+            .store
+            .start_run_sqlx(conn, W::DEFINITION, &input, None)
+            .await?;
+        Ok(run_id)
+    }
+
+    /// [`Client::start_idempotent_in`] on a caller's sqlx connection (see
+    /// [`Client::start_in_sqlx`]): the same key semantics, the same
+    /// [`Error::StartConflict`] at `REPEATABLE READ`.
+    ///
+    /// # Errors
+    /// As [`Client::start_idempotent_in`]; [`Error::Sqlx`] for what the
+    /// connection reports.
+    #[cfg(feature = "sqlx")]
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    pub async fn start_idempotent_in_sqlx<W: Workflow>(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        input: &W::Input,
+        key: &str,
+    ) -> Result<Started, Error> {
+        check_key(key)?;
+        let input = serde_json::to_value(input)?;
+        let (run_id, created) = self
+            .store
+            .start_run_sqlx(conn, W::DEFINITION, &input, Some(key))
+            .await?;
+        Ok(Started { run_id, created })
+    }
+
     /// Pauses a run: nothing new of it is claimed until [`Client::resume`]. A step
     /// that is running when the pause lands still records its outcome, and its
     /// next row is scheduled but held; if it was the last step, the run finishes.
@@ -185,8 +300,8 @@ impl Client {
             .start()
             .await?;
         let sql = &self.store.sql;
-        let statement = client.prepare_cached(&sql.get_run).await?;
-        let Some(row) = client.query_opt(&statement, &[&run_id.0]).await? else {
+        let statement = self.store.prep.in_tx(&client, &sql.get_run).await?;
+        let Some(row) = statement.query_opt(&client, &[&run_id.0]).await? else {
             return Err(Error::RunNotFound { run_id });
         };
         let run = RunSummary {
@@ -215,8 +330,8 @@ impl Client {
             batches: Vec::new(),
         };
 
-        let statement = client.prepare_cached(&sql.run_steps).await?;
-        for row in client.query(&statement, &[&run_id.0]).await? {
+        let statement = self.store.prep.in_tx(&client, &sql.run_steps).await?;
+        for row in statement.query(&client, &[&run_id.0]).await? {
             let outcome: Option<String> = row.get("outcome");
             let causes: Option<Value> = json(&row, "error_causes")?;
             view.steps.push(StepView {
@@ -247,8 +362,8 @@ impl Client {
             });
         }
 
-        let statement = client.prepare_cached(&sql.run_events).await?;
-        for row in client.query(&statement, &[&run_id.0]).await? {
+        let statement = self.store.prep.in_tx(&client, &sql.run_events).await?;
+        for row in statement.query(&client, &[&run_id.0]).await? {
             view.events.push(EventView {
                 id: row.get("id"),
                 step_id: row.get("step_id"),
@@ -262,7 +377,7 @@ impl Client {
             });
         }
 
-        read_signals_and_batches(&client, sql, run_id, &mut view).await?;
+        read_signals_and_batches(&client, &self.store.prep, sql, run_id, &mut view).await?;
         client.commit().await?;
         Ok(view)
     }
@@ -276,11 +391,15 @@ impl Client {
     /// Database errors.
     #[instrument(skip_all, err)]
     pub async fn run_counts(&self, range: &Range) -> Result<Vec<BucketCounts>, Error> {
-        let client = self.store.pool.get().await?;
-        let statement = client.prepare_cached(&self.store.sql.run_counts).await?;
+        let mut client = self.store.pool.get().await?;
+        let statement = self
+            .store
+            .prep
+            .on(&mut client, &self.store.sql.run_counts)
+            .await?;
         let bucket_ms = i64::try_from(range.bucket.as_millis()).unwrap_or(i64::MAX);
-        let rows = client
-            .query(&statement, &[&range.from, &range.to, &bucket_ms])
+        let rows = statement
+            .query(&client, &[&range.from, &range.to, &bucket_ms])
             .await?;
         let found: std::collections::HashMap<DateTime<Utc>, BucketCounts> = rows
             .iter()
@@ -320,11 +439,15 @@ impl Client {
     /// Database errors; [`Error::Corrupt`] for an unknown stored outcome.
     #[instrument(skip_all, err)]
     pub async fn step_outcomes(&self, range: &Range) -> Result<Vec<OutcomeCount>, Error> {
-        let client = self.store.pool.get().await?;
-        let statement = client.prepare_cached(&self.store.sql.step_insights).await?;
+        let mut client = self.store.pool.get().await?;
+        let statement = self
+            .store
+            .prep
+            .on(&mut client, &self.store.sql.step_insights)
+            .await?;
         let bucket_ms = i64::try_from(range.bucket.as_millis()).unwrap_or(i64::MAX);
-        client
-            .query(&statement, &[&range.from, &range.to, &bucket_ms])
+        statement
+            .query(&client, &[&range.from, &range.to, &bucket_ms])
             .await?
             .iter()
             .map(|row| {
@@ -348,10 +471,14 @@ impl Client {
         range: &Range,
         limit: i64,
     ) -> Result<Vec<StepTimings>, Error> {
-        let client = self.store.pool.get().await?;
-        let statement = client.prepare_cached(&self.store.sql.slowest_steps).await?;
-        Ok(client
-            .query(&statement, &[&range.from, &range.to, &limit])
+        let mut client = self.store.pool.get().await?;
+        let statement = self
+            .store
+            .prep
+            .on(&mut client, &self.store.sql.slowest_steps)
+            .await?;
+        Ok(statement
+            .query(&client, &[&range.from, &range.to, &limit])
             .await?
             .iter()
             .map(|row| StepTimings {
@@ -372,12 +499,16 @@ impl Client {
     /// Database errors.
     #[instrument(skip_all, err)]
     pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
-        let client = self.store.pool.get().await?;
-        let statement = client.prepare_cached(&self.store.sql.list_runs).await?;
+        let mut client = self.store.pool.get().await?;
+        let statement = self
+            .store
+            .prep
+            .on(&mut client, &self.store.sql.list_runs)
+            .await?;
         let limit = i64::from(filter.limit.unwrap_or(100).clamp(1, 1_000));
-        let rows = client
+        let rows = statement
             .query(
-                &statement,
+                &client,
                 &[
                     &filter.workflow,
                     &filter.status.map(RunStatus::as_str),
@@ -500,12 +631,13 @@ pub fn check_key(key: &str) -> Result<(), Error> {
 /// Adds a run's signals and fan_out batches to its view.
 async fn read_signals_and_batches(
     client: &deadpool_postgres::Transaction<'_>,
+    prep: &crate::pg::statement::Preparer,
     sql: &crate::pg::Statements,
     run_id: RunId,
     view: &mut RunView,
 ) -> Result<(), Error> {
-    let statement = client.prepare_cached(&sql.run_signals).await?;
-    for row in client.query(&statement, &[&run_id.0]).await? {
+    let statement = prep.in_tx(client, &sql.run_signals).await?;
+    for row in statement.query(client, &[&run_id.0]).await? {
         view.signals.push(SignalView {
             id: crate::SignalId(row.get("id")),
             name: row.get("name"),
@@ -516,8 +648,8 @@ async fn read_signals_and_batches(
         });
     }
 
-    let statement = client.prepare_cached(&sql.run_batches).await?;
-    for row in client.query(&statement, &[&run_id.0]).await? {
+    let statement = prep.in_tx(client, &sql.run_batches).await?;
+    for row in statement.query(client, &[&run_id.0]).await? {
         view.batches.push(BatchView {
             id: row.get("id"),
             parent_step_id: row.get("parent_step_id"),

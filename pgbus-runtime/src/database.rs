@@ -10,6 +10,7 @@ use crate::client::Client;
 use crate::clock::Clock;
 use crate::connection::{self, Connector, Settings};
 use crate::error::Error;
+use crate::pg::statement::StatementMode;
 use crate::pg::store::PgStore;
 use crate::pg::{Schema, migrate_schema};
 use crate::worker::WorkerBuilder;
@@ -449,7 +450,16 @@ impl DatabaseBuilder {
             }
         };
         Ok(Database {
-            store: PgStore::new(pool, schema, clock),
+            store: PgStore::new(
+                pool,
+                schema,
+                clock,
+                if settings.pooler {
+                    StatementMode::Unnamed
+                } else {
+                    StatementMode::Cached
+                },
+            ),
             connector,
             pooler: settings.pooler,
         })

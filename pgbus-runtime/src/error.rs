@@ -277,7 +277,7 @@ pub struct StepNotDefined {
 /// where the server spoke: `database error: ERROR: canceling statement due to
 /// statement timeout (SQLSTATE 57014)`. `Debug` (what `main` prints for an
 /// `Err` it returns, and `{:?}`) is that line followed by the error's causes,
-/// one per line, as `anyhow` prints a chain. The two driver variants carry the
+/// one per line, as `anyhow` prints a chain. The driver variants carry the
 /// driver's error for code that wants to inspect it ([`tokio_postgres::Error::code`],
 /// [`tokio_postgres::Error::as_db_error`]) but report no `source()`: their
 /// `Display` already says everything the driver knows, so a chain printer
@@ -288,6 +288,12 @@ pub enum Error {
     /// Postgres refused or failed a statement, or the connection failed.
     #[error("database error: {}", describe_driver_error(.0))]
     Database(tokio_postgres::Error),
+    /// The caller's sqlx connection refused or failed a statement (see
+    /// [`Client::start_in_sqlx`](crate::Client::start_in_sqlx)); sqlx's own
+    /// words end the `Display`, so it is not also a `source()`.
+    #[cfg(feature = "sqlx")]
+    #[error("database error (sqlx): {0}")]
+    Sqlx(sqlx::Error),
     /// No connection could be had from the pool.
     #[error("{}", describe_pool_error(.0))]
     Pool(deadpool_postgres::PoolError),
@@ -367,6 +373,21 @@ pub enum Error {
     /// control characters.
     #[error("an idempotency key must be at most 255 characters of visible text")]
     InvalidIdempotencyKey,
+    /// An idempotent start in a caller's transaction met a run with the same
+    /// key that the transaction cannot see: another transaction committed it
+    /// after this one's snapshot was taken (`REPEATABLE READ` or
+    /// `SERIALIZABLE`; Postgres reports a serialization failure), or it was
+    /// deleted meanwhile. Nothing was started, and the caller's transaction is
+    /// aborted: roll it back and run it again, and the start returns that run
+    /// (or, at `READ COMMITTED`, this cannot happen for a visible run).
+    #[error(
+        "another transaction holds the idempotency key of this start of `{workflow}`, and this \
+         transaction's snapshot cannot see its run; roll back and retry the transaction"
+    )]
+    StartConflict {
+        /// The workflow.
+        workflow: String,
+    },
     /// The workflow has no live step to start with.
     #[error("workflow `{workflow}` has no step to run")]
     NoSteps {
@@ -559,6 +580,13 @@ impl From<tokio_postgres::Error> for Error {
 impl From<deadpool_postgres::PoolError> for Error {
     fn from(error: deadpool_postgres::PoolError) -> Self {
         Self::Pool(error)
+    }
+}
+
+#[cfg(feature = "sqlx")]
+impl From<sqlx::Error> for Error {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Sqlx(error)
     }
 }
 

@@ -55,6 +55,7 @@ pub struct WorkerBuilder {
     stall_threshold: Duration,
     shutdown_grace: Duration,
     notifications: bool,
+    listen_url: Option<String>,
     error_hook: Option<ErrorHook>,
     stall_action: StallAction,
     heartbeat_interval: Duration,
@@ -64,6 +65,9 @@ pub struct WorkerBuilder {
     eager_steps: usize,
     run_gauges: bool,
 }
+
+/// Where a worker's `LISTEN` session connects, when not the database's own
+/// configuration.
 
 /// How many steps of a run one slot runs eagerly in a row by default (see
 /// [`WorkerBuilder::eager_steps`]).
@@ -125,6 +129,7 @@ impl WorkerBuilder {
             stall_threshold: Duration::from_mins(5),
             shutdown_grace: Duration::from_secs(30),
             notifications: true,
+            listen_url: None,
             error_hook: None,
             stall_action: StallAction::Pause,
             heartbeat_interval: Duration::from_secs(5),
@@ -264,6 +269,21 @@ impl WorkerBuilder {
         self
     }
 
+    /// Where the worker's `LISTEN` session connects: a libpq URL or key-value
+    /// string of a direct connection to the same database, bypassing a
+    /// transaction-mode pooler (which hands each transaction to any server
+    /// connection, so a `LISTEN` through it would hear nothing). By default
+    /// the session uses the database's own URL, except behind a pooler
+    /// ([`crate::DatabaseBuilder::transaction_pooler`]), where a worker given no direct
+    /// URL polls every [`WorkerBuilder::poll_interval`] and says so once in
+    /// its log. Only `LISTEN` uses it: one connection, held while the worker
+    /// runs, reconnected with backoff.
+    #[must_use]
+    pub fn listen_url(mut self, url: impl Into<String>) -> Self {
+        self.listen_url = Some(url.into());
+        self
+    }
+
     /// Called with every error a policy reports, after its outcome is committed.
     #[must_use]
     pub fn on_error(mut self, hook: impl Fn(&ErrorReport) + Send + Sync + 'static) -> Self {
@@ -281,8 +301,10 @@ impl WorkerBuilder {
     ///
     /// # Errors
     /// [`Error::DuplicateWorkflow`] when two registered values share a name,
-    /// [`Error::NothingToRun`] without any workflow, and [`Error::BuildPool`]
-    /// when the pool of its upkeep connections cannot be built.
+    /// [`Error::NothingToRun`] without any workflow, [`Error::BuildPool`]
+    /// when the pool of its upkeep connections cannot be built, and
+    /// [`Error::InvalidSetting`] or [`Error::UnreadableFile`] for a
+    /// [`WorkerBuilder::listen_url`] whose settings are wrong.
     pub fn build(self) -> Result<Worker, Error> {
         let pool_size = self.db.pool().status().max_size;
         let needed = self.concurrency.saturating_add(1);
@@ -341,11 +363,22 @@ impl WorkerBuilder {
         queues.dedup();
         let mut workflows: Vec<String> = registry.keys().map(|name| (*name).to_owned()).collect();
         workflows.sort();
+        // Behind a pooler only a direct URL can hold a `LISTEN` session.
+        let listen = match self.listen_url {
+            Some(url) => Some(Arc::new(crate::connection::connector(
+                &url,
+                &crate::connection::Settings::default(),
+                &crate::connection::env::process_env,
+                &crate::connection::env::os_user,
+            )?)),
+            None if self.db.transaction_pooler() => None,
+            None => self.db.connector.clone(),
+        };
         Ok(Worker {
             inner: Arc::new(Inner {
                 store: self.db.store.clone(),
                 upkeep: self.db.with_own_pool(UPKEEP_CONNECTIONS)?,
-                connector: self.db.connector.clone(),
+                listen,
                 registry,
                 queues,
                 workflows,
@@ -409,9 +442,10 @@ struct Inner {
     store: PgStore,
     /// The same database on a pool of its own, for heartbeats and sweeps.
     upkeep: PgStore,
-    /// How to open the `LISTEN` connection like the pool's; `None` for a pool
-    /// handed in alone (the worker then polls).
-    connector: Option<Arc<Connector>>,
+    /// How to open the `LISTEN` connection: the database's own settings, or
+    /// [`WorkerBuilder::listen_url`]'s; `None` for a pool handed in alone, or
+    /// behind a pooler without a direct URL (the worker then polls).
+    listen: Option<Arc<Connector>>,
     registry: HashMap<&'static str, Arc<dyn ErasedWorkflow>>,
     queues: Vec<String>,
     workflows: Vec<String>,
@@ -456,9 +490,10 @@ impl Worker {
         &self.inner.queues
     }
 
-    /// Starts the `LISTEN` task, when notifications are on and the database
-    /// has connection settings to open its connection with; without them (a
-    /// pool handed in alone) says once that the worker polls.
+    /// Starts the `LISTEN` task, when notifications are on and there is
+    /// somewhere to listen; without (a pool handed in alone, or behind a
+    /// pooler without [`WorkerBuilder::listen_url`]) says once, at `info`,
+    /// that the worker polls.
     fn spawn_listener(
         &self,
         wake: &Arc<Notify>,
@@ -468,11 +503,12 @@ impl Worker {
         if !inner.notifications {
             return None;
         }
-        let Some(connector) = inner.connector.clone() else {
+        let Some(connector) = inner.listen.clone() else {
             info!(
                 pgbus.worker = %inner.id,
                 poll_interval = ?inner.poll_interval,
-                "the pool was handed in without connection settings: no LISTEN connection, polling for work"
+                "no LISTEN connection (a pool handed in alone, or a transaction pooler \
+                 without WorkerBuilder::listen_url): polling for work"
             );
             return None;
         };

@@ -7,6 +7,7 @@ mod env;
 mod harness;
 mod memory;
 mod pg;
+pub mod pgbouncer;
 
 pub use env::{MAX_ATTEMPTS_PER_CALL, StepRecord, TestEnv, default_start};
 pub use harness::{StepHarness, StepRun};

@@ -5,13 +5,19 @@
 //! runs included.
 //!
 //! `DATABASE_URL` picks the database (default: the local server, database
-//! `postgres`, as the current user). Set `RUST_LOG=debug` for the worker's logs.
+//! `postgres`, as the current user) and `PGBUS_SCHEMA` the schema (default
+//! `pgbus`). Behind a transaction-mode pooler such as PgBouncer, set
+//! `PGBUS_TRANSACTION_POOLER=true`, and `PGBUS_LISTEN_URL` to a direct URL for
+//! the worker's `LISTEN` (without one it polls). Set `RUST_LOG=debug` for the
+//! worker's logs.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use pgbus_examples::{Fulfil, NotifyVendor, Order, Settlement};
-use pgbus_runtime::{Client, DEFAULT_DATABASE_URL, Database, RunId, RunStatus, RunView, Workflow};
+use pgbus_runtime::{
+    Client, Clock, DEFAULT_DATABASE_URL, Database, RunId, RunStatus, RunView, Schema, Workflow,
+};
 
 const ORDERS: i64 = 5;
 
@@ -35,7 +41,21 @@ async fn main() -> ExitCode {
 
 async fn run() -> Result<bool, String> {
     let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-    let db = Database::connect(&url).await.map_err(|error| {
+    let schema = std::env::var("PGBUS_SCHEMA").unwrap_or_else(|_| "pgbus".to_owned());
+    let schema = Schema::new(&schema).map_err(|e| format!("PGBUS_SCHEMA: {e}"))?;
+    let pooler = std::env::var("PGBUS_TRANSACTION_POOLER")
+        .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"));
+    let connected = if pooler {
+        Database::builder(&url)
+            .schema(schema)
+            .clock(Clock::Database)
+            .transaction_pooler(true)
+            .connect()
+            .await
+    } else {
+        Database::connect_with(&url, schema, Clock::Database).await
+    };
+    let db = connected.map_err(|error| {
         format!(
             "no PostgreSQL answered at {url}: {}\n\
              Start the local server (on Debian: `pg_ctlcluster 15 main start`) or point \
@@ -75,12 +95,16 @@ async fn run() -> Result<bool, String> {
 
     // The gateway fails twice per order before it recovers: the charge policy
     // reattempts it.
-    let worker = db
+    let mut worker = db
         .worker()
         .register(Fulfil::new(2))
         .register(NotifyVendor)
         .concurrency(8)
-        .poll_interval(Duration::from_millis(200))
+        .poll_interval(Duration::from_millis(200));
+    if let Ok(direct) = std::env::var("PGBUS_LISTEN_URL") {
+        worker = worker.listen_url(direct);
+    }
+    let worker = worker
         .build()
         .map_err(|e| format!("could not build the worker: {e}"))?;
     let all_ended = wait_until_ended(&client, &runs);
@@ -214,7 +238,11 @@ async fn count_by_status(db: &Database, runs: &[RunId]) -> Result<String, pgbus_
         "SELECT status, count(*) FROM \"{}\".runs WHERE id = ANY($1) GROUP BY status ORDER BY status",
         db.schema()
     );
-    let rows = client.query(&sql, &[&ids]).await?;
+    // Unnamed, with its parameter's type: nothing is left prepared, so this
+    // also works behind a transaction-mode pooler.
+    let rows = client
+        .query_typed(&sql, &[(&ids, tokio_postgres::types::Type::INT8_ARRAY)])
+        .await?;
     Ok(rows
         .iter()
         .map(|row| format!("{}: {}", row.get::<_, String>(0), row.get::<_, i64>(1)))

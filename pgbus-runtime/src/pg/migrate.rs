@@ -6,6 +6,7 @@ use deadpool_postgres::Pool;
 use tracing::{info, instrument};
 
 use super::Schema;
+use super::statement::{Preparer, StatementMode};
 use crate::error::Error;
 
 /// One migration file.
@@ -95,13 +96,16 @@ pub async fn migrate(pool: &Pool) -> Result<(), Error> {
 /// database errors.
 #[instrument(skip_all, fields(pgbus.schema = %schema), err)]
 pub async fn migrate_schema(pool: &Pool, schema: &Schema) -> Result<(), Error> {
+    // Unnamed statements whatever the store's mode: a migration runs once,
+    // so a cache would gain nothing, and nothing of it outlives the
+    // transaction (safe behind a transaction-mode pooler).
+    let prep = Preparer::new(StatementMode::Unnamed);
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    tx.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-        &[&format!("pgbus.migrate.{schema}")],
-    )
-    .await?;
+    prep.in_tx(&tx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .await?
+        .execute(&tx, &[&format!("pgbus.migrate.{schema}")])
+        .await?;
     tx.batch_execute(&schema.render(
         "CREATE SCHEMA IF NOT EXISTS {schema};
          CREATE TABLE IF NOT EXISTS {schema}.pgbus_migrations (
@@ -113,14 +117,9 @@ pub async fn migrate_schema(pool: &Pool, schema: &Schema) -> Result<(), Error> {
     ))
     .await?;
 
-    let applied = tx
-        .query(
-            &schema.render(
-                "SELECT version, name, checksum FROM {schema}.pgbus_migrations ORDER BY version",
-            ),
-            &[],
-        )
-        .await?;
+    let applied_sql = schema
+        .render("SELECT version, name, checksum FROM {schema}.pgbus_migrations ORDER BY version");
+    let applied = prep.in_tx(&tx, &applied_sql).await?.query(&tx, &[]).await?;
     for row in &applied {
         let version: i32 = row.get(0);
         let Some(known) = MIGRATIONS.iter().find(|m| m.version == version) else {
@@ -138,6 +137,9 @@ pub async fn migrate_schema(pool: &Pool, schema: &Schema) -> Result<(), Error> {
         }
     }
 
+    let record_sql = schema.render(
+        "INSERT INTO {schema}.pgbus_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+    );
     for migration in MIGRATIONS {
         let done = applied
             .iter()
@@ -146,11 +148,13 @@ pub async fn migrate_schema(pool: &Pool, schema: &Schema) -> Result<(), Error> {
             continue;
         }
         tx.batch_execute(&schema.render(migration.sql)).await?;
-        tx.execute(
-            &schema.render("INSERT INTO {schema}.pgbus_migrations (version, name, checksum) VALUES ($1, $2, $3)"),
-            &[&migration.version, &migration.name, &migration.checksum()],
-        )
-        .await?;
+        prep.in_tx(&tx, &record_sql)
+            .await?
+            .execute(
+                &tx,
+                &[&migration.version, &migration.name, &migration.checksum()],
+            )
+            .await?;
         info!(pgbus.migration = migration.name, "applied migration");
     }
     tx.commit().await?;

@@ -2,6 +2,8 @@
 //! applies the engine's plans.
 
 mod migrate;
+mod start;
+pub(crate) mod statement;
 pub(crate) mod store;
 
 use std::fmt;

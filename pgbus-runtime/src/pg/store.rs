@@ -10,6 +10,8 @@ use deadpool_postgres::{Pool, Transaction};
 use serde_json::Value;
 use tokio_postgres::error::SqlState;
 
+use super::start::{PgStart, StartArgs, start_with};
+use super::statement::{Caller, Prepared, Preparer, StatementMode};
 use super::{Schema, Statements};
 use crate::clock::Clock;
 use crate::context::{RunId, SignalId};
@@ -62,6 +64,8 @@ macro_rules! in_tx {
 #[derive(Clone, Debug)]
 pub(crate) struct PgStore {
     pub(crate) pool: Pool,
+    /// How statements are sent, and the parameter types learned so far.
+    pub(crate) prep: Preparer,
     pub(crate) schema: Schema,
     pub(crate) sql: Arc<Statements>,
     pub(crate) clock: Clock,
@@ -152,10 +156,11 @@ pub(crate) struct Handoff<'a> {
 }
 
 impl PgStore {
-    pub(crate) fn new(pool: Pool, schema: Schema, clock: Clock) -> Self {
+    pub(crate) fn new(pool: Pool, schema: Schema, clock: Clock, mode: StatementMode) -> Self {
         let sql = Arc::new(Statements::new(&schema));
         Self {
             pool,
+            prep: Preparer::new(mode),
             schema,
             sql,
             clock,
@@ -163,55 +168,90 @@ impl PgStore {
     }
 
     /// Starts a run of `definition` with `input`; with a key, returns the run an
-    /// earlier start with that key created instead. `(run, created)`.
+    /// earlier start with that key created instead. `(run, created)`. See
+    /// [`start_with`] for what a key does.
     pub(crate) async fn start_run(
         &self,
         definition: &'static WorkflowDefinition,
         input: &Value,
         key: Option<&str>,
     ) -> Result<(RunId, bool), Error> {
-        let Some((index, entry)) = definition.first_step() else {
-            return Err(Error::NoSteps {
-                workflow: definition.name.to_owned(),
-            });
-        };
-        let first = first_attempt(definition, index, entry);
-        let client = self.pool.get().await?;
-        let statement = client.prepare_cached(&self.sql.start_run).await?;
-        let delay = ms(first.delay_ms);
-        let row = client
-            .query_opt(
-                &statement,
-                &[
-                    &definition.name,
-                    &definition.digest,
-                    &definition.options_digest,
-                    input,
-                    &key,
-                    &first.step_name,
-                    &first.queue,
-                    &first.priority,
-                    &first.timeout_ms,
-                    &delay,
-                    &self.clock.now(),
-                    &self.schema.channel(),
-                    &crate::engine::live_step_names(definition),
-                    &serde_json::to_value(crate::engine::step_plan(definition))?,
-                ],
-            )
+        let args = self.start_args(definition, input, key)?;
+        let mut client = self.pool.get().await?;
+        let insert = self.prep.on(&mut client, &self.sql.start_run).await?;
+        let find = self.prep.on(&mut client, &self.sql.find_run_by_key).await?;
+        start_with(
+            &mut PgStart {
+                conn: &client,
+                insert,
+                find,
+            },
+            &args,
+        )
+        .await
+    }
+
+    /// As [`PgStore::start_run`], on a caller's client or transaction: both
+    /// statements unnamed (the caller's connection has no statement cache of
+    /// ours and may sit behind a pooler), so nothing is left prepared on it.
+    pub(crate) async fn start_run_on<C: tokio_postgres::GenericClient + Sync>(
+        &self,
+        caller: &C,
+        definition: &'static WorkflowDefinition,
+        input: &Value,
+        key: Option<&str>,
+    ) -> Result<(RunId, bool), Error> {
+        let args = self.start_args(definition, input, key)?;
+        let insert = self.prep.unnamed(&self.pool, &self.sql.start_run).await?;
+        let find = self
+            .prep
+            .unnamed(&self.pool, &self.sql.find_run_by_key)
             .await?;
-        if let Some(row) = row {
-            check_count("start_run: first step", 1, row.get::<_, i64>(1))?;
-            check_count("start_run: started event", 1, row.get::<_, i64>(2))?;
-            return Ok((RunId(row.get(0)), true));
-        }
-        // The key was taken: return the run that holds it. The insert waited for
-        // the other transaction, so that run is committed and visible now.
-        let statement = client.prepare_cached(&self.sql.find_run_by_key).await?;
-        let row = client
-            .query_one(&statement, &[&definition.name, &key])
-            .await?;
-        Ok((RunId(row.get(0)), false))
+        start_with(
+            &mut PgStart {
+                conn: &Caller(caller),
+                insert,
+                find,
+            },
+            &args,
+        )
+        .await
+    }
+
+    /// As [`PgStore::start_run_on`], on a caller's sqlx connection.
+    #[cfg(feature = "sqlx")]
+    pub(crate) async fn start_run_sqlx(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        definition: &'static WorkflowDefinition,
+        input: &Value,
+        key: Option<&str>,
+    ) -> Result<(RunId, bool), Error> {
+        let args = self.start_args(definition, input, key)?;
+        start_with(
+            &mut super::start::SqlxStart {
+                conn,
+                sql: &self.sql,
+            },
+            &args,
+        )
+        .await
+    }
+
+    /// The parameters of a start of `definition` on this store.
+    pub(crate) fn start_args<'a>(
+        &self,
+        definition: &'static WorkflowDefinition,
+        input: &'a Value,
+        key: Option<&'a str>,
+    ) -> Result<StartArgs<'a>, Error> {
+        StartArgs::new(
+            definition,
+            input,
+            key,
+            self.clock.now(),
+            self.schema.channel(),
+        )
     }
 
     /// Claims up to `limit` due steps.
@@ -246,10 +286,10 @@ impl PgStore {
         stall_threshold_ms: i64,
         now: Option<DateTime<Utc>>,
     ) -> Result<Vec<Claimed>, Error> {
-        let statement = tx.prepare_cached(&self.sql.claim).await?;
-        let rows = tx
+        let statement = self.prep.in_tx(tx, &self.sql.claim).await?;
+        let rows = statement
             .query(
-                &statement,
+                tx,
                 &[
                     &queues,
                     &workflows,
@@ -323,8 +363,8 @@ impl PgStore {
     ) -> Result<(), Error> {
         let ids: Vec<i64> = gated.iter().map(|(id, _)| *id).collect();
         let names: Vec<Option<&str>> = gated.iter().map(|(_, name)| name.as_deref()).collect();
-        let statement = tx.prepare_cached(&self.sql.gate_inputs).await?;
-        for row in tx.query(&statement, &[&ids, &names]).await? {
+        let statement = self.prep.in_tx(tx, &self.sql.gate_inputs).await?;
+        for row in statement.query(tx, &[&ids, &names]).await? {
             let id: i64 = row.get("id");
             let Some(claim) = claimed.iter_mut().find(|c| c.step_id == id) else {
                 continue;
@@ -352,10 +392,10 @@ impl PgStore {
         queues: &[String],
         workflows: &[String],
     ) -> Result<Option<i64>, Error> {
-        let client = self.pool.get().await?;
-        let statement = client.prepare_cached(&self.sql.next_due).await?;
-        let row = client
-            .query_one(&statement, &[&queues, &workflows, &self.clock.now()])
+        let mut client = self.pool.get().await?;
+        let statement = self.prep.on(&mut client, &self.sql.next_due).await?;
+        let row = statement
+            .query_one(&client, &[&queues, &workflows, &self.clock.now()])
             .await?;
         Ok(row.get(0))
     }
@@ -412,10 +452,10 @@ impl PgStore {
         lost_ms: i64,
         limit: i64,
     ) -> Result<Vec<(Claimed, String, String)>, Error> {
-        let client = self.pool.get().await?;
-        let statement = client.prepare_cached(&self.sql.stalled).await?;
-        let rows = client
-            .query(&statement, &[&self.clock.now(), &lost_ms, &limit])
+        let mut client = self.pool.get().await?;
+        let statement = self.prep.on(&mut client, &self.sql.stalled).await?;
+        let rows = statement
+            .query(&client, &[&self.clock.now(), &lost_ms, &limit])
             .await?;
         Ok(rows
             .iter()
@@ -433,10 +473,10 @@ impl PgStore {
     /// of `running` (step ids) lost their claim, and which attempts in progress
     /// under this worker `running` lacks.
     pub(crate) async fn heartbeat(&self, id: &str, running: &[i64]) -> Result<Heartbeat, Error> {
-        let client = self.pool.get().await?;
-        let statement = client.prepare_cached(&self.sql.heartbeat).await?;
-        let row = client
-            .query_one(&statement, &[&id, &self.clock.now(), &running])
+        let mut client = self.pool.get().await?;
+        let statement = self.prep.on(&mut client, &self.sql.heartbeat).await?;
+        let row = statement
+            .query_one(&client, &[&id, &self.clock.now(), &running])
             .await?;
         Ok(Heartbeat {
             present: row.get::<_, i64>("beats") > 0,
@@ -448,11 +488,11 @@ impl PgStore {
     /// Makes attempts a worker holds but lost track of due for the sweep now.
     /// Returns how many.
     pub(crate) async fn release_orphans(&self, id: &str, orphans: &[i64]) -> Result<u64, Error> {
-        let client = self.pool.get().await?;
-        let statement = client.prepare_cached(&self.sql.release_orphans).await?;
-        Ok(client
-            .execute(&statement, &[&id, &orphans, &self.clock.now()])
-            .await?)
+        let mut client = self.pool.get().await?;
+        let statement = self.prep.on(&mut client, &self.sql.release_orphans).await?;
+        statement
+            .execute(&client, &[&id, &orphans, &self.clock.now()])
+            .await
     }
 
     /// Deletes up to `batch` finished or cancelled runs older than `retention_ms`;
@@ -462,11 +502,14 @@ impl PgStore {
         retention_ms: i64,
         batch: i64,
     ) -> Result<u64, Error> {
-        let client = self.pool.get().await?;
-        let statement = client.prepare_cached(&self.sql.delete_expired_runs).await?;
-        Ok(client
-            .execute(&statement, &[&self.clock.now(), &retention_ms, &batch])
-            .await?)
+        let mut client = self.pool.get().await?;
+        let statement = self
+            .prep
+            .on(&mut client, &self.sql.delete_expired_runs)
+            .await?;
+        statement
+            .execute(&client, &[&self.clock.now(), &retention_ms, &batch])
+            .await
     }
 
     /// Deletes the row of worker `id` and of every worker silent for longer than
@@ -476,11 +519,11 @@ impl PgStore {
         id: Option<&str>,
         silent_ms: Option<i64>,
     ) -> Result<u64, Error> {
-        let client = self.pool.get().await?;
-        let statement = client.prepare_cached(&self.sql.delete_worker).await?;
-        Ok(client
-            .execute(&statement, &[&id, &self.clock.now(), &silent_ms])
-            .await?)
+        let mut client = self.pool.get().await?;
+        let statement = self.prep.on(&mut client, &self.sql.delete_worker).await?;
+        statement
+            .execute(&client, &[&id, &self.clock.now(), &silent_ms])
+            .await
     }
 
     #[allow(clippy::too_many_arguments)] // one transaction, its parts named
@@ -536,10 +579,10 @@ impl PgStore {
 
         let error = result.error.as_ref();
         let causes = error.map(|e| Value::from(e.causes.clone()));
-        let fence = tx.prepare_cached(&self.sql.end_attempt).await?;
-        let fenced = tx
+        let fence = self.prep.in_tx(tx, &self.sql.end_attempt).await?;
+        let fenced = fence
             .query_opt(
-                &fence,
+                tx,
                 &[
                     &claimed.step_id,
                     &claimed.attempt,
@@ -613,9 +656,9 @@ impl PgStore {
     ) -> Result<RunStatus, Error> {
         let status: RunStatus = parse_stored(&run.get::<_, String>("status"))?;
         if status.is_terminal() {
-            let statement = tx.prepare_cached(&self.sql.cancel_open_steps).await?;
+            let statement = self.prep.in_tx(tx, &self.sql.cancel_open_steps).await?;
             let now: DateTime<Utc> = run.get("now");
-            tx.execute(&statement, &[&run_id.0, &now]).await?;
+            statement.execute(tx, &[&run_id.0, &now]).await?;
         }
         Ok(status)
     }
@@ -628,8 +671,8 @@ impl PgStore {
         step_id: i64,
         now: DateTime<Utc>,
     ) -> Result<(), Error> {
-        let statement = tx.prepare_cached(&self.sql.consume_signal).await?;
-        let consumed = tx.execute(&statement, &[&id.0, &step_id, &now]).await?;
+        let statement = self.prep.in_tx(tx, &self.sql.consume_signal).await?;
+        let consumed = statement.execute(tx, &[&id.0, &step_id, &now]).await?;
         check_count("consume_signal", 1, i64::try_from(consumed).unwrap_or(0))
     }
 
@@ -641,8 +684,8 @@ impl PgStore {
         run_id: RunId,
         now: Option<DateTime<Utc>>,
     ) -> Result<Option<tokio_postgres::Row>, Error> {
-        let lock = tx.prepare_cached(&self.sql.lock_run).await?;
-        let rows = tx.query(&lock, &[&run_id.0, &now]).await?;
+        let lock = self.prep.in_tx(tx, &self.sql.lock_run).await?;
+        let rows = lock.query(tx, &[&run_id.0, &now]).await?;
         Ok(rows
             .into_iter()
             .find(|row| row.get::<_, i64>("id") == run_id.0))
@@ -672,10 +715,10 @@ impl PgStore {
             park,
         );
         let wait = park.wait();
-        let statement = tx.prepare_cached(&self.sql.park_step).await?;
-        let parked = tx
+        let statement = self.prep.in_tx(tx, &self.sql.park_step).await?;
+        let parked = statement
             .query_opt(
-                &statement,
+                tx,
                 &[
                     &claimed.step_id,
                     &claimed.attempt,
@@ -711,8 +754,9 @@ impl PgStore {
             }
         }
         if woken {
-            let statement = tx.prepare_cached(&self.sql.notify).await?;
-            tx.query_one(&statement, &[&self.schema.channel(), &queue])
+            let statement = self.prep.in_tx(tx, &self.sql.notify).await?;
+            statement
+                .query_one(tx, &[&self.schema.channel(), &queue])
                 .await?;
         }
         let step = StepRef {
@@ -780,10 +824,10 @@ impl PgStore {
         let workflows: Vec<&str> = children.iter().map(|c| c.workflow).collect();
         let inputs: Vec<&Value> = children.iter().map(|c| &c.input).collect();
         let specs = Value::Array(specs.into_values().collect());
-        let statement = tx.prepare_cached(&self.sql.start_children).await?;
-        let row = tx
+        let statement = self.prep.in_tx(tx, &self.sql.start_children).await?;
+        let row = statement
             .query_one(
-                &statement,
+                tx,
                 &[
                     &claimed.run_id.0,
                     &claimed.step_id,
@@ -808,10 +852,13 @@ impl PgStore {
     /// Runs per status, for the statuses that are not an end (ready,
     /// performing, paused); statuses without runs are absent.
     pub(crate) async fn run_status_counts(&self) -> Result<Vec<(String, i64)>, Error> {
-        let client = self.pool.get().await?;
-        let statement = client.prepare_cached(&self.sql.run_status_counts).await?;
-        Ok(client
-            .query(&statement, &[])
+        let mut client = self.pool.get().await?;
+        let statement = self
+            .prep
+            .on(&mut client, &self.sql.run_status_counts)
+            .await?;
+        Ok(statement
+            .query(&client, &[])
             .await?
             .iter()
             .map(|row| (row.get("status"), row.get("runs")))
@@ -819,11 +866,11 @@ impl PgStore {
     }
 
     pub(crate) async fn resolve_batches(&self, limit: i64) -> Result<u64, Error> {
-        let client = self.pool.get().await?;
-        let statement = client.prepare_cached(&self.sql.resolve_batches).await?;
-        let row = client
+        let mut client = self.pool.get().await?;
+        let statement = self.prep.on(&mut client, &self.sql.resolve_batches).await?;
+        let row = statement
             .query_one(
-                &statement,
+                &client,
                 &[&self.clock.now(), &limit, &self.schema.channel()],
             )
             .await?;
@@ -853,14 +900,14 @@ impl PgStore {
     ) -> Result<SignalId, Error> {
         // The run's lock first, in a statement of its own, so the send reads
         // what an attempt parking meanwhile committed (lock_signalled_run.sql).
-        let lock = tx.prepare_cached(&self.sql.lock_signalled_run).await?;
-        if tx.query_opt(&lock, &[&run_id.0]).await?.is_none() {
+        let lock = self.prep.in_tx(tx, &self.sql.lock_signalled_run).await?;
+        if lock.query_opt(tx, &[&run_id.0]).await?.is_none() {
             return Err(Error::RunNotFound { run_id });
         }
-        let statement = tx.prepare_cached(&self.sql.send_signal).await?;
-        let row = tx
+        let statement = self.prep.in_tx(tx, &self.sql.send_signal).await?;
+        let row = statement
             .query_one(
-                &statement,
+                tx,
                 &[&run_id.0, &name, payload, &now, &self.schema.channel()],
             )
             .await?;
@@ -907,9 +954,9 @@ impl PgStore {
         };
         let db_now: DateTime<Utc> = run.get("now");
         let workflow: String = run.get("workflow");
-        let statement = tx.prepare_cached(&self.sql.latest_step).await?;
-        let latest = tx
-            .query_opt(&statement, &[&run_id.0])
+        let statement = self.prep.in_tx(tx, &self.sql.latest_step).await?;
+        let latest = statement
+            .query_opt(tx, &[&run_id.0])
             .await?
             .map(|row| -> Result<LatestStep, Error> {
                 let outcome: Option<String> = row.get("outcome");
@@ -949,8 +996,8 @@ impl PgStore {
             },
         );
         if plan.skip_latest {
-            let statement = tx.prepare_cached(&self.sql.skip_step).await?;
-            let skipped = tx.execute(&statement, &[&step.id, &db_now]).await?;
+            let statement = self.prep.in_tx(tx, &self.sql.skip_step).await?;
+            let skipped = statement.execute(tx, &[&step.id, &db_now]).await?;
             check_count("skip_step", 1, i64::try_from(skipped).unwrap_or(0))?;
         }
         let kept_error = match (
@@ -983,8 +1030,9 @@ impl PgStore {
             && let Some(latest) = &state.latest
         {
             // A held row can be claimed again: wake its queue's workers.
-            let statement = tx.prepare_cached(&self.sql.notify).await?;
-            tx.query_one(&statement, &[&self.schema.channel(), &latest.queue])
+            let statement = self.prep.in_tx(tx, &self.sql.notify).await?;
+            statement
+                .query_one(tx, &[&self.schema.channel(), &latest.queue])
                 .await?;
         }
         Ok(plan.run_status)
@@ -1007,12 +1055,9 @@ impl PgStore {
         match ending {
             Ending::Sweep { .. } => return Ok(false),
             Ending::Outcome { retrying: true } => {
-                let statement = tx.prepare_cached(&self.sql.outcome_recorded).await?;
-                let recorded: bool = tx
-                    .query_one(
-                        &statement,
-                        &[&claimed.run_id.0, &claimed.step_id, &worker_id],
-                    )
+                let statement = self.prep.in_tx(tx, &self.sql.outcome_recorded).await?;
+                let recorded: bool = statement
+                    .query_one(tx, &[&claimed.run_id.0, &claimed.step_id, &worker_id])
                     .await?
                     .get(0);
                 if recorded {
@@ -1024,24 +1069,25 @@ impl PgStore {
             }
             Ending::Outcome { retrying: false } => {}
         }
-        let statement = tx.prepare_cached(&self.sql.late_completion).await?;
+        let statement = self.prep.in_tx(tx, &self.sql.late_completion).await?;
         let details = serde_json::json!({
             "verb": format!("{:?}", result.verb),
             "error": result.error.as_ref().map(|e| e.message.clone()),
         });
-        tx.execute(
-            &statement,
-            &[
-                &claimed.run_id.0,
-                &claimed.step_id,
-                &claimed.step_name,
-                &claimed.attempt,
-                &worker_id,
-                &details,
-                &now,
-            ],
-        )
-        .await?;
+        statement
+            .execute(
+                tx,
+                &[
+                    &claimed.run_id.0,
+                    &claimed.step_id,
+                    &claimed.step_name,
+                    &claimed.attempt,
+                    &worker_id,
+                    &details,
+                    &now,
+                ],
+            )
+            .await?;
         Ok(false)
     }
 
@@ -1054,17 +1100,15 @@ impl PgStore {
         claimed: &Claimed,
         worker_id: &str,
     ) -> Result<(), Error> {
-        let statement = tx.prepare_cached(&self.sql.release_handoff).await?;
-        let released = tx
-            .query_opt(
-                &statement,
-                &[&claimed.run_id.0, &claimed.step_id, &worker_id],
-            )
+        let statement = self.prep.in_tx(tx, &self.sql.release_handoff).await?;
+        let released = statement
+            .query_opt(tx, &[&claimed.run_id.0, &claimed.step_id, &worker_id])
             .await?;
         if let Some(row) = released {
             let queue: String = row.get("queue");
-            let statement = tx.prepare_cached(&self.sql.notify).await?;
-            tx.query_one(&statement, &[&self.schema.channel(), &queue])
+            let statement = self.prep.in_tx(tx, &self.sql.notify).await?;
+            statement
+                .query_one(tx, &[&self.schema.channel(), &queue])
                 .await?;
         }
         Ok(())
@@ -1082,8 +1126,8 @@ impl PgStore {
         let workflow = change.workflow;
         let plan = change;
         if plan.cancel_open_steps {
-            let statement = tx.prepare_cached(&self.sql.cancel_open_steps).await?;
-            tx.execute(&statement, &[&run_id, &now]).await?;
+            let statement = self.prep.in_tx(tx, &self.sql.cancel_open_steps).await?;
+            statement.execute(tx, &[&run_id, &now]).await?;
         }
         self.fan_out_changes(tx, plan, actor, now).await?;
         // The rest goes out in one pipeline: the events, the next step row,
@@ -1093,10 +1137,10 @@ impl PgStore {
         // the order a claim would give them); polled in that order (`biased`),
         // so the first error to come back, the real one, is the one returned,
         // not a later statement's "transaction is aborted".
-        let events = tx.prepare_cached(&self.sql.insert_events).await?;
-        let insert_step = tx.prepare_cached(&self.sql.insert_step).await?;
-        let update_run = tx.prepare_cached(&self.sql.update_run).await?;
-        let notify = tx.prepare_cached(&self.sql.notify).await?;
+        let events = self.prep.in_tx(tx, &self.sql.insert_events).await?;
+        let insert_step = self.prep.in_tx(tx, &self.sql.insert_step).await?;
+        let update_run = self.prep.in_tx(tx, &self.sql.update_run).await?;
+        let notify = self.prep.in_tx(tx, &self.sql.notify).await?;
         let claimer = plan.next.and(plan.claim_next);
         // A run whose next step this worker takes is `performing`, as a
         // claim leaves it.
@@ -1112,9 +1156,9 @@ impl PgStore {
             let Some(next) = plan.next else {
                 return Ok(None);
             };
-            let row = tx
+            let row = insert_step
                 .query_one(
-                    &insert_step,
+                    tx,
                     &[
                         &run_id,
                         &workflow,
@@ -1139,9 +1183,9 @@ impl PgStore {
             Ok(worker.map(|_| row.get::<_, i64>("id")))
         };
         let run_row = async {
-            let updated = tx
+            let updated = update_run
                 .execute(
-                    &update_run,
+                    tx,
                     &[
                         &run_id,
                         &run_status.as_str(),
@@ -1159,11 +1203,10 @@ impl PgStore {
         // this worker wakes no one.
         let wake = async {
             match plan.next {
-                Some(next) if plan.run_status == RunStatus::Ready && worker.is_none() => tx
-                    .query_one(&notify, &[&self.schema.channel(), &next.queue])
+                Some(next) if plan.run_status == RunStatus::Ready && worker.is_none() => notify
+                    .query_one(tx, &[&self.schema.channel(), &next.queue])
                     .await
-                    .map(drop)
-                    .map_err(Error::from),
+                    .map(drop),
                 _ => Ok(()),
             }
         };
@@ -1176,7 +1219,7 @@ impl PgStore {
     /// (`insert_events.sql`, prepared); nothing when there are none.
     async fn insert_events(
         tx: &Transaction<'_>,
-        statement: &tokio_postgres::Statement,
+        statement: &Prepared<'_>,
         run_id: i64,
         rows: &EventRows,
         actor: &str,
@@ -1185,9 +1228,9 @@ impl PgStore {
         if rows.events.is_empty() {
             return Ok(());
         }
-        let inserted = tx
+        let inserted = statement
             .execute(
-                statement,
+                tx,
                 &[
                     &run_id,
                     &rows.step_ids,
@@ -1222,11 +1265,11 @@ impl PgStore {
             // Lock the open tree first, until no new descendant shows up, so
             // the cancel below reads it all with one snapshot taken after
             // (lock_children.sql).
-            let lock = tx.prepare_cached(&self.sql.lock_children).await?;
+            let lock = self.prep.in_tx(tx, &self.sql.lock_children).await?;
             let mut locked: Vec<i64> = Vec::new();
             loop {
-                let found: Vec<i64> = tx
-                    .query(&lock, &[&run_id])
+                let found: Vec<i64> = lock
+                    .query(tx, &[&run_id])
                     .await?
                     .iter()
                     .map(|row| row.get(0))
@@ -1236,16 +1279,17 @@ impl PgStore {
                 }
                 locked = found;
             }
-            let statement = tx.prepare_cached(&self.sql.cancel_children).await?;
+            let statement = self.prep.in_tx(tx, &self.sql.cancel_children).await?;
             let reason = format!("parent run {run_id} was cancelled");
-            tx.query_one(&statement, &[&run_id, &now, &actor, &reason, &locked])
+            statement
+                .query_one(tx, &[&run_id, &now, &actor, &reason, &locked])
                 .await?;
         }
         if change.run_status.is_terminal() && change.parent_batch_id.is_some() {
-            let statement = tx.prepare_cached(&self.sql.count_child).await?;
-            let row = tx
+            let statement = self.prep.in_tx(tx, &self.sql.count_child).await?;
+            let row = statement
                 .query_one(
-                    &statement,
+                    tx,
                     &[
                         &run_id,
                         &change.run_status.as_str(),
@@ -1269,10 +1313,10 @@ impl PgStore {
         pid: i32,
         queues: &[String],
     ) -> Result<(), Error> {
-        let client = self.pool.get().await?;
-        let statement = client.prepare_cached(&self.sql.register_worker).await?;
-        client
-            .execute(&statement, &[&id, &host, &pid, &queues, &self.clock.now()])
+        let mut client = self.pool.get().await?;
+        let statement = self.prep.on(&mut client, &self.sql.register_worker).await?;
+        statement
+            .execute(&client, &[&id, &host, &pid, &queues, &self.clock.now()])
             .await?;
         Ok(())
     }
@@ -1521,7 +1565,7 @@ fn ms(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-fn check_count(statement: &'static str, expected: i64, found: i64) -> Result<(), Error> {
+pub(crate) fn check_count(statement: &'static str, expected: i64, found: i64) -> Result<(), Error> {
     if expected == found {
         Ok(())
     } else {

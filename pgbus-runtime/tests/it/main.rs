@@ -18,6 +18,7 @@ mod pg;
 mod policy_pg;
 mod robust_pg;
 mod signal_pg;
+mod start_in_pg;
 mod sweep_pg;
 mod tls_cluster;
 mod tls_pg;
