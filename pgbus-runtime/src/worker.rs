@@ -66,9 +66,6 @@ pub struct WorkerBuilder {
     run_gauges: bool,
 }
 
-/// Where a worker's `LISTEN` session connects, when not the database's own
-/// configuration.
-
 /// How many steps of a run one slot runs eagerly in a row by default (see
 /// [`WorkerBuilder::eager_steps`]).
 pub const DEFAULT_EAGER_STEPS: usize = 16;
