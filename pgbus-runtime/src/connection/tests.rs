@@ -362,6 +362,28 @@ fn one_host_copies_every_other_setting() {
 }
 
 #[test]
+fn tcp_user_timeout_is_in_milliseconds_and_keepalives_off_turns_off_both_sides() {
+    let env = env_of(&[]);
+    // As libpq reads it; tokio-postgres alone would take seconds.
+    let connector = super::connector(
+        "postgres://u@h/d?tcp_user_timeout=2500&keepalives=0",
+        &Settings::default(),
+        &env,
+        &no_os_user,
+    )
+    .unwrap();
+    assert_eq!(
+        connector.config.get_tcp_user_timeout(),
+        Some(&Duration::from_millis(2500))
+    );
+    assert_eq!(connector.config.get_options(), Some("-c jit=off"));
+    assert!(matches!(
+        super::connector("host=h user=u tcp_user_timeout=2s", &Settings::default(), &env, &no_os_user),
+        Err(Error::InvalidSetting { setting, .. }) if setting == "tcp_user_timeout"
+    ));
+}
+
+#[test]
 fn the_connector_applies_defaults_the_string_and_the_builder_in_that_order() {
     let env = env_of(&[]);
     let connector = super::connector(
@@ -426,25 +448,6 @@ fn the_connector_applies_defaults_the_string_and_the_builder_in_that_order() {
              -c tcp_keepalives_count=3 -c tcp_user_timeout=10000 -c jit=on"
         )
     );
-
-    // `tcp_user_timeout` is in milliseconds, as libpq reads it; `keepalives=0`
-    // turns off both sides.
-    let connector = super::connector(
-        "postgres://u@h/d?tcp_user_timeout=2500&keepalives=0",
-        &Settings::default(),
-        &env,
-        &no_os_user,
-    )
-    .unwrap();
-    assert_eq!(
-        connector.config.get_tcp_user_timeout(),
-        Some(&Duration::from_millis(2500))
-    );
-    assert_eq!(connector.config.get_options(), Some("-c jit=off"));
-    assert!(matches!(
-        super::connector("host=h user=u tcp_user_timeout=2s", &Settings::default(), &env, &no_os_user),
-        Err(Error::InvalidSetting { setting, .. }) if setting == "tcp_user_timeout"
-    ));
 
     // The builder's win over the string's.
     let settings = Settings {
