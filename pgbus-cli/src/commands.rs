@@ -27,6 +27,11 @@ pub(crate) async fn run(cli: Cli) -> Result<(), BoxError> {
 fn hint(error: BoxError, url: &str, schema: &str) -> BoxError {
     let text = chain(error.as_ref());
     if text.contains("relation \"") && text.contains("does not exist") {
+        // The runtime's own hint names no schema; this one does.
+        let text = text.replace(
+            "; is the schema migrated? run `Database::migrate` (or `pgbus migrate`)",
+            "",
+        );
         format!("{text} (is schema {schema} migrated? run `pgbus migrate`)").into()
     } else if text.contains("could not get a database connection") {
         // Through pgbus's own parser, so URLs with libpq's TLS settings

@@ -71,6 +71,12 @@ async fn the_command_lists_shows_and_signals_through_pgbouncer() {
     // Without the flag the startup options are refused: the flag matters.
     let refused = pgbus(&t, &bouncer, &[], &["runs"]);
     assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    // ... and the error says what to do about it.
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("refused a startup parameter") && said.contains("--transaction-pooler"),
+        "{said}"
+    );
 
     let db = Database::builder(&bouncer.url("test"))
         .schema(t.db.schema().clone())

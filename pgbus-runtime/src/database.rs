@@ -273,6 +273,15 @@ impl DatabaseBuilder {
         self
     }
 
+    /// How long a call waits for a free connection of the pool before it fails
+    /// with [`Error::Pool`] (a wait timeout, transient); default
+    /// [`connection::DEFAULT_POOL_WAIT_TIMEOUT`], 30 s. A pool handed in keeps
+    /// its own timeouts.
+    pub fn pool_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.pool_wait_timeout = Some(timeout);
+        self
+    }
+
     /// How long one connection attempt to one host may take, TCP, TLS and
     /// authentication together (default: the URL's `connect_timeout`, else
     /// `PGCONNECT_TIMEOUT`, else
@@ -480,6 +489,23 @@ impl DatabaseBuilder {
         if settings.connect_timeout == Some(Duration::ZERO) {
             return invalid("connect_timeout", "must be above zero");
         }
+        if settings.pool_wait_timeout == Some(Duration::ZERO) {
+            return invalid("pool_wait_timeout", "must be above zero");
+        }
+        for (setting, value) in [
+            ("statement_timeout", settings.statement_timeout),
+            (
+                "idle_in_transaction_session_timeout",
+                settings.idle_in_transaction_session_timeout,
+            ),
+        ] {
+            if value.is_some_and(|value| value < Duration::from_millis(1)) {
+                return invalid(
+                    setting,
+                    "must be at least one millisecond (the server counts it in milliseconds, and 0 would mean no limit at all)",
+                );
+            }
+        }
         for (setting, value) in [
             ("keepalives_idle", settings.keepalives_idle),
             ("keepalives_interval", settings.keepalives_interval),
@@ -514,6 +540,12 @@ impl DatabaseBuilder {
             return invalid(
                 "pool_size",
                 "applies only to the pool pgbus builds; size the pool you hand in yourself",
+            );
+        }
+        if handed_in && settings.pool_wait_timeout.is_some() {
+            return invalid(
+                "pool_wait_timeout",
+                "applies only to the pool pgbus builds; set the wait timeout of the pool you hand in yourself",
             );
         }
         if matches!(self.source, Source::Pool(_)) {

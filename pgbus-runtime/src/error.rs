@@ -292,7 +292,7 @@ pub enum Error {
     /// [`Client::start_in_sqlx`](crate::Client::start_in_sqlx)); sqlx's own
     /// words end the `Display`, so it is not also a `source()`.
     #[cfg(feature = "sqlx")]
-    #[error("database error (sqlx): {0}")]
+    #[error("{}", describe_sqlx_error(.0))]
     Sqlx(sqlx::Error),
     /// No connection could be had from the pool.
     #[error("{}", describe_pool_error(.0))]
@@ -381,8 +381,9 @@ pub enum Error {
     /// aborted: roll it back and run it again, and the start returns that run
     /// (or, at `READ COMMITTED`, this cannot happen for a visible run).
     #[error(
-        "another transaction holds the idempotency key of this start of `{workflow}`, and this \
-         transaction's snapshot cannot see its run; roll back and retry the transaction"
+        "a run of `{workflow}` with this idempotency key was committed after this transaction's \
+         snapshot was taken, so this transaction cannot see it; roll back and retry the \
+         transaction (a serialization conflict: `is_transient` says so)"
     )]
     StartConflict {
         /// The workflow.
@@ -423,7 +424,7 @@ pub enum Error {
     /// fit with another: in the URL or key-value string, in a libpq
     /// environment variable (then `setting` is the variable's name, e.g.
     /// `PGPORT`), or given to [`crate::DatabaseBuilder`].
-    #[error("connection setting `{setting}` {problem}")]
+    #[error("setting `{setting}` {problem}")]
     InvalidSetting {
         /// The setting to change, as libpq (or the builder method) names it.
         setting: String,
@@ -556,6 +557,22 @@ pub enum Error {
         /// 111)`) end the `Display`, so it is not also a `source()`.
         error: tokio_postgres::Error,
     },
+    /// A pooler or proxy in front of the server (`PgBouncer` says
+    /// "unsupported startup parameter") refused a startup parameter pgbus
+    /// sends: its session settings go as startup `options` (`jit = off`, the
+    /// server's side of the keepalives, a `statement_timeout`) unless
+    /// [`crate::DatabaseBuilder::transaction_pooler`] is on.
+    #[error(
+        "server {host}:{port} refused a startup parameter ({message}); behind PgBouncer or another pooler, connect with `DatabaseBuilder::transaction_pooler(true)` (`pgbus --transaction-pooler`), which sends none, or add it to the pooler's `ignore_startup_parameters`"
+    )]
+    StartupParameterRefused {
+        /// The pooler's host.
+        host: String,
+        /// Its port.
+        port: u16,
+        /// What it said.
+        message: String,
+    },
     /// The server did not finish the connection (TCP, TLS and authentication)
     /// within the connect timeout.
     #[error(
@@ -625,6 +642,18 @@ fn describe_driver_error(error: &tokio_postgres::Error) -> String {
             text.push_str("; hint: ");
             text.push_str(hint);
         }
+        match db.code().code() {
+            // Every statement of pgbus names only its own tables.
+            "42P01" => text
+                .push_str("; is the schema migrated? run `Database::migrate` (or `pgbus migrate`)"),
+            // A named statement gone or clashing: what a transaction-mode
+            // pooler does to the statement cache of a direct connection.
+            "26000" | "42P05" => text.push_str(
+                "; behind a transaction-mode pooler? connect with \
+                 `DatabaseBuilder::transaction_pooler(true)` (`pgbus --transaction-pooler`)",
+            ),
+            _ => {}
+        }
         return text;
     }
     let mut text = safe_display(error);
@@ -638,9 +667,25 @@ fn describe_driver_error(error: &tokio_postgres::Error) -> String {
 /// What lies below a driver error (the socket's or rustls's words), or the
 /// driver's own words when nothing does.
 fn driver_cause(error: &tokio_postgres::Error) -> String {
+    if error.as_db_error().is_some() {
+        return describe_driver_error(error);
+    }
     match std::error::Error::source(error) {
         Some(cause) => display_chain(cause),
         None => describe_driver_error(error),
+    }
+}
+
+/// A sqlx error in full: the server's severity-free message and SQLSTATE,
+/// as [`describe_driver_error`] gives them, or sqlx's own words.
+#[cfg(feature = "sqlx")]
+fn describe_sqlx_error(error: &sqlx::Error) -> String {
+    match error {
+        sqlx::Error::Database(db) => match db.code() {
+            Some(code) => format!("database error (sqlx): {} (SQLSTATE {code})", db.message()),
+            None => format!("database error (sqlx): {}", db.message()),
+        },
+        other => format!("database error (sqlx): {}", display_chain(other)),
     }
 }
 
@@ -680,7 +725,10 @@ impl Error {
     /// (a server restart, a terminated backend, a network error), the server is
     /// starting, stopping or full, the pool timed out, or Postgres reported a
     /// serialization failure, a deadlock or a cancelled statement (57014, which
-    /// `statement_timeout` raises). Constraint violations, values that
+    /// `statement_timeout` raises), or a start in your transaction met
+    /// [`Error::StartConflict`] (retry the whole transaction). A connection the
+    /// server refused is transient as its SQLSTATE says (too many connections:
+    /// yes; no such database: no). Constraint violations, values that
     /// do not convert, a dropped database and the like are not transient.
     #[must_use]
     pub fn is_transient(&self) -> bool {
@@ -721,9 +769,13 @@ impl Error {
             Self::Database(error) | Self::Pool(deadpool_postgres::PoolError::Backend(error)) => {
                 connection_lost(error)
             }
+            // Refused by the socket: transient; by the server: as its SQLSTATE
+            // says (too many connections, starting up: yes; no such
+            // database: no).
+            Self::Connect { error, .. } => error.code().is_none() || connection_lost(error),
             Self::Pool(deadpool_postgres::PoolError::Timeout(_))
-            | Self::Connect { .. }
-            | Self::ConnectTimeout { .. } => true,
+            | Self::ConnectTimeout { .. }
+            | Self::StartConflict { .. } => true,
             _ => false,
         }
     }

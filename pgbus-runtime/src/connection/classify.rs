@@ -131,7 +131,18 @@ pub(crate) fn classify(
                 source: error,
             };
         }
-        return Error::Database(error);
+        // PgBouncer (and proxies like it) refuse startup parameters they do
+        // not know, `options` among them, with a FATAL of their own.
+        if db.message().starts_with("unsupported startup parameter") {
+            return Error::StartupParameterRefused {
+                host,
+                port,
+                message: db.message().to_owned(),
+            };
+        }
+        // The server refused this connection (an unknown database or role, too
+        // many connections, a bad session setting): where, and its words.
+        return Error::Connect { host, port, error };
     }
     if let Some(tls) = rustls_error(&error) {
         return match tls {
@@ -141,7 +152,7 @@ pub(crate) fn classify(
                 let presented = match tls {
                     rustls::Error::InvalidCertificate(
                         CertificateError::NotValidForNameContext { presented, .. },
-                    ) => presented.clone(),
+                    ) => presented.iter().map(|name| bare_name(name)).collect(),
                     _ => Vec::new(),
                 };
                 Error::HostNameMismatch {
@@ -178,6 +189,17 @@ pub(crate) fn classify(
         return Error::Tls { host, port, error };
     }
     Error::Connect { host, port, error }
+}
+
+/// A name as rustls reports it (`DnsName("localhost")`, an IP address in the
+/// same shape) without the wrapper: `localhost`.
+fn bare_name(name: &str) -> String {
+    match (name.find('('), name.rfind(')')) {
+        (Some(open), Some(close)) if open < close => {
+            name[open + 1..close].trim_matches('"').to_owned()
+        }
+        _ => name.to_owned(),
+    }
 }
 
 /// Why a certificate chain is not trusted, in words.

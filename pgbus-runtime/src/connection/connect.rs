@@ -41,6 +41,8 @@ pub(crate) struct Connector {
     pub(crate) tls: Tls,
     /// The bound of one attempt on one host.
     pub(crate) connect_timeout: Duration,
+    /// How long a caller waits for a free connection of a pool this builds.
+    pub(crate) pool_wait: Duration,
 }
 
 /// One host to try, with the configuration that names only it.
@@ -239,6 +241,7 @@ impl Connector {
             .max_size(size)
             .runtime(Runtime::Tokio1)
             .create_timeout(Some(self.create_bound()))
+            .wait_timeout(Some(self.pool_wait))
             .pre_recycle(Hook::async_fn(|client, metrics| {
                 Box::pin(async move {
                     if metrics.last_used() < CHECK_IDLE_AFTER || client.is_closed() {

@@ -77,6 +77,13 @@ pub const DEFAULT_KEEPALIVES_RETRIES: u32 = 3;
 /// 15 minutes).
 pub const DEFAULT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a call waits for a free connection of a pool pgbus built before it
+/// fails with a pool timeout (`Error::Pool`, transient), when the builder sets
+/// no other ([`crate::DatabaseBuilder::pool_wait_timeout`]): long enough for
+/// a busy worker's slots to hand connections on, short enough that a client
+/// call behind an exhausted pool answers rather than hangs.
+pub const DEFAULT_POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The `application_name` pgbus connections carry when neither the URL,
 /// `PGAPPNAME` nor the builder names one, so they can be told apart in
 /// `pg_stat_activity`.
@@ -94,6 +101,7 @@ pub(crate) struct Settings {
     pub(crate) application_name: Option<String>,
     pub(crate) statement_timeout: Option<Duration>,
     pub(crate) idle_in_transaction_session_timeout: Option<Duration>,
+    pub(crate) pool_wait_timeout: Option<Duration>,
     /// Behind a transaction-mode pooler: no startup `options` of pgbus's own.
     pub(crate) pooler: bool,
 }
@@ -173,6 +181,9 @@ pub(crate) fn connector(
         config,
         tls,
         connect_timeout,
+        pool_wait: settings
+            .pool_wait_timeout
+            .unwrap_or(DEFAULT_POOL_WAIT_TIMEOUT),
     })
 }
 

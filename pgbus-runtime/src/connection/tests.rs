@@ -233,7 +233,7 @@ fn bad_values_are_typed_errors_that_name_the_setting() {
     let error = "bogus".parse::<SslMode>().unwrap_err();
     assert_eq!(
         error.to_string(),
-        "connection setting `sslmode` `bogus` is not one of disable, allow, prefer, require, verify-ca, verify-full"
+        "setting `sslmode` `bogus` is not one of disable, allow, prefer, require, verify-ca, verify-full"
     );
 }
 

@@ -28,7 +28,9 @@ async fn a_server_error_displays_its_message_and_sqlstate_once() {
     let display = error.to_string();
     assert!(
         display.starts_with("database error: ERROR: relation ")
-            && display.contains("does not exist (SQLSTATE 42P01)"),
+            && display.contains("does not exist (SQLSTATE 42P01)")
+            && display
+                .ends_with("is the schema migrated? run `Database::migrate` (or `pgbus migrate`)"),
         "{display}"
     );
     // `Debug`, what `main` prints for a returned error, is readable and says

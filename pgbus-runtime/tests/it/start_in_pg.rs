@@ -340,6 +340,8 @@ async fn a_repeatable_read_caller_gets_the_run_or_a_typed_conflict() {
         matches!(&conflict, Err(Error::StartConflict { workflow }) if workflow == "start_in.ship"),
         "{conflict:?}"
     );
+    // A serialization conflict: retrying the transaction is the answer.
+    assert!(conflict.as_ref().is_err_and(Error::is_transient));
     tx.rollback().await.expect("rollback");
 
     // Retried, the transaction sees that run.

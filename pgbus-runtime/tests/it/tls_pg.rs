@@ -217,10 +217,12 @@ async fn a_private_cluster_checks_certificates_as_libpq_does() {
                 unreachable!()
             };
             assert_eq!((host.as_str(), port), ("127.0.0.1", cluster.port));
+            // The names bare, not as rustls debug-prints them.
             assert!(
-                presented.iter().any(|name| name.contains("localhost")),
+                presented.iter().any(|name| name == "localhost"),
                 "{presented:?}"
             );
+            assert!(text.contains("(it names localhost"), "{text}");
             assert!(text.contains("127.0.0.1"), "{text}");
             assert!(text.contains("verify-ca"), "{text}");
         }
@@ -465,6 +467,71 @@ async fn the_pool_holds_at_most_its_size() {
         3,
         "pooled connections stay open"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_behind_an_exhausted_pool_ends_at_the_wait_timeout() {
+    let t = TestDb::new().await;
+    let db = Database::builder(&database_url())
+        .schema(t.db.schema().clone())
+        .clock(t.db.clock().clone())
+        .pool_size(1)
+        .pool_wait_timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .expect("connect");
+    let held = db.pool().get().await.expect("the one connection");
+    let began = std::time::Instant::now();
+    let waited = db.client().run(pgbus_runtime::RunId(1)).await;
+    let took = began.elapsed();
+    match waited {
+        Err(error @ Error::Pool(deadpool_postgres::PoolError::Timeout(_))) => {
+            assert!(error.is_transient());
+            assert!(error.to_string().contains("wait timeout"), "{error}");
+        }
+        other => panic!("a call behind an exhausted pool: {other:?}"),
+    }
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(5),
+        "took {took:?}"
+    );
+    drop(held);
+    // Zero would wait for ever or never; it is refused by name.
+    match Database::builder(&database_url())
+        .pool_wait_timeout(Duration::ZERO)
+        .connect()
+        .await
+    {
+        Err(Error::InvalidSetting { setting, .. }) => assert_eq!(setting, "pool_wait_timeout"),
+        other => panic!("a zero wait timeout: {other:?}"),
+    }
+    // A sub-millisecond statement_timeout would be sent as 0, no limit at all.
+    match Database::builder(&database_url())
+        .statement_timeout(Duration::from_micros(10))
+        .connect()
+        .await
+    {
+        Err(Error::InvalidSetting { setting, .. }) => assert_eq!(setting, "statement_timeout"),
+        other => panic!("a 10 µs statement_timeout: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_the_connection_is_named_with_its_words() {
+    let url = format!("{}_no_such_database_here", database_url());
+    match connect(&url).await {
+        Err(error @ Error::Connect { .. }) => {
+            // An unknown database does not come back by waiting.
+            assert!(!error.is_transient());
+            let text = error.to_string();
+            assert!(
+                text.starts_with("could not connect to server ")
+                    && text.contains("does not exist (SQLSTATE 3D000)"),
+                "{text}"
+            );
+        }
+        other => panic!("an unknown database: {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
