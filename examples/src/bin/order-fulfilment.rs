@@ -55,13 +55,20 @@ async fn run() -> Result<bool, String> {
     } else {
         Database::connect_with(&url, schema, Clock::Database).await
     };
-    let db = connected.map_err(|error| {
-        format!(
-            "no PostgreSQL answered at {url}: {}\n\
-             Start the local server (on Debian: `pg_ctlcluster 15 main start`) or point \
-             DATABASE_URL at one, e.g. DATABASE_URL=postgres://user@host:5432/db",
-            describe(&error)
-        )
+    let db = connected.map_err(|error| match error {
+        // Nothing answered (refused, or silent past the connect timeout).
+        pgbus_runtime::Error::Connect { .. } | pgbus_runtime::Error::ConnectTimeout { .. }
+            if error.is_transient() =>
+        {
+            format!(
+                "no PostgreSQL answered at {url}: {error}\n\
+                 Start the local server (on Debian: `pg_ctlcluster 15 main start`) or point \
+                 DATABASE_URL at one, e.g. DATABASE_URL=postgres://user@host:5432/db"
+            )
+        }
+        // A server answered and refused (TLS, password, no such database):
+        // the error says which setting to change.
+        _ => format!("could not connect to {url}: {error}"),
     })?;
     db.migrate()
         .await
