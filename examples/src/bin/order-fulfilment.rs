@@ -40,36 +40,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<bool, String> {
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-    let schema = std::env::var("PGBUS_SCHEMA").unwrap_or_else(|_| "pgbus".to_owned());
-    let schema = Schema::new(&schema).map_err(|e| format!("PGBUS_SCHEMA: {e}"))?;
-    let pooler = std::env::var("PGBUS_TRANSACTION_POOLER")
-        .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"));
-    let connected = if pooler {
-        Database::builder(&url)
-            .schema(schema)
-            .clock(Clock::Database)
-            .transaction_pooler(true)
-            .connect()
-            .await
-    } else {
-        Database::connect_with(&url, schema, Clock::Database).await
-    };
-    let db = connected.map_err(|error| match error {
-        // Nothing answered (refused, or silent past the connect timeout).
-        pgbus_runtime::Error::Connect { .. } | pgbus_runtime::Error::ConnectTimeout { .. }
-            if error.is_transient() =>
-        {
-            format!(
-                "no PostgreSQL answered at {url}: {error}\n\
-                 Start the local server (on Debian: `pg_ctlcluster 15 main start`) or point \
-                 DATABASE_URL at one, e.g. DATABASE_URL=postgres://user@host:5432/db"
-            )
-        }
-        // A server answered and refused (TLS, password, no such database):
-        // the error says which setting to change.
-        _ => format!("could not connect to {url}: {error}"),
-    })?;
+    let db = connect().await?;
     db.migrate()
         .await
         .map_err(|e| format!("migration failed: {}", describe(&e)))?;
@@ -258,6 +229,42 @@ async fn count_by_status(db: &Database, runs: &[RunId]) -> Result<String, pgbus_
 }
 
 /// An error with its causes, on one line.
+/// The database of `DATABASE_URL` (schema `PGBUS_SCHEMA`, through a pooler
+/// when `PGBUS_TRANSACTION_POOLER` is set), or what to do when there is none.
+async fn connect() -> Result<Database, String> {
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
+    let schema = std::env::var("PGBUS_SCHEMA").unwrap_or_else(|_| "pgbus".to_owned());
+    let schema = Schema::new(&schema).map_err(|e| format!("PGBUS_SCHEMA: {e}"))?;
+    let pooler = std::env::var("PGBUS_TRANSACTION_POOLER")
+        .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"));
+    let connected = if pooler {
+        Database::builder(&url)
+            .schema(schema)
+            .clock(Clock::Database)
+            .transaction_pooler(true)
+            .connect()
+            .await
+    } else {
+        Database::connect_with(&url, schema, Clock::Database).await
+    };
+    let db = connected.map_err(|error| match error {
+        // Nothing answered (refused, or silent past the connect timeout).
+        pgbus_runtime::Error::Connect { .. } | pgbus_runtime::Error::ConnectTimeout { .. }
+            if error.is_transient() =>
+        {
+            format!(
+                "no PostgreSQL answered at {url}: {error}\n\
+                 Start the local server (on Debian: `pg_ctlcluster 15 main start`) or point \
+                 DATABASE_URL at one, e.g. DATABASE_URL=postgres://user@host:5432/db"
+            )
+        }
+        // A server answered and refused (TLS, password, no such database):
+        // the error says which setting to change.
+        _ => format!("could not connect to {url}: {error}"),
+    })?;
+    Ok(db)
+}
+
 fn describe(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
