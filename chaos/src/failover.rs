@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 
 use crate::capture::Captured;
-use crate::check;
 use crate::cluster::Cluster;
 use crate::options::OutageOptions;
 use crate::outage::{self, Load, Starts, secs};
@@ -51,12 +50,7 @@ pub(crate) fn main(options: &OutageOptions) -> Result<bool, String> {
         primary.dir().display(),
         standby.dir().display()
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("no runtime: {e}"))?;
-    let passed = runtime.block_on(run(options, &primary, &standby, &captured, began));
+    let passed = outage::block_on(run(options, &primary, &standby, &captured, began));
     if !matches!(passed, Ok(true)) {
         primary.keep();
         standby.keep();
@@ -88,8 +82,7 @@ async fn run(
     println!("workers and client on {url}");
     let checker = outage::connect(&url, Duration::from_secs(10)).await?;
     let load = Load::start(&url, &url, options).await?;
-    let half = usize::try_from(options.runs / 2).unwrap_or(1);
-    load.wait_started(half, deadline).await?;
+    let half = load.wait_half_started(options.runs, deadline).await?;
     let steps_before = captured.completed_steps();
 
     // The failover: the primary goes away as in a crash, and the standby is
@@ -108,11 +101,7 @@ async fn run(
 
     let ended = load.wait_ended(&checker, options.runs, deadline).await;
     let finished = Instant::now();
-    // Bounded: a worker whose commits hang (a promoted server still waiting
-    // for a synchronous standby) must fail the run, not hang it.
-    let starts = tokio::time::timeout(Duration::from_secs(15), load.stop())
-        .await
-        .map_err(|_| "the workers did not stop within 15 s".to_owned())??;
+    let starts = load.stop_within_bound().await?;
     if !ended {
         println!("deadline passed before every run ended");
     }
@@ -135,16 +124,8 @@ async fn run(
         steps_before,
     };
     let figures = figures(options, standby.port(), serving, captured, &starts, &times);
-    let report = check::outage(
-        &checker,
-        options.runs,
-        &starts.ids,
-        captured.completed_steps(),
-        figures,
-    )
-    .await?;
-    report.print();
-    Ok(ended && report.passed())
+    let passed = outage::report(&checker, options.runs, &starts, captured, figures).await?;
+    Ok(ended && passed)
 }
 
 /// When things happened.
@@ -179,7 +160,7 @@ fn figures(
     let first_start = starts.at.iter().find(|at| **at >= stopped).copied();
     let noticed = captured.first_after(stop, |e| e.level <= tracing::Level::WARN);
     let since_stop = |at: Option<Instant>| at.map_or_else(|| "-".to_owned(), |at| secs(at - stop));
-    vec![
+    let mut figures = vec![
         ("replication", replication_figure(options)),
         (
             "failover",
@@ -214,29 +195,17 @@ fn figures(
                 starts.found_on_retry
             ),
         ),
-        (
-            "steps across it",
-            format!(
-                "{steps_before} completed before the stop, {} after",
-                captured.completed_steps() - steps_before
-            ),
+    ];
+    figures.extend(outage::across_figures(captured, "stop", stop, steps_before));
+    figures.push((
+        "wall time",
+        format!(
+            "{} ({} from the stop to the last run ended)",
+            secs(finished - began),
+            secs(finished - stop)
         ),
-        (
-            "worker log",
-            format!(
-                "warnings and errors after the stop:{}",
-                outage::warnings_figure(captured, stop)
-            ),
-        ),
-        (
-            "wall time",
-            format!(
-                "{} ({} from the stop to the last run ended)",
-                secs(finished - began),
-                secs(finished - stop)
-            ),
-        ),
-    ]
+    ));
+    figures
 }
 
 fn replication_figure(options: &OutageOptions) -> String {

@@ -23,7 +23,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::capture::{Captured, Logged};
-use crate::check;
 use crate::cluster::Cluster;
 use crate::options::OutageOptions;
 use crate::outage::{self, Load, secs};
@@ -213,12 +212,7 @@ fn inside(options: &OutageOptions) -> Result<bool, String> {
     let mut cluster = Cluster::create(options.pg_bin.as_deref(), options.keep)?;
     cluster.set("listen_addresses", &format!("127.0.0.1,{DARK}"));
     cluster.start()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("no runtime: {e}"))?;
-    let passed = runtime.block_on(run_inside(options, &cluster, &captured, began));
+    let passed = outage::block_on(run_inside(options, &cluster, &captured, began));
     if !matches!(passed, Ok(true)) {
         cluster.keep();
     }
@@ -247,8 +241,7 @@ async fn run_inside(
     println!("workers on {worker_url}");
     let observer = outage::connect(&client_url, Duration::from_secs(10)).await?;
     let load = Load::start(&worker_url, &client_url, options).await?;
-    let half = usize::try_from(options.runs / 2).unwrap_or(1);
-    load.wait_started(half, deadline).await?;
+    load.wait_half_started(options.runs, deadline).await?;
     let steps_before = captured.completed_steps();
 
     let connections = established(port)?;
@@ -269,9 +262,7 @@ async fn run_inside(
     if !ended {
         print_sessions(&observer).await;
     }
-    let starts = tokio::time::timeout(Duration::from_secs(15), load.stop())
-        .await
-        .map_err(|_| "the workers did not stop within 15 s".to_owned())??;
+    let starts = load.stop_within_bound().await?;
     drop(blackhole);
     if !ended {
         println!("deadline passed before every run ended");
@@ -290,19 +281,11 @@ async fn run_inside(
         },
         captured,
     );
-    let report = check::outage(
-        &observer,
-        options.runs,
-        &starts.ids,
-        captured.completed_steps(),
-        figures,
-    )
-    .await?;
-    report.print();
+    let passed = outage::report(&observer, options.runs, &starts, captured, figures).await?;
     if !within {
         println!("result: a half-open connection outlived the keepalive bound");
     }
-    Ok(ended && within && report.passed())
+    Ok(ended && within && passed)
 }
 
 /// What happened, for the figures.
@@ -328,7 +311,7 @@ fn figures(outcome: &Outcome, captured: &Captured) -> Vec<(&'static str, String)
         retries,
     } = *outcome;
     let since = |e: Option<Logged>| e.map_or_else(|| "-".to_owned(), |e| secs(e.at - drop_at));
-    vec![
+    let mut figures = vec![
         (
             "tcp settings",
             format!(
@@ -364,30 +347,23 @@ fn figures(outcome: &Outcome, captured: &Captured) -> Vec<(&'static str, String)
                 since(captured.first_after(drop_at, Logged::is_completed_step))
             ),
         ),
-        (
-            "steps across it",
-            format!(
-                "{steps_before} completed before the drop, {} after",
-                captured.completed_steps() - steps_before
-            ),
+    ];
+    figures.extend(outage::across_figures(
+        captured,
+        "drop",
+        drop_at,
+        steps_before,
+    ));
+    figures.push((
+        "wall time",
+        format!(
+            "{} ({} from the drop to the last run ended; {} client retries)",
+            secs(finished - began),
+            secs(finished - drop_at),
+            retries
         ),
-        (
-            "worker log",
-            format!(
-                "warnings and errors after the drop:{}",
-                outage::warnings_figure(captured, drop_at)
-            ),
-        ),
-        (
-            "wall time",
-            format!(
-                "{} ({} from the drop to the last run ended; {} client retries)",
-                secs(finished - began),
-                secs(finished - drop_at),
-                retries
-            ),
-        ),
-    ]
+    ));
+    figures
 }
 
 /// The server's sessions, for a run that did not end: what holds and what

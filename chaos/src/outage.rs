@@ -2,7 +2,8 @@
 //! in-process workers of the chaos workflow, a client that starts runs at a
 //! steady pace while the outage happens (retrying a start that failed with a
 //! connection error under the same idempotency key, as an application
-//! should), and the wait for every run to end.
+//! should), the wait for every run to end, and the checks and figures that
+//! follow.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -18,6 +19,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::capture::{CaptureLayer, Captured};
+use crate::check;
 use crate::options::OutageOptions;
 use crate::workflow::{Order, Pipeline, SCHEMA};
 
@@ -140,6 +142,18 @@ impl Load {
         Ok(())
     }
 
+    /// Waits until the client has started half of `runs` (at least one), or
+    /// `deadline`: the moment for the outage. How many that is.
+    pub(crate) async fn wait_half_started(
+        &self,
+        runs: u32,
+        deadline: Instant,
+    ) -> Result<usize, String> {
+        let half = usize::try_from(runs / 2).unwrap_or(1);
+        self.wait_started(half, deadline).await?;
+        Ok(half)
+    }
+
     /// Waits until every run was started and has ended (finished, paused or
     /// cancelled), polling through `db`, or until `deadline`. Whether they all
     /// ended in time.
@@ -170,6 +184,15 @@ impl Load {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// [`Load::stop`], bounded at 15 s: a worker whose commits hang (a
+    /// promoted server still waiting for a synchronous standby, a connection
+    /// gone dark) must fail the run, not hang it.
+    pub(crate) async fn stop_within_bound(self) -> Result<Starts, String> {
+        tokio::time::timeout(Duration::from_secs(15), self.stop())
+            .await
+            .map_err(|_| "the workers did not stop within 15 s".to_owned())?
     }
 
     /// Stops the workers (gracefully) and the client; what the client saw.
@@ -230,6 +253,58 @@ async fn start_runs(
         tokio::time::sleep(START_EVERY).await;
     }
     Ok(())
+}
+
+/// Runs `mode` (a failover or half-open run, which says whether it passed)
+/// to its end on a two-thread runtime.
+pub(crate) fn block_on(mode: impl Future<Output = Result<bool, String>>) -> Result<bool, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("no runtime: {e}"))?
+        .block_on(mode)
+}
+
+/// Checks the runs through `db` with the mode's own `figures` added (see
+/// [`check::outage`]) and prints the report; whether its checks passed.
+pub(crate) async fn report(
+    db: &Database,
+    runs: u32,
+    starts: &Starts,
+    captured: &Captured,
+    figures: Vec<(&'static str, String)>,
+) -> Result<bool, String> {
+    let report = check::outage(db, runs, &starts.ids, captured.completed_steps(), figures).await?;
+    report.print();
+    Ok(report.passed())
+}
+
+/// The figures on either side of the outage, `event` (`stop`, `drop`) at
+/// `at`: the steps completed before and after it, and what the workers
+/// logged since.
+pub(crate) fn across_figures(
+    captured: &Captured,
+    event: &str,
+    at: Instant,
+    steps_before: usize,
+) -> [(&'static str, String); 2] {
+    [
+        (
+            "steps across it",
+            format!(
+                "{steps_before} completed before the {event}, {} after",
+                captured.completed_steps() - steps_before
+            ),
+        ),
+        (
+            "worker log",
+            format!(
+                "warnings and errors after the {event}:{}",
+                warnings_figure(captured, at)
+            ),
+        ),
+    ]
 }
 
 /// The warnings and errors logged since `since`, one line per message with

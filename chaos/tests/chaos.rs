@@ -5,29 +5,31 @@
 
 #![allow(clippy::expect_used, clippy::panic)]
 
-use std::process::Command;
-use std::time::Instant;
+mod common;
+
+use common::{assert_figures, run_chaos};
 
 #[test]
 fn a_short_chaos_run_finishes_every_run_and_runs_no_attempt_twice() {
-    let began = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_pgbus-chaos"))
-        .args(["--runs", "200", "--workers", "3", "--kills", "3"])
-        .args(["--restarts", "1", "--deadline", "120", "--seed", "5"])
-        .output()
-        .expect("run pgbus-chaos");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    eprintln!("{stderr}");
-    assert!(
-        output.status.success(),
-        "pgbus-chaos failed ({}) after {:?}",
-        output.status,
-        began.elapsed()
+    let stdout = run_chaos(
+        "pgbus-chaos",
+        &[
+            "--runs",
+            "200",
+            "--workers",
+            "3",
+            "--kills",
+            "3",
+            "--restarts",
+            "1",
+            "--deadline",
+            "120",
+            "--seed",
+            "5",
+        ],
     );
-    assert!(stdout.contains("result: all checks passed"), "{stdout}");
-    for figure in ["kills (SIGKILL)      3", "postgres restarts    1"] {
-        assert!(stdout.contains(figure), "no `{figure}` in:\n{stdout}");
-    }
+    assert_figures(
+        &stdout,
+        &["kills (SIGKILL)      3", "postgres restarts    1"],
+    );
 }

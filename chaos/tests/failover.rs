@@ -7,14 +7,15 @@
 
 #![allow(clippy::expect_used, clippy::panic)]
 
-use std::process::Command;
-use std::time::Instant;
+mod common;
+
+use common::{assert_figures, run_chaos};
 
 #[test]
 fn workers_and_a_client_go_on_after_the_standby_is_promoted() {
-    let began = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_pgbus-chaos"))
-        .args([
+    let stdout = run_chaos(
+        "pgbus-chaos failover",
+        &[
             "failover",
             "--runs",
             "100",
@@ -22,26 +23,15 @@ fn workers_and_a_client_go_on_after_the_standby_is_promoted() {
             "2",
             "--deadline",
             "60",
-        ])
-        .output()
-        .expect("run pgbus-chaos failover");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    eprintln!("{stderr}");
-    assert!(
-        output.status.success(),
-        "pgbus-chaos failover failed ({}) after {:?}",
-        output.status,
-        began.elapsed()
+        ],
     );
-    assert!(stdout.contains("result: all checks passed"), "{stdout}");
-    for figure in [
-        "replication          synchronous",
-        "no step attempt completed twice: 0 attempts",
-        "each step of each run completed exactly once: 0 (run, step) pairs",
-        "time to resume",
-    ] {
-        assert!(stdout.contains(figure), "no `{figure}` in:\n{stdout}");
-    }
+    assert_figures(
+        &stdout,
+        &[
+            "replication          synchronous",
+            "no step attempt completed twice: 0 attempts",
+            "each step of each run completed exactly once: 0 (run, step) pairs",
+            "time to resume",
+        ],
+    );
 }

@@ -11,8 +11,9 @@
 
 #![allow(clippy::expect_used, clippy::panic)]
 
-use std::process::Command;
-use std::time::Instant;
+mod common;
+
+use common::{assert_figures, run_chaos};
 
 fn root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
@@ -28,9 +29,9 @@ fn a_worker_whose_connections_go_half_open_notices_within_the_keepalive_bound() 
         eprintln!("SKIPPED: the half-open test needs root (a network namespace and nft rules)");
         return;
     }
-    let began = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_pgbus-chaos"))
-        .args([
+    let stdout = run_chaos(
+        "pgbus-chaos half-open",
+        &[
             "half-open",
             "--runs",
             "100",
@@ -38,29 +39,18 @@ fn a_worker_whose_connections_go_half_open_notices_within_the_keepalive_bound() 
             "2",
             "--deadline",
             "60",
-        ])
-        .output()
-        .expect("run pgbus-chaos half-open");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    eprintln!("{stderr}");
-    assert!(
-        output.status.success(),
-        "pgbus-chaos half-open failed ({}) after {:?}",
-        output.status,
-        began.elapsed()
+        ],
     );
-    assert!(stdout.contains("result: all checks passed"), "{stdout}");
     assert!(!stdout.contains("outlived the keepalive bound"), "{stdout}");
     for missing in ["LISTEN back          -", "time to resume       -"] {
         assert!(!stdout.contains(missing), "`{missing}` in:\n{stdout}");
     }
-    for figure in [
-        "no step attempt completed twice: 0 attempts",
-        "each step of each run completed exactly once: 0 (run, step) pairs",
-        "LISTEN back",
-    ] {
-        assert!(stdout.contains(figure), "no `{figure}` in:\n{stdout}");
-    }
+    assert_figures(
+        &stdout,
+        &[
+            "no step attempt completed twice: 0 attempts",
+            "each step of each run completed exactly once: 0 (run, step) pairs",
+            "LISTEN back",
+        ],
+    );
 }

@@ -201,11 +201,12 @@ impl TlsSettings {
         };
         let provider = provider();
         let verifier: Arc<dyn ServerCertVerifier> = match (verification, root) {
-            (Verification::None, _) | (_, None) => Arc::new(NoVerification {
+            (Verification::None, _) | (_, None) => Arc::new(NameBlind {
+                roots: None,
                 algorithms: provider.signature_verification_algorithms,
             }),
-            (Verification::Chain, Some(root)) => Arc::new(ChainOnly {
-                roots: Arc::new(load_roots(&root)?),
+            (Verification::Chain, Some(root)) => Arc::new(NameBlind {
+                roots: Some(Arc::new(load_roots(&root)?)),
                 algorithms: provider.signature_verification_algorithms,
             }),
             (Verification::Full, Some(root)) => WebPkiServerVerifier::builder_with_provider(
@@ -366,57 +367,21 @@ fn load_roots(root: &RootCert) -> Result<RootCertStore, Error> {
     Ok(roots)
 }
 
-/// `disable`, `allow`, `prefer`, and `require` without roots: any certificate
-/// is accepted, as libpq does; the handshake's signatures are still checked, so
-/// the session is bound to the certificate's key.
+/// The verifier for every mode short of `verify-full`; the server's name is
+/// never looked at.
+///
+/// With `roots` (`verify-ca`, and `require` with a root file) the chain must
+/// end at one of them. Without (`disable`, `allow`, `prefer`, and `require`
+/// without roots) any certificate is accepted, as libpq does. Either way the
+/// handshake's signatures are still checked, so the session is bound to the
+/// certificate's key.
 #[derive(Debug)]
-struct NoVerification {
+struct NameBlind {
+    roots: Option<Arc<RootCertStore>>,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
-/// `verify-ca`: the chain must end at a trusted root; the name is not looked at.
-#[derive(Debug)]
-struct ChainOnly {
-    roots: Arc<RootCertStore>,
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for NoVerification {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
-}
-
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for NameBlind {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -425,14 +390,16 @@ impl ServerCertVerifier for ChainOnly {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &self.roots,
-            intermediates,
-            now,
-            self.algorithms.all,
-        )?;
+        if let Some(roots) = &self.roots {
+            let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+            rustls::client::verify_server_cert_signed_by_trust_anchor(
+                &cert,
+                roots,
+                intermediates,
+                now,
+                self.algorithms.all,
+            )?;
+        }
         Ok(ServerCertVerified::assertion())
     }
 

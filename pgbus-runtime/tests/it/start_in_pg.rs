@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
-use pgbus_runtime::{Error, RunStatus, Worker};
+use pgbus_runtime::{Error, RunStatus, Started, Worker};
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, IsolationLevel};
 
@@ -28,13 +28,19 @@ impl Ship {
     async fn send(&self, _cx: &mut StepCx<Order>) {}
 }
 
-/// A connection of its own, not from any pool, as an application has.
-async fn own_connection() -> tokio_postgres::Client {
+/// The test database's URL as a `tokio_postgres` config, with `$USER` (or
+/// `postgres`) where the URL names no user.
+fn own_config() -> tokio_postgres::Config {
     let mut config: tokio_postgres::Config = database_url().parse().expect("a URL");
     if config.get_user().is_none() {
         config.user(std::env::var("USER").unwrap_or_else(|_| "postgres".to_owned()));
     }
-    let (client, connection) = config
+    config
+}
+
+/// A connection of its own, not from any pool, as an application has.
+async fn own_connection() -> tokio_postgres::Client {
+    let (client, connection) = own_config()
         .connect(tokio_postgres::NoTls)
         .await
         .expect("connect");
@@ -45,11 +51,7 @@ async fn own_connection() -> tokio_postgres::Client {
 /// A `LISTEN` session on the schema's channel; notifications come out of the
 /// receiver.
 async fn listener(t: &TestDb) -> (tokio_postgres::Client, mpsc::UnboundedReceiver<String>) {
-    let mut config: tokio_postgres::Config = database_url().parse().expect("a URL");
-    if config.get_user().is_none() {
-        config.user(std::env::var("USER").unwrap_or_else(|_| "postgres".to_owned()));
-    }
-    let (client, mut connection) = config
+    let (client, mut connection) = own_config()
         .connect(tokio_postgres::NoTls)
         .await
         .expect("connect");
@@ -227,17 +229,42 @@ async fn someone_waits_on_a_lock(t: &TestDb, pid: i32) -> bool {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn racing_keyed_starts_one_rolling_back_leave_the_others_run() {
-    let t = TestDb::on_database_clock().await;
-    let client = t.client();
-    let mut first = own_connection().await;
-    let mut second = own_connection().await;
+/// Two connections of their own for a race, and the second one's backend
+/// pid (to see it wait on a lock).
+async fn racing_connections() -> (tokio_postgres::Client, tokio_postgres::Client, i32) {
+    let first = own_connection().await;
+    let second = own_connection().await;
     let second_pid: i32 = second
         .query_one("SELECT pg_backend_pid()", &[])
         .await
         .expect("pid")
         .get(0);
+    (first, second, second_pid)
+}
+
+/// Starts `order` under `key` in a transaction of `connection`'s, in a task
+/// of its own (it may wait on another transaction's key), and commits it; the
+/// start's result.
+fn race_second_start(
+    client: &pgbus_runtime::Client,
+    mut connection: tokio_postgres::Client,
+    order: Order,
+    key: &'static str,
+) -> tokio::task::JoinHandle<Result<Started, Error>> {
+    let racing = client.clone();
+    tokio::spawn(async move {
+        let tx2 = connection.transaction().await.expect("begin");
+        let two = racing.start_idempotent_in::<Ship>(&tx2, &order, key).await;
+        tx2.commit().await.expect("commit");
+        two
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_keyed_starts_one_rolling_back_leave_the_others_run() {
+    let t = TestDb::on_database_clock().await;
+    let client = t.client();
+    let (mut first, second, second_pid) = racing_connections().await;
 
     let tx1 = first.transaction().await.expect("begin");
     let one = client
@@ -246,15 +273,7 @@ async fn racing_keyed_starts_one_rolling_back_leave_the_others_run() {
         .expect("first start");
     assert!(one.created);
 
-    let racing = client.clone();
-    let waiter = tokio::spawn(async move {
-        let tx2 = second.transaction().await.expect("begin");
-        let two = racing
-            .start_idempotent_in::<Ship>(&tx2, &Order { id: 6 }, "race")
-            .await;
-        tx2.commit().await.expect("commit");
-        two
-    });
+    let waiter = race_second_start(&client, second, Order { id: 6 }, "race");
     assert!(
         someone_waits_on_a_lock(&t, second_pid).await,
         "the second start waits for the first transaction"
@@ -275,28 +294,14 @@ async fn racing_keyed_starts_one_rolling_back_leave_the_others_run() {
 async fn racing_keyed_starts_both_committing_make_one_run() {
     let t = TestDb::on_database_clock().await;
     let client = t.client();
-    let mut first = own_connection().await;
-    let mut second = own_connection().await;
-    let second_pid: i32 = second
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .expect("pid")
-        .get(0);
+    let (mut first, second, second_pid) = racing_connections().await;
 
     let tx1 = first.transaction().await.expect("begin");
     let one = client
         .start_idempotent_in::<Ship>(&tx1, &Order { id: 7 }, "both")
         .await
         .expect("first start");
-    let racing = client.clone();
-    let waiter = tokio::spawn(async move {
-        let tx2 = second.transaction().await.expect("begin");
-        let two = racing
-            .start_idempotent_in::<Ship>(&tx2, &Order { id: 8 }, "both")
-            .await;
-        tx2.commit().await.expect("commit");
-        two
-    });
+    let waiter = race_second_start(&client, second, Order { id: 8 }, "both");
     assert!(someone_waits_on_a_lock(&t, second_pid).await);
     tx1.commit().await.expect("commit");
     let two = waiter.await.expect("no panic").expect("second start");
@@ -304,6 +309,15 @@ async fn racing_keyed_starts_both_committing_make_one_run() {
     assert!(one.created);
     assert!(!two.created);
     assert_eq!(rows(&t).await.0, 1);
+}
+
+/// A `REPEATABLE READ` transaction on `app`.
+async fn repeatable_read(app: &mut tokio_postgres::Client) -> tokio_postgres::Transaction<'_> {
+    app.build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .start()
+        .await
+        .expect("begin")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -317,12 +331,7 @@ async fn a_repeatable_read_caller_gets_the_run_or_a_typed_conflict() {
         .start_idempotent::<Ship>(&Order { id: 9 }, "before")
         .await
         .expect("start");
-    let tx = app
-        .build_transaction()
-        .isolation_level(IsolationLevel::RepeatableRead)
-        .start()
-        .await
-        .expect("begin");
+    let tx = repeatable_read(&mut app).await;
     let seen = client
         .start_idempotent_in::<Ship>(&tx, &Order { id: 9 }, "before")
         .await
@@ -345,12 +354,7 @@ async fn a_repeatable_read_caller_gets_the_run_or_a_typed_conflict() {
     tx.rollback().await.expect("rollback");
 
     // Retried, the transaction sees that run.
-    let tx = app
-        .build_transaction()
-        .isolation_level(IsolationLevel::RepeatableRead)
-        .start()
-        .await
-        .expect("begin");
+    let tx = repeatable_read(&mut app).await;
     let retried = client
         .start_idempotent_in::<Ship>(&tx, &Order { id: 10 }, "after")
         .await
