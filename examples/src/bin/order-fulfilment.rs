@@ -43,7 +43,7 @@ async fn run() -> Result<bool, String> {
     let db = connect().await?;
     db.migrate()
         .await
-        .map_err(|e| format!("migration failed: {}", describe(&e)))?;
+        .map_err(|e| format!("migration failed: {e}"))?;
     let client = db.client();
 
     let definition = <Fulfil as Workflow>::DEFINITION;
@@ -62,7 +62,7 @@ async fn run() -> Result<bool, String> {
         let run = client
             .start::<Fulfil>(&order)
             .await
-            .map_err(|e| format!("could not start a run: {}", describe(&e)))?;
+            .map_err(|e| format!("could not start a run: {e}"))?;
         runs.push(run);
     }
 
@@ -89,7 +89,7 @@ async fn run() -> Result<bool, String> {
     worker
         .run_until(all_ended)
         .await
-        .map_err(|e| format!("worker failed: {}", describe(&e)))?;
+        .map_err(|e| format!("worker failed: {e}"))?;
     processor
         .await
         .map_err(|e| format!("the payment processor task failed: {e}"))??;
@@ -99,7 +99,7 @@ async fn run() -> Result<bool, String> {
         let view = client
             .run(*run)
             .await
-            .map_err(|e| format!("could not read run {run}: {}", describe(&e)))?;
+            .map_err(|e| format!("could not read run {run}: {e}"))?;
         all_finished &= view.run.status == RunStatus::Finished;
         print_run(&view);
         for batch in &view.batches {
@@ -111,7 +111,7 @@ async fn run() -> Result<bool, String> {
     }
     let by_status = count_by_status(&db, &runs)
         .await
-        .map_err(|e| format!("could not count runs: {}", describe(&e)))?;
+        .map_err(|e| format!("could not count runs: {e}"))?;
     println!("\nin SQL: {by_status}");
     println!(
         "{} of {ORDERS} runs finished",
@@ -137,7 +137,7 @@ async fn settle_payments(client: Client, runs: Vec<RunId>) -> Result<(), String>
                 .signal(run, "payment.settled", &settlement)
                 .await
                 .map(|_| ())
-                .map_err(|e| format!("could not signal run {run}: {}", describe(&e)))
+                .map_err(|e| format!("could not signal run {run}: {e}"))
         }
     };
     let (now, later): (Vec<_>, Vec<_>) = runs.iter().enumerate().partition(|(i, _)| i % 2 == 1);
@@ -263,15 +263,4 @@ async fn connect() -> Result<Database, String> {
         _ => format!("could not connect to {url}: {error}"),
     })?;
     Ok(db)
-}
-
-fn describe(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

@@ -129,6 +129,21 @@ impl TestDb {
         self.query(sql, params).await[0].get(0)
     }
 
+    /// Whether a worker of this schema holds its `LISTEN` session within 5 s
+    /// (only pgbus's own connections count, not a test's listener).
+    pub(crate) async fn worker_listens(&self) -> bool {
+        let listen = format!("LISTEN \"pgbus_{}\"", self.schema());
+        eventually(Duration::from_secs(5), || async {
+            self.count(
+                "SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND application_name = 'pgbus'",
+                &[&listen],
+            )
+            .await
+                > 0
+        })
+        .await
+    }
+
     /// A run, read back through the client.
     pub(crate) async fn run(&self, run_id: RunId) -> RunView {
         self.client().run(run_id).await.expect("the run exists")

@@ -100,17 +100,7 @@ async fn run_worker(t: &TestDb) -> Running {
             })
             .await
     });
-    let listen = format!("LISTEN \"pgbus_{}\"", t.schema());
-    let listening = eventually(Duration::from_secs(5), || async {
-        t.count(
-            "SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND application_name = 'pgbus'",
-            &[&listen],
-        )
-        .await
-            > 0
-    })
-    .await;
-    assert!(listening, "the worker listens");
+    assert!(t.worker_listens().await, "the worker listens");
     Running { stop: Some(stop) }
 }
 

@@ -256,17 +256,7 @@ async fn run_until_wakes_on_notify_and_stops_on_shutdown() {
 
     // Wait until the worker listens, so what follows can only be a wake-up by
     // NOTIFY: the poll interval is a minute.
-    let listen = format!("LISTEN \"pgbus_{}\"", t.schema());
-    let listening = eventually(Duration::from_secs(5), || async {
-        t.count(
-            "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
-            &[&listen],
-        )
-        .await
-            > 0
-    })
-    .await;
-    assert!(listening, "the worker listens");
+    assert!(t.worker_listens().await, "the worker listens");
     let registered = t.query("SELECT id, pid FROM {schema}.workers", &[]).await;
     assert_eq!(registered.len(), 1);
     assert_eq!(registered[0].get::<_, String>(0), worker.id());
@@ -288,6 +278,7 @@ async fn run_until_wakes_on_notify_and_stops_on_shutdown() {
         .expect("the worker stops")
         .expect("no panic");
     assert!(result.is_ok(), "{result:?}");
+    let listen = format!("LISTEN \"pgbus_{}\"", t.schema());
     let gone = eventually(Duration::from_secs(5), || async {
         t.count(
             "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
