@@ -33,47 +33,47 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "0001_init.sql",
-        sql: include_str!("../../../migrations/0001_init.sql"),
+        sql: include_str!("../../migrations/0001_init.sql"),
     },
     Migration {
         version: 2,
         name: "0002_run_step_names.sql",
-        sql: include_str!("../../../migrations/0002_run_step_names.sql"),
+        sql: include_str!("../../migrations/0002_run_step_names.sql"),
     },
     Migration {
         version: 3,
         name: "0003_run_step_plan.sql",
-        sql: include_str!("../../../migrations/0003_run_step_plan.sql"),
+        sql: include_str!("../../migrations/0003_run_step_plan.sql"),
     },
     Migration {
         version: 4,
         name: "0004_signal_waits.sql",
-        sql: include_str!("../../../migrations/0004_signal_waits.sql"),
+        sql: include_str!("../../migrations/0004_signal_waits.sql"),
     },
     Migration {
         version: 5,
         name: "0005_fan_out.sql",
-        sql: include_str!("../../../migrations/0005_fan_out.sql"),
+        sql: include_str!("../../migrations/0005_fan_out.sql"),
     },
     Migration {
         version: 6,
         name: "0006_signal_pages.sql",
-        sql: include_str!("../../../migrations/0006_signal_pages.sql"),
+        sql: include_str!("../../migrations/0006_signal_pages.sql"),
     },
     Migration {
         version: 7,
         name: "0007_claim_plans.sql",
-        sql: include_str!("../../../migrations/0007_claim_plans.sql"),
+        sql: include_str!("../../migrations/0007_claim_plans.sql"),
     },
     Migration {
         version: 8,
         name: "0008_pause_events.sql",
-        sql: include_str!("../../../migrations/0008_pause_events.sql"),
+        sql: include_str!("../../migrations/0008_pause_events.sql"),
     },
     Migration {
         version: 9,
         name: "0009_paused_runs.sql",
-        sql: include_str!("../../../migrations/0009_paused_runs.sql"),
+        sql: include_str!("../../migrations/0009_paused_runs.sql"),
     },
 ];
 

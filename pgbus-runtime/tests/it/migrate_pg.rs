@@ -209,8 +209,8 @@ fn migrations_are_numbered_contiguously_and_match_their_files() {
         assert_eq!(migration.checksum(), hex, "{}", migration.name);
     }
 
-    // Every .sql file in migrations/ is listed, with the same text.
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
+    // Every .sql file in the crate's migrations/ is listed, with the same text.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
     let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
         .expect("migrations/")
         .map(|entry| entry.expect("an entry").path())
