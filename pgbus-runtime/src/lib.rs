@@ -1,4 +1,4 @@
-#![doc = include_str!("../../README.md")]
+#![doc = include_str!("../README.md")]
 
 // Lets the macros' absolute `::pgbus_runtime::...` paths resolve inside this crate's
 // own tests and docs too.

@@ -1,12 +1,12 @@
-//! Test pgbus workflows without waiting: the same engine as on Postgres, run in
-//! memory on a virtual clock ([`TestEnv`]), single steps with no store at all
-//! ([`StepHarness`]), and a fresh migrated schema per test for integration tests
-//! against the real server ([`TestDatabase`]).
+#![doc = include_str!("../README.md")]
 
 mod env;
 mod harness;
 mod memory;
 mod pg;
+// The repository's own helper for its pooler tests (Debian's binary, run as
+// `postgres` under root): public for the workspace's other crates, not API.
+#[doc(hidden)]
 pub mod pgbouncer;
 
 pub use env::{MAX_ATTEMPTS_PER_CALL, StepRecord, TestEnv, default_start};
