@@ -131,6 +131,7 @@ pub(crate) async fn run(
     figures.extend(effort(&rows, wall, logs));
     let mut checks = checks(&rows, runs, started);
     checks.push(detected(&rows, schedule));
+    checks.push(quiet(logs));
     Ok(Report { checks, figures })
 }
 
@@ -253,6 +254,21 @@ fn checks(rows: &Rows, runs: i64, started: &BTreeSet<i64>) -> Vec<Check> {
 }
 
 /// Whether every attempt a killed worker held was ended by the sweep.
+/// Every recovery here is one that works (a killed worker's attempts run
+/// again, a restarted server answers again), so the workers log it at `warn`
+/// and no `error` line is expected: `error` is for work that was lost or that
+/// failed for good, which the other checks would catch as well.
+fn quiet(logs: &LogCounts) -> Check {
+    Check {
+        name: "no `error` line for a recovery that worked",
+        passed: logs.errors == 0,
+        detail: format!(
+            "{} error lines, {} warnings in the workers' log",
+            logs.errors, logs.warnings
+        ),
+    }
+}
+
 fn detected(rows: &Rows, schedule: &Schedule) -> Check {
     let mut stalls: HashMap<&str, i64> = HashMap::new();
     for (_, worker, _) in &rows.stalls {

@@ -13,11 +13,11 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument as _, debug, error, info, info_span, warn};
+use tracing::{Instrument as _, Level, debug, error, info, info_span, warn};
 
 use crate::connection::Connector;
 use crate::database::Database;
-use crate::engine::{AttemptResult, RunStatus};
+use crate::engine::{AttemptResult, RunStatus, StepOutcome};
 use crate::error::{Error, display_chain};
 use crate::executor::{AttemptInput, ErasedWorkflow};
 use crate::pg::store::{Claimed, Ended, Handoff, PgStore};
@@ -528,7 +528,13 @@ impl Worker {
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let inner = &self.inner;
         inner.loops.fetch_add(1, Ordering::AcqRel);
-        info!(pgbus.worker = %inner.id, pgbus.queues = ?inner.queues, "worker started");
+        info!(
+            pgbus.worker = %inner.id,
+            pgbus.workflows = ?inner.workflows,
+            pgbus.queues = ?inner.queues,
+            pgbus.concurrency = inner.concurrency,
+            "worker started"
+        );
         if let Err(error) = self.ensure_registered().await {
             // The first claim tries again; claims fail until the row exists.
             warn!(pgbus.worker = %inner.id, error = %display_chain(&error), "could not record the worker row yet");
@@ -797,14 +803,20 @@ impl Worker {
                 .await?
             {
                 // A sweep passes no handoff, so it never continues a run.
-                Ended::Applied(_) | Ended::Continued(..) => {
+                Ended::Applied(plan) | Ended::Continued(plan, _) => {
                     report.repaired += 1;
                     metrics::counter!("pgbus_stalls_total", "detection" => detection.clone())
                         .increment(1);
                     metrics::counter!("pgbus_sweep_repairs_total", "repair" => "stalled_attempt")
                         .increment(1);
                     if let Some(record) = &result.error {
-                        self.report(&claim, &result, record, "stalled attempt repaired");
+                        self.report(
+                            &claim,
+                            &result,
+                            record,
+                            failure_level(plan.step_outcome),
+                            "stalled attempt repaired",
+                        );
                     }
                 }
                 // A sweep never parks; a fence it lost is an attempt that
@@ -1111,7 +1123,7 @@ impl Worker {
                     "step" => claim.step_name.clone()
                 )
                 .increment(1);
-                info!(
+                debug!(
                     elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
                     "step waiting"
                 );
@@ -1146,39 +1158,56 @@ impl Worker {
             "outcome" => plan.step_outcome.as_str()
         )
         .increment(1);
-        info!(
+        debug!(
             pgbus.outcome = plan.step_outcome.as_str(),
             pgbus.run_status = plan.run_status.as_str(),
             elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
             "step ended"
         );
         if let (true, Some(error)) = (result.report, &result.error) {
-            self.report(claim, result, error, "step failed");
+            self.report(
+                claim,
+                result,
+                error,
+                failure_level(plan.step_outcome),
+                "step failed",
+            );
         }
         if let Some(error) = &result.handler_error {
             self.report(
                 claim,
                 result,
                 error,
+                Level::ERROR,
                 "exception handler failed; the run is paused",
             );
         }
     }
 
-    /// A `tracing` error event and the error hook, after commit.
+    /// A `tracing` event at `level` and the error hook, after commit.
     fn report(
         &self,
         claim: &Claimed,
         result: &AttemptResult,
         error: &crate::engine::ErrorRecord,
+        level: Level,
         message: &str,
     ) {
-        error!(
-            error.class = %error.class,
-            error.message = %error.message,
-            pgbus.verb = ?result.verb,
-            "{message}"
-        );
+        if level == Level::ERROR {
+            error!(
+                error.class = %error.class,
+                error.message = %error.message,
+                pgbus.verb = ?result.verb,
+                "{message}"
+            );
+        } else {
+            warn!(
+                error.class = %error.class,
+                error.message = %error.message,
+                pgbus.verb = ?result.verb,
+                "{message}"
+            );
+        }
         if let Some(hook) = &self.inner.error_hook {
             hook(&ErrorReport {
                 workflow: claim.workflow.clone(),
@@ -1416,4 +1445,16 @@ fn host() -> String {
         .ok()
         .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
         .map_or_else(|| "unknown".to_owned(), |h| h.trim().to_owned())
+}
+
+/// The level of a failed attempt's report: `warn` when the run goes on with
+/// another attempt (a recovery under way, such as a stalled attempt of a killed
+/// worker run again), `error` when the failure paused, cancelled or skipped
+/// (work that did not get done and may need an operator).
+fn failure_level(outcome: StepOutcome) -> Level {
+    if outcome == StepOutcome::Reattempted {
+        Level::WARN
+    } else {
+        Level::ERROR
+    }
 }
