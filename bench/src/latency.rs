@@ -81,14 +81,14 @@ pub(crate) async fn measure(
     let mut runs = Vec::with_capacity(samples);
     if notifications {
         for _ in 0..samples {
-            runs.push(client.start::<FiveSteps>(&()).await?);
+            runs.push(client.start::<FiveSteps>(&()).await?.run_id);
             await_ended(&mut ended, 1, &progress).await?;
             tokio::time::sleep(GAP_AFTER_END).await;
         }
     } else {
         let mut gaps = Gaps::seeded();
         for _ in 0..samples {
-            runs.push(client.start::<FiveSteps>(&()).await?);
+            runs.push(client.start::<FiveSteps>(&()).await?.run_id);
             tokio::time::sleep(gaps.next(MEAN_GAP_POLLING * 2)).await;
         }
         await_ended(&mut ended, u32::try_from(samples)?, &progress).await?;

@@ -41,7 +41,7 @@ where
         starters.spawn(async move {
             let mut ids = Vec::with_capacity(share as usize);
             for _ in 0..share {
-                ids.push(client.start::<W>(&()).await?);
+                ids.push(client.start::<W>(&()).await?.run_id);
             }
             Ok::<_, pgbus_runtime::Error>(ids)
         });

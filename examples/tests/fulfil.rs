@@ -26,7 +26,7 @@ async fn an_order_goes_through_every_step() {
     let env = TestEnv::new()
         .register(NotifyVendor)
         .register(Fulfil::new(0));
-    let run = env.start::<Fulfil>(&order(true)).unwrap();
+    let run = env.start::<Fulfil>(&order(true)).unwrap().run_id;
 
     let reserved = env.run_until_idle().await;
     assert_eq!(
@@ -98,7 +98,7 @@ async fn a_flaky_gateway_is_reattempted_until_it_recovers() {
     let env = TestEnv::new()
         .register(NotifyVendor)
         .register(Fulfil::new(2));
-    let run = env.start::<Fulfil>(&order(false)).unwrap();
+    let run = env.start::<Fulfil>(&order(false)).unwrap().run_id;
     env.signal(run, "payment.settled", &settled()).unwrap();
 
     let records = env.run_to_completion().await;
@@ -132,7 +132,7 @@ async fn a_gateway_that_never_recovers_pauses_the_run() {
     env.fail_step("orders.fulfil", "charge", 10, || {
         StepError::from(GatewayUnavailable { attempt: 0 })
     });
-    let run = env.start::<Fulfil>(&order(false)).unwrap();
+    let run = env.start::<Fulfil>(&order(false)).unwrap().run_id;
 
     env.run_to_completion().await;
     let view = env.run(run).unwrap();
@@ -178,7 +178,7 @@ async fn an_order_never_settled_is_cancelled_after_an_hour() {
     let env = TestEnv::new()
         .register(NotifyVendor)
         .register(Fulfil::new(0));
-    let run = env.start::<Fulfil>(&order(false)).unwrap();
+    let run = env.start::<Fulfil>(&order(false)).unwrap().run_id;
 
     env.run_to_completion().await;
     let view = env.run(run).unwrap();

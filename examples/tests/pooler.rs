@@ -118,7 +118,7 @@ async fn the_readme_workflow_runs_to_the_end_through_pgbouncer() {
             amount_cents: 500 * id,
             gift_wrap: id % 2 == 0,
         };
-        let run = client.start::<Fulfil>(&order).await.expect("start");
+        let run = client.start::<Fulfil>(&order).await.expect("start").run_id;
         runs.push(run);
     }
     let keyed = client

@@ -110,7 +110,8 @@ async fn a_run_started_in_a_sqlx_transaction_exists_exactly_when_it_commits() {
     let gone = client
         .start_in_sqlx::<NotifyVendor>(&mut tx, &notice(1))
         .await
-        .expect("start in the transaction");
+        .expect("start in the transaction")
+        .run_id;
     tx.rollback().await.expect("rollback");
     assert_eq!(runs(&test_db).await, 0, "nothing of a rolled-back start");
     assert!(matches!(
@@ -122,7 +123,8 @@ async fn a_run_started_in_a_sqlx_transaction_exists_exactly_when_it_commits() {
     let run_id = client
         .start_in_sqlx::<NotifyVendor>(&mut tx, &notice(2))
         .await
-        .expect("start in the transaction");
+        .expect("start in the transaction")
+        .run_id;
     listening
         .simple_query("SELECT 1")
         .await

@@ -102,7 +102,12 @@ async fn seed(t: &TestSchema) -> RunId {
     )
     .await
     .expect("connect");
-    let run = pinned.client().start::<Seeded>(&()).await.expect("start");
+    let run = pinned
+        .client()
+        .start::<Seeded>(&())
+        .await
+        .expect("start")
+        .run_id;
     let worker = pinned
         .worker()
         .register(Seeded {
@@ -161,7 +166,12 @@ async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
     let t = TestSchema::new().await;
     let seeded = seed(&t).await;
     assert_eq!(t.status(seeded).await, RunStatus::Finished);
-    let idle = t.db.client().start::<Seeded>(&()).await.expect("start");
+    let idle =
+        t.db.client()
+            .start::<Seeded>(&())
+            .await
+            .expect("start")
+            .run_id;
     let dashboard = Dashboard::start(&t.name, &[]);
     let (browser, events, _profile) = chromium().await;
 

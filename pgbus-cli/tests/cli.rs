@@ -39,8 +39,8 @@ async fn work(t: &TestSchema) {
 async fn runs_lists_with_filters_as_a_table_or_json() {
     let t = TestSchema::new().await;
     let client = t.db.client();
-    let old = client.start::<Ops>(&()).await.expect("start");
-    let new = client.start::<Ops>(&()).await.expect("start");
+    let old = client.start::<Ops>(&()).await.expect("start").run_id;
+    let new = client.start::<Ops>(&()).await.expect("start").run_id;
     t.backdate(old).await;
     client.pause(new, "ops", "look").await.expect("pause");
 
@@ -86,7 +86,7 @@ async fn runs_lists_with_filters_as_a_table_or_json() {
 #[tokio::test]
 async fn show_prints_steps_timeline_signals_and_events() {
     let t = TestSchema::new().await;
-    let run = t.db.client().start::<Ops>(&()).await.expect("start");
+    let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
     work(&t).await;
     assert_eq!(t.status(run).await, RunStatus::Ready, "parked on `go`");
 
@@ -158,7 +158,7 @@ async fn show_prints_steps_timeline_signals_and_events() {
 #[tokio::test]
 async fn operator_actions_move_runs_and_refuse_illegal_moves() {
     let t = TestSchema::new().await;
-    let run = t.db.client().start::<Ops>(&()).await.expect("start");
+    let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
     let id = run.0.to_string();
 
     assert_eq!(
@@ -209,7 +209,7 @@ async fn operator_actions_move_runs_and_refuse_illegal_moves() {
 #[tokio::test]
 async fn sweep_repairs_a_stalled_attempt_once() {
     let t = TestSchema::new().await;
-    let run = t.db.client().start::<Ops>(&()).await.expect("start");
+    let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
     // Claimed by a worker that is gone, past its stall horizon.
     t.execute(
         "WITH s AS (
@@ -262,9 +262,9 @@ async fn sweep_repairs_a_stalled_attempt_once() {
 async fn stats_counts_runs_per_bucket_and_cuts_to_the_retention_age() {
     let t = TestSchema::new().await;
     let client = t.db.client();
-    let old = client.start::<Ops>(&()).await.expect("start");
-    let paused = client.start::<Ops>(&()).await.expect("start");
-    let cancelled = client.start::<Ops>(&()).await.expect("start");
+    let old = client.start::<Ops>(&()).await.expect("start").run_id;
+    let paused = client.start::<Ops>(&()).await.expect("start").run_id;
+    let cancelled = client.start::<Ops>(&()).await.expect("start").run_id;
     t.backdate(old).await;
     t.ok(&["pause", &paused.0.to_string(), "--reason", "look"]);
     t.ok(&["cancel", &cancelled.0.to_string(), "--reason", "drop"]);
@@ -334,7 +334,7 @@ fn without_a_database_url_it_says_so() {
 #[tokio::test]
 async fn payloads_come_from_files_or_stdin_and_reasons_must_say_something() {
     let t = TestSchema::new().await;
-    let run = t.db.client().start::<Ops>(&()).await.expect("start");
+    let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
     let id = run.0.to_string();
 
     // From standard input.
@@ -386,7 +386,7 @@ async fn listings_page_back_survive_a_closed_pipe_and_hint_at_migrating() {
     let client = t.db.client();
     let mut runs = Vec::new();
     for _ in 0..3 {
-        runs.push(client.start::<Ops>(&()).await.expect("start").0);
+        runs.push(client.start::<Ops>(&()).await.expect("start").run_id.0);
     }
     let page = |args: &[&str]| -> Vec<i64> {
         json(&t.ok(args))

@@ -204,7 +204,8 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
         t.db.client()
             .start::<Plain>(&"<script>alert(1)</script>".to_owned())
             .await
-            .expect("start");
+            .expect("start")
+            .run_id;
     let dashboard = Dashboard::start(&t.name, &[]);
     let base = dashboard.url.as_str();
     let page = format!("/runs/{}", run.0);

@@ -85,7 +85,7 @@ async fn the_command_lists_shows_and_signals_through_pgbouncer() {
         .connect()
         .await
         .expect("connect through pgbouncer");
-    let run = db.client().start::<Relay>(&()).await.expect("start");
+    let run = db.client().start::<Relay>(&()).await.expect("start").run_id;
     let worker = db.worker().register(Relay).build().expect("worker");
     worker.run_until_idle().await.expect("run");
 

@@ -18,14 +18,34 @@ pub struct Client {
     pub(crate) store: PgStore,
 }
 
-/// What [`Client::start_idempotent`] did.
+/// What a start did: the run, and whether this call created it. Every start
+/// returns one ([`Client::start`], [`Client::start_idempotent`], their `_in`
+/// and `_in_sqlx` forms, and the testkit's `TestEnv::start`), so code that
+/// starts runs reads the same with a key or without.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Started {
     /// The run.
     pub run_id: RunId,
-    /// `true` when this call created it; `false` when an earlier start with the
-    /// same key did (and nothing was started now).
+    /// `true` when this call created it (always, for a start without a key);
+    /// `false` when an earlier start with the same key did, and nothing was
+    /// started now.
     pub created: bool,
+}
+
+impl Started {
+    /// What a start did: created `run_id` (`created`), or found it. For the
+    /// testkit's store and other stores outside this crate.
+    #[must_use]
+    pub const fn new(run_id: RunId, created: bool) -> Self {
+        Self { run_id, created }
+    }
+}
+
+impl From<Started> for RunId {
+    fn from(started: Started) -> Self {
+        started.run_id
+    }
 }
 
 impl Client {
@@ -35,11 +55,11 @@ impl Client {
     /// # Errors
     /// [`Error::Json`] when the input does not serialize, [`Error::NoSteps`], and
     /// database errors.
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
-    pub async fn start<W: Workflow>(&self, input: &W::Input) -> Result<RunId, Error> {
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    pub async fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
-        let (run_id, _) = self.store.start_run(W::DEFINITION, &input, None).await?;
-        Ok(run_id)
+        let (run_id, created) = self.store.start_run(W::DEFINITION, &input, None).await?;
+        Ok(Started { run_id, created })
     }
 
     /// Starts a run of `W` unless one was already started with `key` (keys are per
@@ -50,7 +70,7 @@ impl Client {
     /// [`Error::BlankIdempotencyKey`] for an empty or blank key,
     /// [`Error::InvalidIdempotencyKey`] for one over 255 characters or with control
     /// characters, and the errors of [`Client::start`].
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_idempotent<W: Workflow>(
         &self,
         input: &W::Input,
@@ -85,18 +105,18 @@ impl Client {
     /// # Errors
     /// As [`Client::start`]. A statement that fails aborts the caller's
     /// transaction, as any failed statement does.
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_in<W: Workflow>(
         &self,
         tx: &(impl tokio_postgres::GenericClient + Sync),
         input: &W::Input,
-    ) -> Result<RunId, Error> {
+    ) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
-        let (run_id, _) = self
+        let (run_id, created) = self
             .store
             .start_run_on(tx, W::DEFINITION, &input, None)
             .await?;
-        Ok(run_id)
+        Ok(Started { run_id, created })
     }
 
     /// [`Client::start_idempotent`] inside the caller's transaction `tx`, as
@@ -115,7 +135,7 @@ impl Client {
     /// # Errors
     /// [`Error::StartConflict`] as above, and the errors of
     /// [`Client::start_idempotent`].
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_idempotent_in<W: Workflow>(
         &self,
         tx: &(impl tokio_postgres::GenericClient + Sync),
@@ -142,18 +162,18 @@ impl Client {
     /// # Errors
     /// As [`Client::start`]; [`Error::Sqlx`] for what the connection reports.
     #[cfg(feature = "sqlx")]
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_in_sqlx<W: Workflow>(
         &self,
         conn: &mut sqlx::PgConnection,
         input: &W::Input,
-    ) -> Result<RunId, Error> {
+    ) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
-        let (run_id, _) = self
+        let (run_id, created) = self
             .store
             .start_run_sqlx(conn, W::DEFINITION, &input, None)
             .await?;
-        Ok(run_id)
+        Ok(Started { run_id, created })
     }
 
     /// [`Client::start_idempotent_in`] on a caller's sqlx connection (see
@@ -164,7 +184,7 @@ impl Client {
     /// As [`Client::start_idempotent_in`]; [`Error::Sqlx`] for what the
     /// connection reports.
     #[cfg(feature = "sqlx")]
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err)]
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_idempotent_in_sqlx<W: Workflow>(
         &self,
         conn: &mut sqlx::PgConnection,
@@ -389,7 +409,7 @@ impl Client {
     ///
     /// # Errors
     /// Database errors.
-    #[instrument(skip_all, err)]
+    #[instrument(skip_all, err(level = "debug"))]
     pub async fn run_counts(&self, range: &Range) -> Result<Vec<BucketCounts>, Error> {
         let mut client = self.store.pool.get().await?;
         let statement = self
@@ -437,7 +457,7 @@ impl Client {
     ///
     /// # Errors
     /// Database errors; [`Error::Corrupt`] for an unknown stored outcome.
-    #[instrument(skip_all, err)]
+    #[instrument(skip_all, err(level = "debug"))]
     pub async fn step_outcomes(&self, range: &Range) -> Result<Vec<OutcomeCount>, Error> {
         let mut client = self.store.pool.get().await?;
         let statement = self
@@ -465,7 +485,7 @@ impl Client {
     ///
     /// # Errors
     /// Database errors.
-    #[instrument(skip_all, err)]
+    #[instrument(skip_all, err(level = "debug"))]
     pub async fn slowest_steps(
         &self,
         range: &Range,
@@ -497,7 +517,7 @@ impl Client {
     ///
     /// # Errors
     /// Database errors.
-    #[instrument(skip_all, err)]
+    #[instrument(skip_all, err(level = "debug"))]
     pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
         let mut client = self.store.pool.get().await?;
         let statement = self

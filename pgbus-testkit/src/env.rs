@@ -95,7 +95,7 @@ pub struct StepRecord {
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let env = TestEnv::new().register(Hello);
-/// let run = env.start::<Hello>(&()).unwrap();
+/// let run = env.start::<Hello>(&()).unwrap().run_id;
 /// env.run_until_idle().await;                 // greet
 /// env.advance(std::time::Duration::from_secs(3600));
 /// env.run_until_idle().await;                 // follow_up, an hour later
@@ -296,13 +296,15 @@ impl TestEnv {
         self
     }
 
-    /// Starts a run of `W`, due after its first step's `wait`.
+    /// Starts a run of `W`, due after its first step's `wait`, as
+    /// `Client::start`.
     ///
     /// # Errors
     /// [`Error::Json`] when the input does not serialize, [`Error::NoSteps`].
-    pub fn start<W: Workflow>(&self, input: &W::Input) -> Result<RunId, Error> {
+    pub fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
-        Ok(self.store().start_run(W::DEFINITION, input, None)?.0)
+        let (run_id, created) = self.store().start_run(W::DEFINITION, input, None)?;
+        Ok(Started::new(run_id, created))
     }
 
     /// Starts a run of `W` unless one was started with `key`, as
@@ -318,7 +320,7 @@ impl TestEnv {
         pgbus_runtime::client::check_key(key)?;
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self.store().start_run(W::DEFINITION, input, Some(key))?;
-        Ok(Started { run_id, created })
+        Ok(Started::new(run_id, created))
     }
 
     /// The virtual time.

@@ -91,7 +91,8 @@ async fn run() -> Result<(), String> {
             client
                 .start::<Invoice>(&n)
                 .await
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| e.to_string())?
+                .run_id,
         );
     }
     let worker = db

@@ -63,7 +63,7 @@ async fn run() -> Result<bool, String> {
             .start::<Fulfil>(&order)
             .await
             .map_err(|e| format!("could not start a run: {e}"))?;
-        runs.push(run);
+        runs.push(run.run_id);
     }
 
     // The payment processor settles even orders at once (the signal is kept

@@ -134,11 +134,13 @@ async fn different_workflows_may_use_the_same_key() {
     let a = client
         .start::<Charge>(&Payment { cents: 5 })
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     let b = client
         .start::<Charge>(&Payment { cents: 5 })
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     assert_ne!(a, b);
 }
 
@@ -172,13 +174,15 @@ async fn list_runs_filters_by_workflow_and_status_and_pages_back() {
             client
                 .start::<Charge>(&Payment { cents: i })
                 .await
-                .expect("start"),
+                .expect("start")
+                .run_id,
         );
         refunds.push(
             client
                 .start::<Refund>(&Payment { cents: i })
                 .await
-                .expect("start"),
+                .expect("start")
+                .run_id,
         );
     }
     // Refunds finish; charges stay ready.

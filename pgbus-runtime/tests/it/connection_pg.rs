@@ -157,8 +157,8 @@ async fn a_worker_whose_backends_are_terminated_reconnects_and_loses_nothing() {
         .build()
         .expect("worker");
     let runs = [
-        t.client().start::<Gated>(&()).await.expect("start"),
-        t.client().start::<Gated>(&()).await.expect("start"),
+        t.client().start::<Gated>(&()).await.expect("start").run_id,
+        t.client().start::<Gated>(&()).await.expect("start").run_id,
     ];
     let (stop, running) = spawn_worker(&worker);
 
@@ -266,7 +266,7 @@ async fn a_worker_rides_out_an_outage_and_logs_it_once() {
         .sweep_interval(Duration::from_hours(1))
         .build()
         .expect("worker");
-    let runs = [t.client().start::<Gated>(&()).await.expect("start")];
+    let runs = [t.client().start::<Gated>(&()).await.expect("start").run_id];
     let (stop, running) = spawn_worker(&worker);
     assert!(
         eventually(Duration::from_secs(10), || async {

@@ -144,7 +144,11 @@ async fn every_verb_sets_its_rows_and_events() {
     let client = t.client();
     let worker = t.db.worker().register(Verbs).build().expect("worker");
     for case in &cases {
-        let run_id = client.start::<Verbs>(&case.verb).await.expect("start");
+        let run_id = client
+            .start::<Verbs>(&case.verb)
+            .await
+            .expect("start")
+            .run_id;
         worker.run_until_idle().await.expect("run");
         if case.verb == Verb::Reattempt {
             // The new attempt is due 3 s after the first ended, not before.
@@ -206,7 +210,8 @@ async fn reattempt_schedules_attempt_plus_one_after_its_wait() {
     let run_id = client
         .start::<Verbs>(&Verb::Reattempt)
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
 
     assert_eq!(worker.run_until_idle().await.expect("run"), 1);
     let view = t.run(run_id).await;
@@ -249,7 +254,12 @@ impl Forever {
 async fn a_reattempt_wait_beyond_the_longest_duration_is_cut_to_it() {
     let t = TestDb::new().await;
     let worker = t.db.worker().register(Forever).build().expect("worker");
-    let run_id = t.client().start::<Forever>(&()).await.expect("start");
+    let run_id = t
+        .client()
+        .start::<Forever>(&())
+        .await
+        .expect("start")
+        .run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 1);
 
     let view = t.run(run_id).await;
@@ -268,7 +278,11 @@ async fn cancel_cancels_every_open_step_row_of_the_run() {
     let t = TestDb::new().await;
     let client = t.client();
     let worker = t.db.worker().register(Verbs).build().expect("worker");
-    let run_id = client.start::<Verbs>(&Verb::Cancel).await.expect("start");
+    let run_id = client
+        .start::<Verbs>(&Verb::Cancel)
+        .await
+        .expect("start")
+        .run_id;
     // A second open row of the run, due far later (as a stale or parallel row
     // would be): the cancel must close it too.
     t.execute(
@@ -329,7 +343,7 @@ async fn a_wait_counts_from_the_end_of_the_previous_step_on_the_database_clock()
             })
             .build()
             .expect("worker");
-    let run_id = client.start::<Waits>(&()).await.expect("start");
+    let run_id = client.start::<Waits>(&()).await.expect("start").run_id;
 
     // The first step's own wait counts from the start.
     let view = t.run(run_id).await;
@@ -443,7 +457,7 @@ async fn a_later_step_reads_an_earlier_steps_output() {
         id: 42,
         items: vec!["book".into(), "pen".into()],
     };
-    let run_id = client.start::<Outputs>(&order).await.expect("start");
+    let run_id = client.start::<Outputs>(&order).await.expect("start").run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 5);
 
     let view = t.run(run_id).await;
@@ -507,7 +521,12 @@ impl EvolvingV2 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_for_a_removed_step_is_skipped_and_the_run_advances() {
     let t = TestDb::new().await;
-    let run_id = t.client().start::<EvolvingV1>(&()).await.expect("start");
+    let run_id = t
+        .client()
+        .start::<EvolvingV1>(&())
+        .await
+        .expect("start")
+        .run_id;
     let calls = Arc::new(AtomicU32::new(0));
     let worker =
         t.db.worker()
@@ -575,7 +594,12 @@ impl RenamedV2 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_for_a_step_the_definition_lacks_pauses_the_run() {
     let t = TestDb::new().await;
-    let run_id = t.client().start::<RenamedV1>(&()).await.expect("start");
+    let run_id = t
+        .client()
+        .start::<RenamedV1>(&())
+        .await
+        .expect("start")
+        .run_id;
     let calls = Arc::new(AtomicU32::new(0));
     let worker =
         t.db.worker()
@@ -665,11 +689,13 @@ async fn an_input_that_does_not_deserialize_is_a_step_error() {
     let paused = client
         .start::<BadInputPauses>(&Typed { count: 1 })
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     let cancelled = client
         .start::<BadInputCancels>(&Typed { count: 1 })
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     // What another program (or a hand edit) could leave in the column.
     t.execute(
         r#"UPDATE {schema}.runs SET input = '{"count": "many"}'"#,
@@ -720,7 +746,8 @@ async fn an_input_that_does_not_deserialize_is_a_step_error() {
     let good = client
         .start::<BadInputPauses>(&Typed { count: 2 })
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 1);
     assert_eq!(t.run(good).await.run.status, RunStatus::Finished);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -771,7 +798,12 @@ async fn interleave(t: &TestDb, last_step: bool, meddle: &str) -> (pgbus_runtime
     let gated = Gated::new();
     let (entered, release) = gated.handles();
     let worker = t.db.worker().register(gated).build().expect("worker");
-    let run_id = t.client().start::<Gated>(&last_step).await.expect("start");
+    let run_id = t
+        .client()
+        .start::<Gated>(&last_step)
+        .await
+        .expect("start")
+        .run_id;
 
     let running = worker.clone();
     let attempt = tokio::spawn(async move { running.run_once().await });

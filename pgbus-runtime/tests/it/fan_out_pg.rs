@@ -123,7 +123,11 @@ async fn children_start_with_their_batch_and_the_last_one_resumes_the_parent_onc
     let client = t.client();
     let parents_only = polling(&t.db).register(Parent).build().expect("worker");
     let kids = [Kid::Finish, Kid::Finish, Kid::Finish];
-    let run = client.start::<Parent>(&kids.to_vec()).await.expect("start");
+    let run = client
+        .start::<Parent>(&kids.to_vec())
+        .await
+        .expect("start")
+        .run_id;
     assert_eq!(parents_only.run_until_idle().await.expect("run"), 1);
 
     let view = t.run(run).await;
@@ -245,9 +249,17 @@ async fn a_cancelled_child_fails_the_batch_with_each_on_batch_failure() {
         .build()
         .expect("worker");
     let kids = vec![Kid::Finish, Kid::Cancel, Kid::Finish];
-    let pause = client.start::<Parent>(&kids).await.expect("start");
-    let skip = client.start::<SkipParent>(&kids).await.expect("start");
-    let cancel = client.start::<CancelParent>(&kids).await.expect("start");
+    let pause = client.start::<Parent>(&kids).await.expect("start").run_id;
+    let skip = client
+        .start::<SkipParent>(&kids)
+        .await
+        .expect("start")
+        .run_id;
+    let cancel = client
+        .start::<CancelParent>(&kids)
+        .await
+        .expect("start")
+        .run_id;
     worker.run_until_idle().await.expect("run");
 
     let message = "fan_out step `spread`: 1 of 3 child runs were cancelled (2 finished)";
@@ -330,7 +342,11 @@ async fn an_empty_batch_completes_at_once_without_a_batch_row() {
     let t = TestDb::new().await;
     let client = t.client();
     let worker = polling(&t.db).register(Parent).build().expect("worker");
-    let run = client.start::<Parent>(&Vec::new()).await.expect("start");
+    let run = client
+        .start::<Parent>(&Vec::new())
+        .await
+        .expect("start")
+        .run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 2);
     let view = t.run(run).await;
     assert_eq!(view.run.status, RunStatus::Finished);
@@ -403,7 +419,7 @@ async fn cancelling_a_parent_cancels_its_open_children_and_grandchildren() {
         .register(Quick)
         .build()
         .expect("worker");
-    let top = client.start::<Top>(&()).await.expect("start");
+    let top = client.start::<Top>(&()).await.expect("start").run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 4);
     let view = t.run(top).await;
     let top_batch = view.batches[0].id;
@@ -522,7 +538,11 @@ async fn resuming_a_failed_fan_out_starts_a_fresh_batch() {
         .register(Leaf)
         .build()
         .expect("worker");
-    let run = client.start::<SecondChance>(&()).await.expect("start");
+    let run = client
+        .start::<SecondChance>(&())
+        .await
+        .expect("start")
+        .run_id;
     worker.run_until_idle().await.expect("run");
     let view = t.run(run).await;
     assert_eq!(view.run.status, RunStatus::Paused);
@@ -588,9 +608,9 @@ async fn the_sweep_resolves_a_batch_whose_children_ended_behind_its_back() {
     let client = t.client();
     let parents_only = polling(&t.db).register(Parent).build().expect("worker");
     let two = vec![Kid::Finish, Kid::Finish];
-    let done = client.start::<Parent>(&two).await.expect("start");
-    let half = client.start::<Parent>(&two).await.expect("start");
-    let open = client.start::<Parent>(&two).await.expect("start");
+    let done = client.start::<Parent>(&two).await.expect("start").run_id;
+    let half = client.start::<Parent>(&two).await.expect("start").run_id;
+    let open = client.start::<Parent>(&two).await.expect("start").run_id;
     assert_eq!(parents_only.run_until_idle().await.expect("run"), 3);
     let batch_of = |view: &RunView| view.batches[0].id;
     let done_batch = batch_of(&t.run(done).await);
@@ -730,7 +750,7 @@ async fn a_batch_the_database_refuses_in_part_leaves_nothing_and_pauses_the_run(
         .on_error(collect(&reports))
         .build()
         .expect("worker");
-    let run = client.start::<Counting>(&5).await.expect("start");
+    let run = client.start::<Counting>(&5).await.expect("start").run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 1);
     assert_eq!(
         worker.run_until_idle().await.expect("run"),
@@ -866,7 +886,7 @@ async fn a_thousand_children_ending_at_once_on_three_workers_resume_the_parent_o
             .expect("worker")
     })
     .await;
-    let run = client.start::<Wide>(&WIDE).await.expect("start");
+    let run = client.start::<Wide>(&WIDE).await.expect("start").run_id;
     let finished = eventually(Duration::from_mins(2), || async {
         t.run(run).await.run.status == RunStatus::Finished
     })
@@ -1018,7 +1038,7 @@ async fn cancelling_a_parent_while_its_tree_runs_leaves_every_batch_consistent()
     let (mut cancelled, mut too_late) = (0, 0);
     for round in 0..ROUNDS {
         let before = t.count(leaf_steps_done, &[]).await;
-        let top = client.start::<Tree>(&(4, 10)).await.expect("start");
+        let top = client.start::<Tree>(&(4, 10)).await.expect("start").run_id;
         // Cancel once this many leaf steps of the round completed.
         let at = i64::from(round) * LEAF_STEPS / i64::from(ROUNDS);
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -1179,8 +1199,8 @@ async fn an_attempt_left_open_under_an_ended_run_never_moves_the_run_again() {
         .register(Leaf)
         .build()
         .expect("worker");
-    let plain = client.start::<Held>(&()).await.expect("start");
-    let fan = client.start::<HeldFan>(&()).await.expect("start");
+    let plain = client.start::<Held>(&()).await.expect("start").run_id;
+    let fan = client.start::<HeldFan>(&()).await.expect("start").run_id;
     let running = {
         let worker = worker.clone();
         tokio::spawn(async move { worker.run_once().await.expect("run") })
@@ -1327,11 +1347,13 @@ async fn a_crash_after_the_batch_resolved_starts_no_second_batch_but_a_failed_on
     let succeeded = client
         .start::<Recount>(&vec![Kid::Finish, Kid::Finish])
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     let failed = client
         .start::<Recount>(&vec![Kid::Finish, Kid::Cancel])
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     assert_eq!(parents.run_until_idle().await.expect("run"), 2, "both park");
     assert_eq!(leaves.run_until_idle().await.expect("run"), 4);
     for (run, status) in [(succeeded, "succeeded"), (failed, "failed")] {
@@ -1460,7 +1482,8 @@ async fn a_new_attempt_takes_over_the_batch_still_open_and_its_last_child_wakes_
     let run = client
         .start::<Recount>(&vec![Kid::Finish, Kid::Finish])
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     assert_eq!(parents.run_until_idle().await.expect("run"), 1, "parks");
     assert_eq!(one_leaf.run_once().await.expect("run"), 1, "one child ends");
     let view = t.run(run).await;

@@ -70,7 +70,7 @@ async fn a_signal_sent_before_the_step_waits_is_consumed_at_the_gate() {
     let t = TestDb::new().await;
     let client = t.client();
     let worker = polling(&t.db).register(Pay).build().expect("worker");
-    let run = client.start::<Pay>(&()).await.expect("start");
+    let run = client.start::<Pay>(&()).await.expect("start").run_id;
     t.clock.advance(Duration::from_secs(1));
     let id = client
         .signal(run, "paid", &json!({"amount": 12}))
@@ -120,7 +120,7 @@ async fn a_signal_wakes_the_parked_row_and_the_same_attempt_consumes_it() {
     let t = TestDb::new().await;
     let client = t.client();
     let worker = polling(&t.db).register(Pay).build().expect("worker");
-    let run = client.start::<Pay>(&()).await.expect("start");
+    let run = client.start::<Pay>(&()).await.expect("start").run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 1);
 
     let view = t.run(run).await;
@@ -194,7 +194,7 @@ async fn a_predicate_leaves_the_signals_it_turns_down_and_takes_the_first_match(
     let t = TestDb::new().await;
     let client = t.client();
     let worker = polling(&t.db).register(Mine).build().expect("worker");
-    let run = client.start::<Mine>(&7).await.expect("start");
+    let run = client.start::<Mine>(&7).await.expect("start").run_id;
     let other = client
         .signal(run, "paid", &json!({"for": 1}))
         .await
@@ -294,12 +294,12 @@ async fn a_failing_or_panicking_predicate_goes_to_the_exception_policies() {
         .on_error(move |r| seen.lock().unwrap().push(r.clone()))
         .build()
         .expect("worker");
-    let garbled = client.start::<Picky>(&()).await.expect("start");
+    let garbled = client.start::<Picky>(&()).await.expect("start").run_id;
     client
         .signal(garbled, "go", "garbled")
         .await
         .expect("signal");
-    let panicky = client.start::<Picky>(&()).await.expect("start");
+    let panicky = client.start::<Picky>(&()).await.expect("start").run_id;
     client.signal(panicky, "go", "panic").await.expect("signal");
     assert_eq!(worker.run_until_idle().await.expect("run"), 3);
 
@@ -392,7 +392,7 @@ async fn a_reattempt_sees_the_signal_its_first_attempt_consumed() {
         })
         .build()
         .expect("worker");
-    let run = client.start::<Flaky>(&()).await.expect("start");
+    let run = client.start::<Flaky>(&()).await.expect("start").run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 1, "parks");
     t.clock.advance(Duration::from_secs(5));
     let first = client.signal(run, "go", &1).await.expect("signal");
@@ -507,10 +507,10 @@ async fn each_on_timeout_fires_once_for_a_worker_started_after_the_wait_began() 
     let client = t.client();
     let reports = Arc::default();
     let first = timeout_worker(&t.db, &reports);
-    let pause = client.start::<OnPause>(&()).await.expect("start");
-    let cancel = client.start::<OnCancel>(&()).await.expect("start");
-    let skip = client.start::<OnSkip>(&()).await.expect("start");
-    let run = client.start::<OnRun>(&()).await.expect("start");
+    let pause = client.start::<OnPause>(&()).await.expect("start").run_id;
+    let cancel = client.start::<OnCancel>(&()).await.expect("start").run_id;
+    let skip = client.start::<OnSkip>(&()).await.expect("start").run_id;
+    let run = client.start::<OnRun>(&()).await.expect("start").run_id;
     assert_eq!(first.run_until_idle().await.expect("run"), 4);
     for id in [pause, cancel, skip, run] {
         let view = t.run(id).await;
@@ -626,8 +626,8 @@ async fn a_signal_sent_on_the_deadline_before_the_claim_wins() {
     let t = TestDb::new().await;
     let client = t.client();
     let worker = polling(&t.db).register(OnPause).build().expect("worker");
-    let on_the_dot = client.start::<OnPause>(&()).await.expect("start");
-    let after_it = client.start::<OnPause>(&()).await.expect("start");
+    let on_the_dot = client.start::<OnPause>(&()).await.expect("start").run_id;
+    let after_it = client.start::<OnPause>(&()).await.expect("start").run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 2);
 
     t.clock.advance(Duration::from_secs(10));
@@ -715,8 +715,8 @@ async fn a_signal_after_the_claim_decided_on_the_timeout_loses_and_stays_unconsu
         })
         .build()
         .expect("worker");
-    let ran = client.start::<LateRun>(&()).await.expect("start");
-    let paused = client.start::<LatePause>(&()).await.expect("start");
+    let ran = client.start::<LateRun>(&()).await.expect("start").run_id;
+    let paused = client.start::<LatePause>(&()).await.expect("start").run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 2, "both park");
     t.clock.advance(Duration::from_secs(10));
     armed.store(true, Ordering::SeqCst);
@@ -820,8 +820,12 @@ async fn a_signal_sent_while_the_step_is_in_progress_is_not_lost() {
         })
         .build()
         .expect("worker");
-    let plain = client.start::<Meddler>(&()).await.expect("start");
-    let picky = client.start::<PickyMeddler>(&()).await.expect("start");
+    let plain = client.start::<Meddler>(&()).await.expect("start").run_id;
+    let picky = client
+        .start::<PickyMeddler>(&())
+        .await
+        .expect("start")
+        .run_id;
     client.signal(picky, "go", "no").await.expect("signal");
 
     // One round: each claim reads no usable signal, one arrives, the row parks.
@@ -866,7 +870,7 @@ async fn a_signal_for_a_paused_run_is_kept_and_consumed_after_resume() {
     let t = TestDb::new().await;
     let client = t.client();
     let worker = polling(&t.db).register(Pay).build().expect("worker");
-    let run = client.start::<Pay>(&()).await.expect("start");
+    let run = client.start::<Pay>(&()).await.expect("start").run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 1, "parks");
     client.pause(run, "ops", "hold on").await.expect("pause");
     let id = client
@@ -934,7 +938,7 @@ async fn ten_thousand_signals_racing_their_waits_lose_no_wake_up() {
         starting.spawn(async move {
             let mut runs = Vec::new();
             for i in (task..RACES).step_by(8) {
-                runs.push((client.start::<Race>(&i).await.expect("start"), i));
+                runs.push((client.start::<Race>(&i).await.expect("start").run_id, i));
             }
             runs
         });
@@ -1176,7 +1180,7 @@ async fn turned_down_signals_are_judged_once_a_page_at_a_time() {
         })
         .build()
         .expect("worker");
-    let run = client.start::<Counted>(&()).await.expect("start");
+    let run = client.start::<Counted>(&()).await.expect("start").run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 1, "parks");
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     let parked = t.run(run).await.steps[0].id;
@@ -1260,8 +1264,16 @@ async fn a_match_behind_full_pages_of_turned_down_signals_wins_over_a_passed_tim
         })
         .build()
         .expect("worker");
-    let wins = client.start::<CountedTimeout>(&()).await.expect("start");
-    let loses = client.start::<CountedTimeout>(&()).await.expect("start");
+    let wins = client
+        .start::<CountedTimeout>(&())
+        .await
+        .expect("start")
+        .run_id;
+    let loses = client
+        .start::<CountedTimeout>(&())
+        .await
+        .expect("start")
+        .run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 2, "both park");
 
     turned_down(&client, wins, 20).await;
@@ -1364,8 +1376,8 @@ async fn a_reattempt_sees_its_timeout_again_but_a_resumed_attempt_waits_afresh()
         .register(OnPause)
         .build()
         .expect("worker");
-    let retry = client.start::<RunRetry>(&()).await.expect("start");
-    let paused = client.start::<OnPause>(&()).await.expect("start");
+    let retry = client.start::<RunRetry>(&()).await.expect("start").run_id;
+    let paused = client.start::<OnPause>(&()).await.expect("start").run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 2, "both park");
     t.clock.advance(Duration::from_secs(10));
     // `run`: the body runs without a signal and fails, reattempted in 1 s;
@@ -1475,7 +1487,7 @@ async fn a_signal_committed_while_the_claim_locks_its_run_beats_a_passed_timeout
     for _ in 0..BOUNDARY_ROUNDS {
         let mut runs = Vec::new();
         for _ in 0..BOUNDARY_RUNS {
-            runs.push(client.start::<OnPause>(&()).await.expect("start"));
+            runs.push(client.start::<OnPause>(&()).await.expect("start").run_id);
         }
         worker.run_until_idle().await.expect("park them all");
         t.clock.advance(Duration::from_secs(10));

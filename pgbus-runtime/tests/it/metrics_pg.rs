@@ -49,9 +49,9 @@ async fn steps_latencies_stalls_and_run_gauges_are_reported() {
 
     let t = TestDb::new().await;
     let client = t.client();
-    let done = client.start::<Measured>(&()).await.expect("start");
-    let held = client.start::<Measured>(&()).await.expect("start");
-    let stalled = client.start::<Measured>(&()).await.expect("start");
+    let done = client.start::<Measured>(&()).await.expect("start").run_id;
+    let held = client.start::<Measured>(&()).await.expect("start").run_id;
+    let stalled = client.start::<Measured>(&()).await.expect("start").run_id;
     client.pause(held, "ops", "hold").await.expect("pause");
     let worker =
         t.db.worker()

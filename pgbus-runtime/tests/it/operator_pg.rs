@@ -134,7 +134,7 @@ async fn each_action_is_an_event_with_its_actor_and_reason() {
     let gate = Arc::new(Gate::default());
     let w = worker(&t, &gate);
     let client = t.client();
-    let run = client.start::<Three>(&false).await.expect("start");
+    let run = client.start::<Three>(&false).await.expect("start").run_id;
 
     assert_eq!(
         client
@@ -196,7 +196,7 @@ async fn illegal_moves_are_typed_errors_and_change_nothing() {
     let gate = Arc::new(Gate::default());
     let w = worker(&t, &gate);
     let client = t.client();
-    let run = client.start::<Three>(&false).await.expect("start");
+    let run = client.start::<Three>(&false).await.expect("start").run_id;
 
     assert_eq!(
         illegal(client.resume(run, "ops", "r").await),
@@ -265,7 +265,7 @@ async fn illegal_moves_are_typed_errors_and_change_nothing() {
         );
     }
     // A reason is stored as the rows keep text: NUL replaced, capped.
-    let other = client.start::<Three>(&false).await.expect("start");
+    let other = client.start::<Three>(&false).await.expect("start").run_id;
     client
         .pause(other, "ops", &format!("a\u{0}b{}", "y".repeat(20_000)))
         .await
@@ -287,7 +287,7 @@ async fn a_pause_during_a_step_holds_the_next_one_until_resume() {
     let gate = Arc::new(Gate::default());
     let w = worker(&t, &gate);
     let client = t.client();
-    let run = client.start::<Three>(&true).await.expect("start");
+    let run = client.start::<Three>(&true).await.expect("start").run_id;
     let running = tokio::spawn({
         let w = w.clone();
         async move { w.run_once().await.expect("run") }
@@ -331,7 +331,7 @@ async fn a_pause_during_the_last_step_still_lets_the_run_finish() {
     let gate = Arc::new(Gate::default());
     let w = worker(&t, &gate);
     let client = t.client();
-    let run = client.start::<Last>(&()).await.expect("start");
+    let run = client.start::<Last>(&()).await.expect("start").run_id;
     let running = tokio::spawn({
         let w = w.clone();
         async move { w.run_once().await.expect("run") }
@@ -356,7 +356,7 @@ async fn a_cancel_during_a_step_ignores_its_completion_and_tells_the_body() {
     let gate = Arc::new(Gate::default());
     let w = worker(&t, &gate);
     let client = t.client();
-    let run = client.start::<Three>(&true).await.expect("start");
+    let run = client.start::<Three>(&true).await.expect("start").run_id;
     let running = tokio::spawn({
         let w = w.clone();
         async move { w.run_once().await.expect("run") }
@@ -407,7 +407,7 @@ async fn resume_after_an_error_pause_runs_a_new_attempt_with_reattempts_reset() 
             .build()
             .expect("worker");
     let client = t.client();
-    let run = client.start::<Failing>(&()).await.expect("start");
+    let run = client.start::<Failing>(&()).await.expect("start").run_id;
     w.run_until_idle().await.expect("run");
     t.clock.advance(Duration::from_secs(1));
     w.run_until_idle().await.expect("run");
@@ -452,7 +452,7 @@ async fn resume_after_a_pause_verb_schedules_the_next_step_after_its_wait() {
     let gate = Arc::new(Gate::default());
     let w = worker(&t, &gate);
     let client = t.client();
-    let run = client.start::<Asks>(&()).await.expect("start");
+    let run = client.start::<Asks>(&()).await.expect("start").run_id;
     w.run_until_idle().await.expect("run");
     assert_eq!(t.run(run).await.run.status, RunStatus::Paused);
     assert_eq!(
@@ -497,7 +497,7 @@ async fn skip_passes_over_a_failed_step_or_a_held_row() {
     let client = t.client();
 
     // A failed step: skipped, the next one runs.
-    let failing = client.start::<Failing>(&()).await.expect("start");
+    let failing = client.start::<Failing>(&()).await.expect("start").run_id;
     w.run_until_idle().await.expect("run");
     t.clock.advance(Duration::from_secs(1));
     w.run_until_idle().await.expect("run");
@@ -522,7 +522,7 @@ async fn skip_passes_over_a_failed_step_or_a_held_row() {
     assert!(events(&view).contains(&"step_skipped:flaky#2".to_owned()));
 
     // A held row: marked skipped, the step after it scheduled with its wait.
-    let three = client.start::<Three>(&false).await.expect("start");
+    let three = client.start::<Three>(&false).await.expect("start").run_id;
     w.run_until_idle().await.expect("run");
     client.pause(three, "ops", "r").await.expect("pause");
     assert_eq!(
@@ -549,7 +549,7 @@ async fn skip_refuses_a_step_that_is_still_running() {
     let gate = Arc::new(Gate::default());
     let w = worker(&t, &gate);
     let client = t.client();
-    let run = client.start::<Three>(&true).await.expect("start");
+    let run = client.start::<Three>(&true).await.expect("start").run_id;
     let running = tokio::spawn({
         let w = w.clone();
         async move { w.run_once().await.expect("run") }

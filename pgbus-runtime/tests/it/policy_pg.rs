@@ -69,7 +69,12 @@ impl Failing {
 
 async fn run_failing(t: &TestDb, failure: Failure) -> pgbus_runtime::RunView {
     let worker = t.db.worker().register(Failing).build().expect("worker");
-    let run_id = t.client().start::<Failing>(&failure).await.expect("start");
+    let run_id = t
+        .client()
+        .start::<Failing>(&failure)
+        .await
+        .expect("start")
+        .run_id;
     worker.run_until_idle().await.expect("run");
     t.run(run_id).await
 }
@@ -137,11 +142,13 @@ async fn a_panicking_body_is_a_panicked_error_and_the_worker_lives_on() {
     let panicked = client
         .start::<Failing>(&Failure::Panic)
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     let fine = client
         .start::<Failing>(&Failure::Nothing)
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 4);
 
     let view = t.run(panicked).await;
@@ -169,7 +176,8 @@ async fn a_panicking_body_is_a_panicked_error_and_the_worker_lives_on() {
     let again = client
         .start::<Failing>(&Failure::Panic)
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     assert_eq!(worker.run_until_idle().await.expect("run"), 2);
     assert_eq!(t.run(again).await.run.status, RunStatus::Finished);
 }
@@ -269,25 +277,41 @@ async fn policies_resolve_step_then_workflow_typed_then_blanket_then_pause() {
     let cases = [
         // The step's policy wins over the workflow's typed one.
         (
-            client.start::<Ordered>(&Which::C).await.expect("start"),
+            client
+                .start::<Ordered>(&Which::C)
+                .await
+                .expect("start")
+                .run_id,
             RunStatus::Paused,
             vec!["first#1 failed/paused"],
         ),
         // The typed workflow policy wins over the blanket one written before it.
         (
-            client.start::<Ordered>(&Which::A).await.expect("start"),
+            client
+                .start::<Ordered>(&Which::A)
+                .await
+                .expect("start")
+                .run_id,
             RunStatus::Cancelled,
             vec!["first#1 failed/cancelled"],
         ),
         // Nothing typed matches: the blanket one.
         (
-            client.start::<Ordered>(&Which::B).await.expect("start"),
+            client
+                .start::<Ordered>(&Which::B)
+                .await
+                .expect("start")
+                .run_id,
             RunStatus::Finished,
             vec!["first#1 failed/skipped", "second#1 completed/completed"],
         ),
         // No policy: pause.
         (
-            client.start::<Unguarded>(&Which::A).await.expect("start"),
+            client
+                .start::<Unguarded>(&Which::A)
+                .await
+                .expect("start")
+                .run_id,
             RunStatus::Paused,
             vec!["first#1 failed/paused"],
         ),
@@ -339,7 +363,7 @@ async fn max_reattempts_runs_the_body_n_plus_one_times_then_the_terminal_action(
             })
             .build()
             .expect("worker");
-    let run_id = t.client().start::<Flaky>(&()).await.expect("start");
+    let run_id = t.client().start::<Flaky>(&()).await.expect("start").run_id;
 
     for attempt in 1..=3_i64 {
         assert_eq!(worker.run_until_idle().await.expect("run"), 1);
@@ -485,7 +509,14 @@ async fn report_decides_which_errors_reach_the_error_hook() {
         Mode::SkippedTerminalOnly,
         Mode::Unmatched,
     ] {
-        runs.insert(client.start::<Reporting>(&mode).await.expect("start"), mode);
+        runs.insert(
+            client
+                .start::<Reporting>(&mode)
+                .await
+                .expect("start")
+                .run_id,
+            mode,
+        );
     }
     worker.run_until_idle().await.expect("run");
 
@@ -648,7 +679,7 @@ async fn a_handler_answers_with_a_verb_and_no_answer_or_its_failure_pauses() {
     ];
     let mut started = Vec::new();
     for (answer, ..) in &cases {
-        started.push(client.start::<Handled>(answer).await.expect("start"));
+        started.push(client.start::<Handled>(answer).await.expect("start").run_id);
     }
     worker.run_until_idle().await.expect("run");
 
@@ -828,7 +859,12 @@ async fn guards_cancel_or_skip_before_the_body_and_their_errors_go_to_the_polici
                 })
                 .build()
                 .expect("worker");
-        let run_id = t.client().start::<Guarded>(&guards).await.expect("start");
+        let run_id = t
+            .client()
+            .start::<Guarded>(&guards)
+            .await
+            .expect("start")
+            .run_id;
         worker.run_until_idle().await.expect("run");
 
         let view = t.run(run_id).await;
@@ -896,7 +932,7 @@ async fn a_nul_character_from_a_step_never_makes_its_outcome_unrecordable() {
         NulIn::Output,
         NulIn::IgnoredOutput,
     ] {
-        runs.push((nul, client.start::<Nuls>(&nul).await.expect("start")));
+        runs.push((nul, client.start::<Nuls>(&nul).await.expect("start").run_id));
     }
     assert_eq!(worker.run_until_idle().await.expect("run"), 4);
 

@@ -34,8 +34,8 @@ impl Deep {
 async fn json_the_driver_cannot_read_back_pauses_the_run_and_nothing_else() {
     let t = TestDb::new().await;
     let client = t.client();
-    let deep = client.start::<Deep>(&1).await.expect("start");
-    let plain = client.start::<Deep>(&2).await.expect("start");
+    let deep = client.start::<Deep>(&1).await.expect("start").run_id;
+    let plain = client.start::<Deep>(&2).await.expect("start").run_id;
     let worker =
         t.db.worker()
             .notifications(false)
@@ -88,7 +88,7 @@ impl Rude {
 #[tokio::test]
 async fn an_error_whose_display_fails_is_still_recorded() {
     let t = TestDb::new().await;
-    let run = t.client().start::<Rude>(&()).await.expect("start");
+    let run = t.client().start::<Rude>(&()).await.expect("start").run_id;
     let worker =
         t.db.worker()
             .notifications(false)

@@ -23,7 +23,7 @@ impl Two {
 async fn a_signal_is_stored_with_its_event_and_wakes_only_its_waiters() {
     let t = TestDb::new().await;
     let client = t.client();
-    let run = client.start::<Two>(&()).await.expect("start");
+    let run = client.start::<Two>(&()).await.expect("start").run_id;
     // Park the first step as a `wait_for = "paid"` step would be parked.
     t.execute(
         "UPDATE {schema}.steps SET status = 'waiting', waiting_for = 'paid',
@@ -105,11 +105,11 @@ async fn a_signal_for_an_ended_or_missing_run_is_refused_and_stores_nothing() {
             .register(Two)
             .build()
             .expect("worker");
-    let finished = client.start::<Two>(&()).await.expect("start");
+    let finished = client.start::<Two>(&()).await.expect("start").run_id;
     worker.run_until_idle().await.expect("run");
-    let cancelled = client.start::<Two>(&()).await.expect("start");
+    let cancelled = client.start::<Two>(&()).await.expect("start").run_id;
     client.cancel(cancelled, "ops", "r").await.expect("cancel");
-    let paused = client.start::<Two>(&()).await.expect("start");
+    let paused = client.start::<Two>(&()).await.expect("start").run_id;
     client.pause(paused, "ops", "r").await.expect("pause");
 
     assert!(matches!(

@@ -125,7 +125,8 @@ async fn a_run_started_in_a_transaction_exists_exactly_when_it_commits() {
     let gone = client
         .start_in::<Ship>(&tx, &Order { id: 1 })
         .await
-        .expect("start in the transaction");
+        .expect("start in the transaction")
+        .run_id;
     assert_eq!(rows(&t).await, (0, 0, 0), "invisible before commit");
     tx.rollback().await.expect("rollback");
     assert_eq!(rows(&t).await, (0, 0, 0), "nothing after rollback");
@@ -143,7 +144,8 @@ async fn a_run_started_in_a_transaction_exists_exactly_when_it_commits() {
     let run_id = client
         .start_in::<Ship>(&tx, &Order { id: 2 })
         .await
-        .expect("start in the transaction");
+        .expect("start in the transaction")
+        .run_id;
     // A round trip on the listening session: a notification sent by now
     // would have come before its answer.
     listening
@@ -186,7 +188,8 @@ async fn a_pooled_transaction_and_a_plain_client_start_runs_too() {
     let in_tx = client
         .start_in::<Ship>(&*tx, &Order { id: 3 })
         .await
-        .expect("start");
+        .expect("start")
+        .run_id;
     tx.commit().await.expect("commit");
     assert_eq!(t.run(in_tx).await.run.status, RunStatus::Ready);
 

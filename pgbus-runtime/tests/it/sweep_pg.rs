@@ -46,7 +46,7 @@ fn worker(t: &TestDb, gate: &Arc<Gate>, action: StallAction) -> Worker {
 
 /// Starts a run and leaves its first attempt hanging in worker `a`'s hands.
 async fn hang(t: &TestDb, a: &Worker, gate: &Arc<Gate>) -> (RunId, tokio::task::JoinHandle<usize>) {
-    let run = t.client().start::<Hung>(&()).await.expect("start");
+    let run = t.client().start::<Hung>(&()).await.expect("start").run_id;
     let a = a.clone();
     let hung = tokio::spawn(async move { a.run_once().await.expect("run") });
     gate.entered.notified().await;
@@ -309,7 +309,7 @@ async fn a_stopped_worker_removes_its_row_so_what_it_abandoned_is_lost_at_once()
             wait: Duration::ZERO,
         },
     );
-    let run = t.client().start::<Hung>(&()).await.expect("start");
+    let run = t.client().start::<Hung>(&()).await.expect("start").run_id;
     let stop = Arc::new(Notify::new());
     let running = tokio::spawn({
         let (a, stop) = (a.clone(), Arc::clone(&stop));
@@ -344,7 +344,7 @@ async fn many_sweepers_at_once_repair_each_stalled_attempt_exactly_once() {
     let client = t.client();
     let mut runs = Vec::new();
     for _ in 0..40 {
-        runs.push(client.start::<Hung>(&()).await.expect("start"));
+        runs.push(client.start::<Hung>(&()).await.expect("start").run_id);
     }
     // Claimed by a worker that died without ever writing its row.
     t.execute(
@@ -423,7 +423,7 @@ async fn the_row_stays_while_a_clone_still_runs_and_comes_back_with_the_next_cla
     // A body running through `run_once` on a clone keeps the row when a loop
     // stops (were it removed, the sweep would take the body's attempt for
     // lost); and the claim wrote the row again after it was removed.
-    let run = t.client().start::<Hung>(&()).await.expect("start");
+    let run = t.client().start::<Hung>(&()).await.expect("start").run_id;
     let hung = hang_on(&a, &gate).await;
     assert_eq!(
         t.count(row, &[&id]).await,
@@ -471,10 +471,10 @@ async fn a_claim_whose_reply_was_lost_goes_to_the_sweep_after_two_heartbeats() {
     assert_eq!(w.run_once().await.expect("run"), 0, "writes the worker row");
 
     // A body really running here is no orphan.
-    let running = t.client().start::<Hung>(&()).await.expect("start");
+    let running = t.client().start::<Hung>(&()).await.expect("start").run_id;
     let hung = hang_on(&w, &gate).await;
     // A claim the database holds for this worker, whose reply never arrived.
-    let lost = t.client().start::<Hung>(&()).await.expect("start");
+    let lost = t.client().start::<Hung>(&()).await.expect("start").run_id;
     t.execute(
         "UPDATE {schema}.steps SET status = 'in_progress', worker_id = $2, started_at = $3,
                 stall_at = $3::timestamptz + interval '5 minutes'
@@ -500,7 +500,7 @@ async fn a_claim_whose_reply_was_lost_goes_to_the_sweep_after_two_heartbeats() {
         "one sighting could be a claim on its way back"
     );
     // Busy or not, a second heartbeat that finds it again hands it over.
-    let other = t.client().start::<Hung>(&()).await.expect("start");
+    let other = t.client().start::<Hung>(&()).await.expect("start").run_id;
     w.heartbeat().await.expect("heartbeat");
     assert_eq!(
         w.sweep().await.expect("sweep").repaired,

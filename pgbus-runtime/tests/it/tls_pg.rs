@@ -84,7 +84,7 @@ async fn assert_worker_connections_encrypted(db: &Database, name: &str) {
         .heartbeat_interval(Duration::from_millis(50))
         .build()
         .expect("worker");
-    let run = db.client().start::<Noop>(&()).await.expect("start");
+    let run = db.client().start::<Noop>(&()).await.expect("start").run_id;
     let (stop, mut stopped) = watch::channel(false);
     let running = tokio::spawn({
         let worker = worker.clone();
@@ -383,7 +383,7 @@ async fn a_statement_blocked_on_a_lock_ends_at_the_statement_timeout() {
         .connect()
         .await
         .expect("connect");
-    let run = db.client().start::<Noop>(&()).await.expect("start");
+    let run = db.client().start::<Noop>(&()).await.expect("start").run_id;
 
     // Another session holds every lock on the runs table.
     let mut holder = t
@@ -561,7 +561,7 @@ async fn a_pool_handed_in_works_and_an_unmigrated_schema_fails_as_before() {
 
     // Migrated, a worker on it runs by polling (no LISTEN settings).
     db.migrate().await.expect("migrate");
-    let run = db.client().start::<Noop>(&()).await.expect("start");
+    let run = db.client().start::<Noop>(&()).await.expect("start").run_id;
     let worker = db.worker().register(Noop).build().expect("worker");
     assert_eq!(worker.run_until_idle().await.expect("run"), 1);
     assert_eq!(

@@ -55,8 +55,8 @@ impl AlphaAgain {
 async fn a_worker_claims_only_steps_of_workflows_it_registered() {
     let t = TestDb::new().await;
     let client = t.client();
-    let alpha = client.start::<Alpha>(&()).await.expect("start");
-    let beta = client.start::<Beta>(&()).await.expect("start");
+    let alpha = client.start::<Alpha>(&()).await.expect("start").run_id;
+    let beta = client.start::<Beta>(&()).await.expect("start").run_id;
 
     let alpha_worker = t.db.worker().register(Alpha).build().expect("worker");
     assert_eq!(alpha_worker.queues(), ["default"]);
@@ -264,7 +264,7 @@ async fn run_until_wakes_on_notify_and_stops_on_shutdown() {
     let client = t.client();
     for _ in 0..2 {
         // Started while the worker sleeps: the start's NOTIFY wakes it.
-        let run_id = client.start::<Alpha>(&()).await.expect("start");
+        let run_id = client.start::<Alpha>(&()).await.expect("start").run_id;
         let finished = eventually(Duration::from_secs(5), || async {
             t.run(run_id).await.run.status == RunStatus::Finished
         })
@@ -291,7 +291,7 @@ async fn run_until_wakes_on_notify_and_stops_on_shutdown() {
     assert!(gone, "the LISTEN connection is closed");
 
     // Stopped: a new run stays where it is.
-    let after = client.start::<Alpha>(&()).await.expect("start");
+    let after = client.start::<Alpha>(&()).await.expect("start").run_id;
     assert_eq!(t.run(after).await.run.status, RunStatus::Ready);
     let runs = client
         .list_runs(&RunFilter {
@@ -322,7 +322,7 @@ async fn without_notifications_a_worker_still_makes_progress_by_polling() {
             })
             .await
     });
-    let run_id = t.client().start::<Alpha>(&()).await.expect("start");
+    let run_id = t.client().start::<Alpha>(&()).await.expect("start").run_id;
     let finished = eventually(Duration::from_secs(5), || async {
         t.run(run_id).await.run.status == RunStatus::Finished
     })
@@ -352,7 +352,7 @@ async fn the_stall_horizon_is_the_workers_threshold_cut_to_the_longest_duration(
             builder = builder.stall_threshold(threshold);
         }
         let worker = builder.build().expect("worker");
-        let run_id = client.start::<Beta>(&()).await.expect("start");
+        let run_id = client.start::<Beta>(&()).await.expect("start").run_id;
         assert_eq!(
             worker.run_until_idle().await.expect("run"),
             1,
@@ -392,10 +392,10 @@ async fn a_claim_takes_at_most_the_free_slots_lowest_priority_number_first() {
     let client = t.client();
     let mut routine = Vec::new();
     for _ in 0..4 {
-        routine.push(client.start::<Routine>(&()).await.expect("start"));
+        routine.push(client.start::<Routine>(&()).await.expect("start").run_id);
     }
     // Started last, due last, but urgent.
-    let urgent = client.start::<Urgent>(&()).await.expect("start");
+    let urgent = client.start::<Urgent>(&()).await.expect("start").run_id;
     t.clock.advance(Duration::from_secs(1));
     let worker =
         t.db.worker()
@@ -485,7 +485,7 @@ async fn eager_steps_taken(eager_steps: usize) -> Vec<String> {
         let stop = Arc::clone(&stop);
         async move { worker.run_until(stop.notified()).await }
     });
-    let run = client.start::<Chain>(&()).await.expect("start");
+    let run = client.start::<Chain>(&()).await.expect("start").run_id;
     assert!(
         eventually(Duration::from_secs(20), || async {
             client.run(run).await.expect("view").run.status == RunStatus::Finished
@@ -556,7 +556,7 @@ async fn a_worker_that_began_stopping_takes_no_new_step_eagerly() {
         let stop = Arc::clone(&stop);
         async move { worker.run_until(stop.notified()).await }
     });
-    let run = t.client().start::<Held>(&()).await.expect("start");
+    let run = t.client().start::<Held>(&()).await.expect("start").run_id;
     started_rx.recv().await.expect("s1 started");
     // Shutdown begins while s1 runs; s1 ends after that.
     stop.notify_one();

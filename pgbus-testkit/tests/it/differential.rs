@@ -178,8 +178,8 @@ impl Driver {
 
     async fn start<W: Workflow>(&self, input: &W::Input) -> RunId {
         match self {
-            Self::Memory(env) => env.start::<W>(input).expect("start"),
-            Self::Postgres { client, .. } => client.start::<W>(input).await.expect("start"),
+            Self::Memory(env) => env.start::<W>(input).expect("start").run_id,
+            Self::Postgres { client, .. } => client.start::<W>(input).await.expect("start").run_id,
         }
     }
 
@@ -977,7 +977,7 @@ async fn a_completion_that_lost_its_claim_is_ignored_the_same_way() {
     let env = Arc::new(TestEnv::new().register(Gated {
         gate: Arc::clone(&gate),
     }));
-    let memory_run = env.start::<Gated>(&1).expect("start");
+    let memory_run = env.start::<Gated>(&1).expect("start").run_id;
     let running = tokio::spawn({
         let env = Arc::clone(&env);
         async move { env.run_next().await }
@@ -1008,7 +1008,7 @@ async fn a_completion_that_lost_its_claim_is_ignored_the_same_way() {
         .build()
         .expect("worker");
     let client = db.db().client();
-    let pg_run = client.start::<Gated>(&1).await.expect("start");
+    let pg_run = client.start::<Gated>(&1).await.expect("start").run_id;
     let running = tokio::spawn({
         let worker = worker.clone();
         async move { worker.run_once().await }

@@ -42,7 +42,7 @@ async fn an_hour_wait_and_ten_minute_reattempts_take_no_real_time() {
     env.fail_step("stock.restock", "receive", 2, || {
         StepError::from(SupplierDown)
     });
-    let run = env.start::<Restock>(&4).unwrap();
+    let run = env.start::<Restock>(&4).unwrap().run_id;
 
     let records = env.run_to_completion().await;
 
@@ -93,7 +93,7 @@ async fn nothing_runs_before_its_time() {
 async fn faults_run_out_and_then_the_body_runs() {
     let env = TestEnv::new().register(Restock);
     env.fail_step("stock.restock", "order", 1, || StepError::msg("once"));
-    let run = env.start::<Restock>(&2).unwrap();
+    let run = env.start::<Restock>(&2).unwrap().run_id;
     let first = env.run_next().await.unwrap();
     assert_eq!(
         first.outcome,
@@ -115,7 +115,7 @@ async fn idempotent_starts_and_listing() {
         env.start_idempotent::<Restock>(&1, "  "),
         Err(Error::BlankIdempotencyKey)
     ));
-    let other = env.start::<Restock>(&3).unwrap();
+    let other = env.start::<Restock>(&3).unwrap().run_id;
 
     let all = env.list_runs(&RunFilter::default());
     assert_eq!(
@@ -211,7 +211,7 @@ async fn a_cancel_tells_the_running_body_at_once() {
         entered: std::sync::Arc::clone(&entered),
         saw: std::sync::Arc::clone(&saw),
     }));
-    let run = env.start::<Watched>(&()).expect("start");
+    let run = env.start::<Watched>(&()).expect("start").run_id;
     let running = tokio::spawn({
         let env = std::sync::Arc::clone(&env);
         async move { env.run_next().await }
@@ -230,7 +230,7 @@ async fn a_cancel_tells_the_running_body_at_once() {
 #[tokio::test]
 async fn a_crashed_step_waits_for_the_sweep_and_an_operator() {
     let env = TestEnv::new().register(Restock);
-    let run = env.start::<Restock>(&1).expect("start");
+    let run = env.start::<Restock>(&1).expect("start").run_id;
     assert_eq!(env.crash_next(), Some(run));
     assert!(
         env.run_until_idle().await.is_empty(),
@@ -263,7 +263,7 @@ fn durations_past_any_date_are_cut_not_a_panic() {
         .register(Restock)
         .retention(Some(Duration::MAX))
         .lost_worker_threshold(Duration::MAX);
-    let run = env.start::<Restock>(&1).expect("start");
+    let run = env.start::<Restock>(&1).expect("start").run_id;
     assert_eq!(env.crash_next(), Some(run));
     env.advance(Duration::from_hours(24));
     assert_eq!(env.sweep().repaired, 1, "past the stall horizon, not lost");
@@ -279,7 +279,7 @@ fn durations_past_any_date_are_cut_not_a_panic() {
 #[test]
 fn actors_are_visible_text() {
     let env = TestEnv::new().register(Restock);
-    let run = env.start::<Restock>(&1).expect("start");
+    let run = env.start::<Restock>(&1).expect("start").run_id;
     for actor in [
         "",
         " alice",

@@ -53,7 +53,7 @@ impl Checkout {
 #[tokio::test]
 async fn a_signal_step_waits_and_the_signal_lets_it_through() {
     let env = TestEnv::new().register(Checkout);
-    let run = env.start::<Checkout>(&7).unwrap();
+    let run = env.start::<Checkout>(&7).unwrap().run_id;
     let reserved = env.run_next().await.unwrap();
     assert_eq!(reserved.outcome, Some(StepOutcome::Completed));
 
@@ -131,7 +131,7 @@ async fn a_signal_step_waits_and_the_signal_lets_it_through() {
 #[tokio::test]
 async fn a_signal_sent_before_the_wait_is_taken_at_once() {
     let env = TestEnv::new().register(Checkout);
-    let run = env.start::<Checkout>(&1).unwrap();
+    let run = env.start::<Checkout>(&1).unwrap().run_id;
     env.signal(run, "payment.settled", &Settled { order: 1, cents: 5 })
         .unwrap();
     let records = env.run_until_idle().await;
@@ -145,7 +145,7 @@ async fn a_signal_sent_before_the_wait_is_taken_at_once() {
 #[tokio::test]
 async fn the_wait_times_out_when_the_clock_says_so() {
     let env = TestEnv::new().register(Checkout);
-    let run = env.start::<Checkout>(&3).unwrap();
+    let run = env.start::<Checkout>(&3).unwrap().run_id;
     env.run_until_idle().await;
     env.advance(Duration::from_secs(3_599));
     assert!(
@@ -173,8 +173,8 @@ async fn the_wait_times_out_when_the_clock_says_so() {
 #[tokio::test]
 async fn run_to_completion_reaches_a_timeout_but_leaves_an_open_wait_waiting() {
     let env = TestEnv::new().register(Checkout).register(Openended);
-    let timed = env.start::<Checkout>(&3).unwrap();
-    let open = env.start::<Openended>(&()).unwrap();
+    let timed = env.start::<Checkout>(&3).unwrap().run_id;
+    let open = env.start::<Openended>(&()).unwrap().run_id;
     let records = env.run_to_completion().await;
     assert_eq!(records.len(), 4, "reserve, park, timeout; and one park");
     assert_eq!(env.run(timed).unwrap().run.status, RunStatus::Cancelled);
@@ -262,7 +262,7 @@ fn children(env: &TestEnv, run: RunId) -> Vec<RunId> {
 #[tokio::test]
 async fn a_fan_out_step_waits_for_its_children() {
     let env = billing();
-    let run = env.start::<Invoice>(&vec![100, 2_000, 300]).unwrap();
+    let run = env.start::<Invoice>(&vec![100, 2_000, 300]).unwrap().run_id;
     let parked = env.run_next().await.unwrap();
     assert_eq!(parked.step, "bill_lines");
     assert_eq!((parked.outcome, parked.status), (None, StepStatus::Waiting));
@@ -299,7 +299,7 @@ async fn a_fan_out_step_waits_for_its_children() {
 #[tokio::test]
 async fn a_cancelled_child_pauses_the_parent_and_resume_starts_a_fresh_batch() {
     let env = billing();
-    let run = env.start::<Invoice>(&vec![0, 100]).unwrap();
+    let run = env.start::<Invoice>(&vec![0, 100]).unwrap().run_id;
     env.run_until_idle().await;
     let view = env.run(run).unwrap();
     assert_eq!(
@@ -334,7 +334,7 @@ async fn a_cancelled_child_pauses_the_parent_and_resume_starts_a_fresh_batch() {
 #[tokio::test]
 async fn cancelling_the_parent_cancels_the_children_still_running() {
     let env = billing();
-    let run = env.start::<Invoice>(&vec![5_000, 6_000, 7]).unwrap();
+    let run = env.start::<Invoice>(&vec![5_000, 6_000, 7]).unwrap().run_id;
     env.run_until_idle().await;
     env.cancel(run, "ops", "order withdrawn").unwrap();
     let statuses: Vec<RunStatus> = children(&env, run)
@@ -423,7 +423,7 @@ async fn a_crash_after_the_batch_resolved_starts_a_second_batch_only_if_it_faile
     for (lines, batches, body_runs) in [(vec![100, 200], 1, 1), (vec![0, 200], 2, 2)] {
         let bodies = Arc::new(AtomicU32::new(0));
         let env = rebilling(&bodies);
-        let run = env.start::<Rebill>(&lines).unwrap();
+        let run = env.start::<Rebill>(&lines).unwrap().run_id;
         let parked = env.run_next().await.unwrap();
         assert_eq!((parked.step.as_str(), parked.outcome), ("bill_lines", None));
         for _ in 0..2 {
@@ -488,7 +488,7 @@ async fn a_crash_after_the_batch_resolved_starts_a_second_batch_only_if_it_faile
 async fn a_new_attempt_takes_over_the_open_batch_and_its_last_child_wakes_it() {
     let bodies = Arc::new(AtomicU32::new(0));
     let env = rebilling(&bodies);
-    let run = env.start::<Rebill>(&vec![100, 2_000]).unwrap();
+    let run = env.start::<Rebill>(&vec![100, 2_000]).unwrap().run_id;
     assert_eq!(env.run_next().await.unwrap().outcome, None, "parks");
     env.advance(Duration::from_secs(1));
     env.run_until_idle().await; // one child finishes, the other waits
@@ -633,8 +633,8 @@ async fn a_reattempt_sees_its_timeout_again_but_a_resumed_attempt_waits_afresh()
             seen: Arc::clone(&seen),
         })
         .register(PauseOnTimeout);
-    let retry = env.start::<RunRetry>(&()).unwrap();
-    let paused = env.start::<PauseOnTimeout>(&()).unwrap();
+    let retry = env.start::<RunRetry>(&()).unwrap().run_id;
+    let paused = env.start::<PauseOnTimeout>(&()).unwrap().run_id;
     assert_eq!(env.run_until_idle().await.len(), 2, "both park");
     env.advance(Duration::from_secs(10));
     assert_eq!(env.run_until_idle().await.len(), 2);

@@ -142,7 +142,7 @@ async fn ten_thousand_waits_lose_no_wake_up() {
     let runs: Arc<Vec<RunId>> = Arc::new(
         (0..RUNS as u64)
             .map(|i| {
-                let run = env.start::<Waiter>(&i).expect("start");
+                let run = env.start::<Waiter>(&i).expect("start").run_id;
                 env.signal(run, "go", "noise").expect("sent");
                 run
             })

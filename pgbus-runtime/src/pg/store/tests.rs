@@ -66,7 +66,7 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
 
     // Recorded, then the same outcome again as a retry: applied, no late event,
     // and the run advanced once.
-    let run = client.start::<Once>(&()).await.expect("start");
+    let run = client.start::<Once>(&()).await.expect("start").run_id;
     let claim = store
         .claim(
             &["default".to_owned()],
@@ -105,7 +105,7 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
         .cancel(run, "ops", "done here")
         .await
         .expect("cancel");
-    let other = client.start::<Once>(&()).await.expect("start");
+    let other = client.start::<Once>(&()).await.expect("start").run_id;
     let claim = store
         .claim(
             &["default".to_owned()],
@@ -135,7 +135,7 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
     // A retry of an attempt the sweep took over, after this same worker
     // completed the reattempt: its events are about the other attempt, so the
     // retry is a late completion, not "already recorded".
-    let third = client.start::<Once>(&()).await.expect("start");
+    let third = client.start::<Once>(&()).await.expect("start").run_id;
     let first_try = store
         .claim(
             &["default".to_owned()],
@@ -217,7 +217,7 @@ async fn claims_and_the_next_due_time_follow_queue_priority_and_time_not_held_ru
     let both = ["a".to_owned(), "b".to_owned()];
     let mut runs = Vec::new();
     for _ in 0..5 {
-        runs.push(client.start::<Once>(&()).await.expect("start"));
+        runs.push(client.start::<Once>(&()).await.expect("start").run_id);
     }
     // Queue a: priority 0 in 10 s, priority 5 in 3 s, priority 0 due a second
     // ago but its run paused (a held step). Queue b: priority 2 in 7 s.
@@ -369,7 +369,7 @@ async fn an_outcome_hands_its_worker_the_next_step_only_when_it_is_plainly_due_n
     let default = ["default".to_owned()];
     let both = ["default".to_owned(), "other".to_owned()];
     let workflows = ["store.eager".to_owned()];
-    let run = client.start::<Eager>(&()).await.expect("start");
+    let run = client.start::<Eager>(&()).await.expect("start").run_id;
     let first = claim_one(store, &default, &workflows, "w1").await;
 
     // `first` ends with an output, and `second` is due at once on a queue of
@@ -451,7 +451,7 @@ async fn an_outcome_hands_its_worker_the_next_step_only_when_it_is_plainly_due_n
         .cancel(run, "ops", "done here")
         .await
         .expect("cancel");
-    let held = client.start::<Eager>(&()).await.expect("start");
+    let held = client.start::<Eager>(&()).await.expect("start").run_id;
     let first = claim_one(store, &default, &workflows, "w1").await;
     assert_eq!(first.run_id, held);
     client.pause(held, "ops", "hold").await.expect("pause");
@@ -474,7 +474,7 @@ async fn a_retried_outcome_puts_back_the_step_its_lost_try_handed_on() {
     let workflows = ["store.eager".to_owned()];
     let handoff = eager_on(&default);
     let ok = AttemptResult::ok(Verb::Complete, None);
-    let run = client.start::<Eager>(&()).await.expect("start");
+    let run = client.start::<Eager>(&()).await.expect("start").run_id;
     let first = claim_one(store, &default, &workflows, "w1").await;
     // The first try commits and hands `second` on; its reply is lost, so the
     // worker never learns of `second`.
@@ -525,7 +525,7 @@ async fn a_retry_never_puts_back_a_step_claimed_after_its_lost_try() {
     let workflows = ["store.eager".to_owned()];
     let handoff = eager_on(&both);
     let ok = AttemptResult::ok(Verb::Complete, None);
-    let run = client.start::<Eager>(&()).await.expect("start");
+    let run = client.start::<Eager>(&()).await.expect("start").run_id;
     // Up to `fourth`, through the queue.
     for _ in 0..3 {
         let claim = claim_one(store, &both, &workflows, "w1").await;
@@ -575,7 +575,7 @@ async fn what_a_claim_could_not_read_is_never_carried_over_from_memory() {
 
     // The claim could not read the run's input: `second` goes through the
     // queue, whose claim fails it as it failed this one.
-    let unread = client.start::<Eager>(&()).await.expect("start");
+    let unread = client.start::<Eager>(&()).await.expect("start").run_id;
     let mut first = claim_one(store, &default, &workflows, "w1").await;
     first.unreadable = Some("nested too deep".to_owned());
     let ended = store
@@ -598,7 +598,7 @@ async fn what_a_claim_could_not_read_is_never_carried_over_from_memory() {
     assert_eq!(step_row(&db, unread, "second").await.0, "scheduled");
 
     // An output deeper than a claim reads back: through the queue too.
-    let deep = client.start::<Eager>(&()).await.expect("start");
+    let deep = client.start::<Eager>(&()).await.expect("start").run_id;
     let first = store
         .claim(&default, &workflows, 5, "w1", 60_000)
         .await
