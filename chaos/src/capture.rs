@@ -1,6 +1,7 @@
 //! The in-process tests' view of the runtime's log: a `tracing` layer that
-//! keeps, for every event at `info` and up, when it happened, its level, its
-//! message and its `pgbus.outcome` field, so the failover and half-open modes
+//! keeps, for every event at `info` and up and the worker's `debug` "step
+//! ended" lines, when it happened, its level, its message and its
+//! `pgbus.outcome` field, so the failover and half-open modes
 //! can measure when a worker noticed a lost connection and when steps completed
 //! again, without polling the database while it is away.
 
@@ -97,12 +98,19 @@ impl Logged {
     }
 }
 
+/// Where the worker logs each attempt's end ("step ended", at `debug`).
+pub(crate) const STEP_TARGET: &str = "pgbus_runtime::worker";
+
 /// The layer that fills a [`Captured`].
 pub(crate) struct CaptureLayer(pub(crate) Captured);
 
 impl<S: Subscriber> Layer<S> for CaptureLayer {
     fn on_event(&self, event: &Event<'_>, _cx: Context<'_, S>) {
-        if *event.metadata().level() > Level::INFO {
+        let metadata = event.metadata();
+        // Steps' ends are `debug`; the rest of `debug` is polling.
+        if *metadata.level() > Level::INFO
+            && !(*metadata.level() == Level::DEBUG && metadata.target() == STEP_TARGET)
+        {
             return;
         }
         let mut fields = Fields::default();

@@ -30,7 +30,8 @@ pub(crate) const START_EVERY: Duration = Duration::from_millis(20);
 /// How long the client waits before it tries a failed start again.
 const START_RETRY: Duration = Duration::from_millis(50);
 
-/// Logs `warn` and up (or `RUST_LOG`) to stderr, and captures `info` and up.
+/// Logs `warn` and up (or `RUST_LOG`) to stderr, and captures `info` and up
+/// and the worker's `debug` step ends.
 pub(crate) fn logging() -> Captured {
     let captured = Captured::default();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -43,8 +44,11 @@ pub(crate) fn logging() -> Captured {
                 .with_filter(filter),
         )
         .with(
-            CaptureLayer(captured.clone())
-                .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
+            CaptureLayer(captured.clone()).with_filter(
+                tracing_subscriber::filter::Targets::new()
+                    .with_default(tracing::Level::INFO)
+                    .with_target(crate::capture::STEP_TARGET, tracing::Level::DEBUG),
+            ),
         )
         .try_init();
     captured
