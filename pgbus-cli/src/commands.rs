@@ -149,14 +149,12 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
 
 async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(), BoxError> {
     let now = db_now(db).await?;
-    let filter = RunFilter {
-        workflow: args.workflow,
-        status: args.status,
-        before: args.before.map(RunId),
-        created_after: args.since.map(|d| now - delta(d)),
-        created_before: args.older_than.map(|d| now - delta(d)),
-        limit: Some(args.limit),
-    };
+    let mut filter = RunFilter::new().limit(args.limit);
+    filter.workflow = args.workflow;
+    filter.status = args.status;
+    filter.before = args.before.map(RunId);
+    filter.created_after = args.since.map(|d| now - delta(d));
+    filter.created_before = args.older_than.map(|d| now - delta(d));
     let runs = db.client().list_runs(&filter).await?;
     if args.json {
         return Ok(out.emit(&format!("{}\n", serde_json::to_string_pretty(&runs)?))?);

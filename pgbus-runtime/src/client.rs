@@ -557,6 +557,7 @@ impl Client {
 
 /// Run counts of one time bucket (see [`Client::run_counts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct BucketCounts {
     /// The bucket's start.
     pub bucket: DateTime<Utc>,
@@ -574,6 +575,7 @@ pub struct BucketCounts {
 /// Step attempts of one outcome that ended in one time bucket (see
 /// [`Client::step_outcomes`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct OutcomeCount {
     /// The bucket's start.
     pub bucket: DateTime<Utc>,
@@ -585,6 +587,7 @@ pub struct OutcomeCount {
 
 /// One step's timings over a window (see [`Client::slowest_steps`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
 pub struct StepTimings {
     /// The workflow.
     pub workflow: String,

@@ -175,6 +175,7 @@ pub struct Message(pub String);
 /// `on_exception(matching(Timeout), ...)`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("step ran past its timeout of {after:?}")]
+#[non_exhaustive]
 pub struct Timeout {
     /// The step's timeout.
     pub after: Duration,
@@ -184,6 +185,7 @@ pub struct Timeout {
 /// as this error, so policies apply and the worker lives on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("step panicked: {message}")]
+#[non_exhaustive]
 pub struct Panicked {
     /// The panic's message, when it was a string.
     pub message: String,
@@ -192,6 +194,7 @@ pub struct Panicked {
 /// The run's input did not deserialize into the workflow's input type.
 #[derive(Debug, thiserror::Error)]
 #[error("the run's input is not a valid `{input_type}`")]
+#[non_exhaustive]
 pub struct BadInput {
     /// The workflow's input type, as written.
     pub input_type: &'static str,
@@ -205,6 +208,7 @@ pub struct BadInput {
 /// (JSON nested deeper than the driver reads); the run is paused with this error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the step's outcome could not be stored or its data read: {reason}")]
+#[non_exhaustive]
 pub struct Unstorable {
     /// What Postgres or the driver said.
     pub reason: String,
@@ -215,6 +219,7 @@ pub struct Unstorable {
 /// worker's stall action and a `stall_detected` event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("attempt {attempt} of step `{step}` stalled ({detection})")]
+#[non_exhaustive]
 pub struct StepStalled {
     /// `timeout` or `worker_lost`.
     pub detection: String,
@@ -230,6 +235,7 @@ pub struct StepStalled {
 /// a new attempt that waits again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("step `{step}` waited {waited} for signal `{signal}`, which did not come")]
+#[non_exhaustive]
 pub struct WaitTimedOut {
     /// The step.
     pub step: String,
@@ -245,6 +251,7 @@ pub struct WaitTimedOut {
 #[error(
     "fan_out step `{step}`: {cancelled} of {total} child runs were cancelled ({finished} finished)"
 )]
+#[non_exhaustive]
 pub struct FanOutFailed {
     /// The step.
     pub step: String,

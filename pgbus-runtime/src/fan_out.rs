@@ -8,6 +8,7 @@ use crate::workflow::Workflow;
 
 /// A child run a fan_out body asked for.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ChildRun {
     /// The child's workflow name.
     pub workflow: &'static str,

@@ -181,8 +181,10 @@ pub struct EventView {
     pub created_at: DateTime<Utc>,
 }
 
-/// Which runs to list.
+/// Which runs to list: `RunFilter::new().workflow("orders.fulfil").limit(20)`,
+/// or set the fields of a `RunFilter::default()`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunFilter {
     /// Only runs of this workflow.
     pub workflow: Option<String>,
@@ -196,4 +198,54 @@ pub struct RunFilter {
     pub created_before: Option<DateTime<Utc>>,
     /// At most this many (default 100, at most 1,000).
     pub limit: Option<u32>,
+}
+
+impl RunFilter {
+    /// Every run, newest first, the default page of 100.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only runs of the workflow named `name` (its durable name).
+    #[must_use]
+    pub fn workflow(mut self, name: impl Into<String>) -> Self {
+        self.workflow = Some(name.into());
+        self
+    }
+
+    /// Only runs in `status`.
+    #[must_use]
+    pub fn status(mut self, status: RunStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Only runs older than `run` (its id), for the next page back.
+    #[must_use]
+    pub fn before(mut self, run: RunId) -> Self {
+        self.before = Some(run);
+        self
+    }
+
+    /// Only runs created at or after `at`.
+    #[must_use]
+    pub fn created_after(mut self, at: DateTime<Utc>) -> Self {
+        self.created_after = Some(at);
+        self
+    }
+
+    /// Only runs created before `at`.
+    #[must_use]
+    pub fn created_before(mut self, at: DateTime<Utc>) -> Self {
+        self.created_before = Some(at);
+        self
+    }
+
+    /// At most `limit` runs (clamped to 1 to 1,000; the default is 100).
+    #[must_use]
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
 }

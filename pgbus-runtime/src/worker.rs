@@ -26,6 +26,7 @@ use crate::workflow::Workflow;
 /// An error a policy chose to report, handed to the worker's error hook after the
 /// outcome is committed.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ErrorReport {
     /// The workflow.
     pub workflow: String,
@@ -92,6 +93,7 @@ pub use crate::engine::StallAction;
 
 /// What one sweep did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SweepReport {
     /// Stalled attempts repaired with the stall action.
     pub repaired: usize,

@@ -42,6 +42,7 @@ struct Fault {
 
 /// One step attempt the environment ran, as it ended.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct StepRecord {
     /// The run.
     pub run_id: RunId,
@@ -269,12 +270,11 @@ impl TestEnv {
             capped_ms(self.lost_worker_threshold),
             self.retention.map(capped_ms),
         );
-        SweepReport {
-            repaired,
-            runs_deleted: deleted as u64,
-            batches_resolved,
-            ..SweepReport::default()
-        }
+        let mut report = SweepReport::default();
+        report.repaired = repaired;
+        report.runs_deleted = deleted as u64;
+        report.batches_resolved = batches_resolved;
+        report
     }
 
     /// Registers a workflow value; as a worker, the environment runs only steps of
@@ -424,10 +424,13 @@ impl TestEnv {
         self.store().run(run_id)
     }
 
-    /// Runs, newest first, as `Client::list_runs`.
-    #[must_use]
-    pub fn list_runs(&self, filter: &RunFilter) -> Vec<RunSummary> {
-        self.store().list_runs(filter)
+    /// Runs, newest first, as `Client::list_runs`, and with its shape: a
+    /// `Result`, so a test reads the same against either.
+    ///
+    /// # Errors
+    /// None in memory today; the `Result` is `Client::list_runs`'s.
+    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
+        Ok(self.store().list_runs(filter))
     }
 
     async fn run_claim(&self, claim: Claim) -> StepRecord {

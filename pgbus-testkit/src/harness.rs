@@ -41,6 +41,7 @@ pub struct StepHarness<W> {
 
 /// What one harnessed step did.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct StepRun {
     /// The flow it returned, or its error (not yet put through the policies).
     pub result: Result<Flow, StepError>,

@@ -85,13 +85,10 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
             }
         },
     };
-    let filter = RunFilter {
-        workflow: workflow.clone(),
-        status,
-        before: query.before.map(RunId),
-        limit: Some(PAGE),
-        ..RunFilter::default()
-    };
+    let mut filter = RunFilter::new().limit(PAGE);
+    filter.workflow.clone_from(&workflow);
+    filter.status = status;
+    filter.before = query.before.map(RunId);
     let runs = match app.db.client().list_runs(&filter).await {
         Ok(runs) => runs,
         Err(error) => {

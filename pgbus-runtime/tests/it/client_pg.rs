@@ -200,10 +200,7 @@ async fn list_runs_filters_by_workflow_and_status_and_pages_back() {
     assert!(all.windows(2).all(|w| w[0].id > w[1].id), "newest first");
 
     let charge_runs = client
-        .list_runs(&RunFilter {
-            workflow: Some("client.charge".into()),
-            ..RunFilter::default()
-        })
+        .list_runs(&RunFilter::new().workflow("client.charge"))
         .await
         .expect("list");
     assert_eq!(ids(&charge_runs), newest_first(charges.clone()));
@@ -211,21 +208,18 @@ async fn list_runs_filters_by_workflow_and_status_and_pages_back() {
     assert!(charge_runs.iter().all(|r| r.created_at == t0()));
 
     let finished = client
-        .list_runs(&RunFilter {
-            status: Some(RunStatus::Finished),
-            ..RunFilter::default()
-        })
+        .list_runs(&RunFilter::new().status(RunStatus::Finished))
         .await
         .expect("list");
     assert_eq!(ids(&finished), newest_first(refunds.clone()));
     assert!(finished.iter().all(|r| r.finished_at == Some(t0())));
 
     let none = client
-        .list_runs(&RunFilter {
-            workflow: Some("client.charge".into()),
-            status: Some(RunStatus::Finished),
-            ..RunFilter::default()
-        })
+        .list_runs(
+            &RunFilter::new()
+                .workflow("client.charge")
+                .status(RunStatus::Finished),
+        )
         .await
         .expect("list");
     assert!(none.is_empty());
@@ -235,11 +229,10 @@ async fn list_runs_filters_by_workflow_and_status_and_pages_back() {
     let mut before = None;
     for _ in 0..4 {
         let page = client
-            .list_runs(&RunFilter {
-                workflow: Some("client.charge".into()),
-                before,
-                limit: Some(2),
-                ..RunFilter::default()
+            .list_runs(&{
+                let mut page = RunFilter::new().workflow("client.charge").limit(2);
+                page.before = before;
+                page
             })
             .await
             .expect("list");

@@ -294,10 +294,7 @@ async fn run_until_wakes_on_notify_and_stops_on_shutdown() {
     let after = client.start::<Alpha>(&()).await.expect("start").run_id;
     assert_eq!(t.run(after).await.run.status, RunStatus::Ready);
     let runs = client
-        .list_runs(&RunFilter {
-            status: Some(RunStatus::Finished),
-            ..RunFilter::default()
-        })
+        .list_runs(&RunFilter::new().status(RunStatus::Finished))
         .await
         .expect("list");
     assert_eq!(runs.len(), 2);

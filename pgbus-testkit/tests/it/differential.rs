@@ -280,12 +280,9 @@ impl Driver {
 
     /// Every run the store holds, by id.
     async fn all_views(&self) -> std::collections::BTreeMap<i64, RunView> {
-        let filter = RunFilter {
-            limit: Some(1_000),
-            ..RunFilter::default()
-        };
+        let filter = RunFilter::new().limit(1_000);
         let summaries = match self {
-            Self::Memory(env) => env.list_runs(&filter),
+            Self::Memory(env) => env.list_runs(&filter).expect("list"),
             Self::Postgres { client, .. } => client.list_runs(&filter).await.expect("list"),
         };
         assert!(

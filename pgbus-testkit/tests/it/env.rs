@@ -117,16 +117,15 @@ async fn idempotent_starts_and_listing() {
     ));
     let other = env.start::<Restock>(&3).unwrap().run_id;
 
-    let all = env.list_runs(&RunFilter::default());
+    let all = env.list_runs(&RunFilter::default()).expect("list");
     assert_eq!(
         all.iter().map(|r| r.id).collect::<Vec<_>>(),
         [other, first.run_id],
         "newest first"
     );
-    let before = env.list_runs(&RunFilter {
-        before: Some(other),
-        ..RunFilter::default()
-    });
+    let before = env
+        .list_runs(&RunFilter::new().before(other))
+        .expect("list");
     assert_eq!(before.len(), 1);
     assert!(matches!(
         env.run(RunId(999)),
@@ -181,7 +180,7 @@ async fn idempotency_keys_are_short_visible_text() {
         "255 characters, not bytes"
     );
     assert!(
-        env.list_runs(&RunFilter::default()).len() == 1,
+        env.list_runs(&RunFilter::default()).expect("list").len() == 1,
         "nothing started for a refused key"
     );
 }

@@ -246,6 +246,7 @@ fn children(env: &TestEnv, run: RunId) -> Vec<RunId> {
     let batches: Vec<i64> = env.run(run).unwrap().batches.iter().map(|b| b.id).collect();
     let mut kids: Vec<RunId> = env
         .list_runs(&RunFilter::default())
+        .unwrap()
         .into_iter()
         .filter(|summary| {
             env.run(summary.id)
