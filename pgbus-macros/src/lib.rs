@@ -58,10 +58,10 @@ use proc_macro::TokenStream;
 ///   methods of the impl.
 /// - The macro reads and removes `#[step]`, `#[fan_out]`, `#[on_exception]` and
 ///   `removed_step!`, so they need no import inside the impl. It recognises them
-///   written bare (as the prelude brings them) or as `pgbus_runtime::step`,
-///   `pgbus_macros::step` and so on; any other path (`#[pgbus::step]` under a
-///   renamed dependency) is not read, and then fails as an attribute outside a
-///   workflow. Write them bare.
+///   written bare (as the prelude brings them), as `pgbus_runtime::step`,
+///   `pgbus_macros::step` and so on, or through the path of the `crate`
+///   option (`#[pgbus::step]` with `crate = "pgbus"`); any other path is not
+///   read, and then fails as an attribute outside a workflow.
 /// - `#[cfg(...)]` on a step or a gravestone, and `#[cfg_attr(..., step)]` (any
 ///   `cfg_attr` that names `step`, `fan_out`, `on_exception` or `workflow`), are
 ///   errors: attribute macros run before `cfg` applies, and builds that disagree
@@ -100,8 +100,9 @@ use proc_macro::TokenStream;
 ///   `pgbus = { package = "pgbus-runtime", ... }` in `Cargo.toml` (or
 ///   `extern crate pgbus_runtime as pgbus;`), write
 ///   `#[pgbus::workflow(crate = "pgbus")]`: the expansion then names only
-///   `pgbus::...`. `#[step]`, `#[fan_out]`, `#[on_exception]` and
-///   `removed_step!` stay bare (see above).
+///   `pgbus::...`. Inside the impl, `#[step]`, `#[fan_out]`,
+///   `#[on_exception]` and `removed_step!` may be written bare or as
+///   `#[pgbus::step]` and so on (see above).
 /// - `name = "..."`: the durable workflow name, under which runs are stored. Not
 ///   empty, no control characters, no whitespace at either end. Default: the
 ///   last identifier of the type without `r#` (`impl r#Fulfil` is `"Fulfil"`).

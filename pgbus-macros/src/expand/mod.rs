@@ -9,6 +9,7 @@ use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote};
 use syn::spanned::Spanned;
 
+use crate::parse::Ours;
 use crate::{parse, validate};
 
 /// `#[workflow]`: the user's impl (pgbus attributes stripped) plus either the
@@ -127,14 +128,14 @@ fn unparsable(args: &TokenStream, item: TokenStream) -> TokenStream {
         )
         .cloned()
         .collect();
-    let stripped = strip_ours(trees, true);
+    let (krate, input) = loose_args(args);
+    let stripped = strip_ours(trees, true, &Ours::new(krate.as_ref()));
     let Ok(self_ty) = syn::parse2::<syn::Type>(header) else {
         return stripped;
     };
     if !matches!(&self_ty, syn::Type::Path(_)) {
         return stripped;
     }
-    let (krate, input) = loose_args(args);
     let stand_in = stand_in(krate.as_ref(), &self_ty, input.as_ref());
     quote! { #stripped #stand_in }
 }
@@ -168,7 +169,7 @@ fn loose_args(args: &TokenStream) -> (Option<syn::Path>, Option<syn::Type>) {
 
 /// Drops `#[step]`, `#[fan_out]`, `#[on_exception]` and `removed_step!(..);` at the
 /// top level and, when `into_body`, inside the impl's braces.
-fn strip_ours(trees: Vec<TokenTree>, into_body: bool) -> TokenStream {
+fn strip_ours(trees: Vec<TokenTree>, into_body: bool, ours: &Ours) -> TokenStream {
     let mut out = Vec::with_capacity(trees.len());
     let mut iter = trees.into_iter().peekable();
     while let Some(tree) = iter.next() {
@@ -176,7 +177,7 @@ fn strip_ours(trees: Vec<TokenTree>, into_body: bool) -> TokenStream {
             TokenTree::Punct(punct) if punct.as_char() == '#' => {
                 if let Some(TokenTree::Group(group)) = iter.peek()
                     && group.delimiter() == Delimiter::Bracket
-                    && is_our_attribute(&group.stream())
+                    && is_our_attribute(&group.stream(), ours)
                 {
                     iter.next();
                     continue;
@@ -195,7 +196,7 @@ fn strip_ours(trees: Vec<TokenTree>, into_body: bool) -> TokenStream {
             TokenTree::Group(group) if into_body && group.delimiter() == Delimiter::Brace => {
                 let mut body = Group::new(
                     Delimiter::Brace,
-                    strip_ours(group.stream().into_iter().collect(), false),
+                    strip_ours(group.stream().into_iter().collect(), false, ours),
                 );
                 body.set_span(group.span());
                 out.push(TokenTree::Group(body));
@@ -208,24 +209,19 @@ fn strip_ours(trees: Vec<TokenTree>, into_body: bool) -> TokenStream {
     out.into_iter().collect()
 }
 
-fn is_our_attribute(tokens: &TokenStream) -> bool {
-    let words: Vec<String> = tokens
-        .clone()
-        .into_iter()
-        .take(4)
-        .filter_map(|tree| match tree {
-            TokenTree::Ident(ident) => Some(ident.to_string()),
-            _ => None,
-        })
-        .collect();
-    let ours = |word: &str| matches!(word, "step" | "fan_out" | "on_exception");
-    match words.as_slice() {
-        [first, ..] if ours(first) => true,
-        [krate, second, ..] => {
-            matches!(krate.as_str(), "pgbus_runtime" | "pgbus_macros") && ours(second)
+fn is_our_attribute(tokens: &TokenStream, ours: &Ours) -> bool {
+    // The attribute's path: identifiers joined by `::`, up to its arguments.
+    let mut words = Vec::new();
+    for tree in tokens.clone() {
+        match tree {
+            TokenTree::Ident(ident) => words.push(ident.to_string()),
+            TokenTree::Punct(punct) if punct.as_char() == ':' => {}
+            _ => break,
         }
-        _ => false,
     }
+    ["step", "fan_out", "on_exception"]
+        .iter()
+        .any(|name| ours.is_words(&words, name))
 }
 
 /// `#[step]`, `#[fan_out]` or `#[on_exception]` that no `#[workflow]` consumed.

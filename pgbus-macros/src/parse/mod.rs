@@ -164,17 +164,20 @@ pub(crate) fn workflow(
         }
     }
 
+    // `#[step]` and the rest may be written through a renamed crate too.
+    let ours = Ours::new(raw.krate.as_ref());
+
     // Attributes written below `#[workflow]` on the impl itself.
     let impl_attrs = std::mem::take(&mut item.attrs);
     for attr in impl_attrs {
-        if is_ours(&attr, "on_exception") {
+        if ours.is(&attr, "on_exception") {
             raw.policies.extend(policy_attribute(&attr, errors));
-        } else if is_ours(&attr, "step") || is_ours(&attr, "fan_out") {
+        } else if ours.is(&attr, "step") || ours.is(&attr, "fan_out") {
             errors.push(
                 Error::custom("`#[step]` and `#[fan_out]` go on methods inside the `#[workflow]` impl, not on the impl")
                     .with_span(attr.path()),
             );
-        } else if is_ours(&attr, "workflow") {
+        } else if ours.is(&attr, "workflow") {
             errors.push(
                 Error::custom("duplicate `#[workflow]` attribute; give it once")
                     .with_span(attr.path()),
@@ -188,17 +191,17 @@ pub(crate) fn workflow(
     for impl_item in items {
         match impl_item {
             ImplItem::Fn(mut method) => {
-                if let Some(entry) = step_method(&mut method, errors) {
+                if let Some(entry) = step_method(&mut method, &ours, errors) {
                     raw.entries.push(entry);
                 }
                 item.items.push(ImplItem::Fn(method));
             }
-            ImplItem::Macro(mac) if is_removed_step(&mac.mac.path) => {
+            ImplItem::Macro(mac) if ours.is_path(&mac.mac.path, "removed_step") => {
                 raw.entries.extend(gravestone(&mac, errors));
             }
             mut other => {
                 if let Some(attrs) = item_attrs_mut(&mut other) {
-                    strip_stray(attrs, errors, "a method");
+                    strip_stray(attrs, &ours, errors, "a method");
                 }
                 item.items.push(other);
             }
@@ -305,15 +308,15 @@ fn check_impl_shape(item: &ItemImpl, errors: &mut Accumulator) {
 }
 
 /// Handles one method: strips our attributes and, when it is a step, parses it.
-fn step_method(method: &mut ImplItemFn, errors: &mut Accumulator) -> Option<RawEntry> {
+fn step_method(method: &mut ImplItemFn, ours: &Ours, errors: &mut Accumulator) -> Option<RawEntry> {
     let attrs = std::mem::take(&mut method.attrs);
     let mut marker: Option<(EntryKind, Attribute)> = None;
     for attr in attrs {
-        let kind = if is_ours(&attr, "step") {
+        let kind = if ours.is(&attr, "step") {
             EntryKind::Step
-        } else if is_ours(&attr, "fan_out") {
+        } else if ours.is(&attr, "fan_out") {
             EntryKind::FanOut
-        } else if is_ours(&attr, "on_exception") {
+        } else if ours.is(&attr, "on_exception") {
             errors.push(
                 Error::custom(
                     "write a step's policies inside its attribute, e.g. `#[step(on_exception(...))]`; \
@@ -322,7 +325,7 @@ fn step_method(method: &mut ImplItemFn, errors: &mut Accumulator) -> Option<RawE
                 .with_span(attr.path()),
             );
             continue;
-        } else if is_ours(&attr, "workflow") {
+        } else if ours.is(&attr, "workflow") {
             errors.push(
                 Error::custom("`#[workflow]` goes on the impl block, not on a method")
                     .with_span(attr.path()),
@@ -830,30 +833,60 @@ impl syn::parse::Parse for GravestoneName {
     }
 }
 
-fn is_removed_step(path: &syn::Path) -> bool {
-    path_is(path, "removed_step")
+/// How our attributes and `removed_step!` may be written inside the impl:
+/// bare (`#[step]`), through `pgbus_runtime::` or `pgbus_macros::`, or through
+/// the path the workflow's `crate = "..."` option names (`#[pgbus::step]` for
+/// a dependency renamed to `pgbus`).
+pub(crate) struct Ours {
+    /// The `crate` option's segments, without a leading `::`.
+    krate: Option<Vec<String>>,
 }
 
-/// Whether `attr` is one of ours: `#[name]` or `#[pgbus_runtime::name]`.
-fn is_ours(attr: &Attribute, name: &str) -> bool {
-    path_is(attr.path(), name)
-}
+impl Ours {
+    pub(crate) fn new(krate: Option<&syn::Path>) -> Self {
+        Self {
+            krate: krate.map(|path| {
+                path.segments
+                    .iter()
+                    .map(|segment| segment.ident.to_string())
+                    .collect()
+            }),
+        }
+    }
 
-fn path_is(path: &syn::Path, name: &str) -> bool {
-    let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-    match segments.as_slice() {
-        [only] => only == name,
-        [krate, last] => last == name && matches!(krate.as_str(), "pgbus_runtime" | "pgbus_macros"),
-        _ => false,
+    /// Whether `attr` is ours and named `name`.
+    pub(crate) fn is(&self, attr: &Attribute, name: &str) -> bool {
+        self.is_path(attr.path(), name)
+    }
+
+    /// Whether `path` names our `name`.
+    pub(crate) fn is_path(&self, path: &syn::Path, name: &str) -> bool {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.is_words(&segments, name)
+    }
+
+    /// Whether the words of a path (`["pgbus", "step"]`) name our `name`.
+    pub(crate) fn is_words(&self, segments: &[String], name: &str) -> bool {
+        let Some((last, prefix)) = segments.split_last() else {
+            return false;
+        };
+        if last != name {
+            return false;
+        }
+        match prefix {
+            [] => true,
+            [krate] if matches!(krate.as_str(), "pgbus_runtime" | "pgbus_macros") => true,
+            _ => self.krate.as_deref() == Some(prefix),
+        }
     }
 }
 
 /// Strips pgbus attributes from a non-method impl item, reporting each.
-fn strip_stray(attrs: &mut Vec<Attribute>, errors: &mut Accumulator, expected: &str) {
+fn strip_stray(attrs: &mut Vec<Attribute>, ours: &Ours, errors: &mut Accumulator, expected: &str) {
     attrs.retain(|attr| {
         let ours = ["step", "fan_out", "on_exception", "workflow"]
             .iter()
-            .any(|name| is_ours(attr, name));
+            .any(|name| ours.is(attr, name));
         if ours {
             let name = attr
                 .path()
