@@ -728,6 +728,26 @@ fn describe_pool_error(error: &deadpool_postgres::PoolError) -> String {
 }
 
 impl Error {
+    /// Whether no connection was had at all: the pool could not open one (the
+    /// server refused it, for any reason: a role that may not log in, a
+    /// database closed to connections, a wrong password) or gave up waiting
+    /// for one. No statement ran, so nothing the call carried was judged: a
+    /// step's outcome that meets this waits for a connection rather than
+    /// being recorded as one the database refused.
+    #[must_use]
+    pub fn is_connection_failure(&self) -> bool {
+        match self {
+            // A closed pool is this process shutting down: waiting would not
+            // end.
+            Self::Pool(
+                deadpool_postgres::PoolError::Closed
+                | deadpool_postgres::PoolError::NoRuntimeSpecified,
+            ) => false,
+            Self::Pool(_) | Self::Connect { .. } | Self::ConnectTimeout { .. } => true,
+            _ => false,
+        }
+    }
+
     /// Whether trying again may succeed: the connection failed or was closed
     /// (a server restart, a terminated backend, a network error), the server is
     /// starting, stopping or full, the pool timed out, or Postgres reported a

@@ -309,9 +309,9 @@ impl WorkerBuilder {
         let needed = self.concurrency.saturating_add(1);
         if pool_size < needed {
             warn!(
-                pool_size,
-                concurrency = self.concurrency,
-                needed,
+                pgbus.pool_size = pool_size,
+                pgbus.concurrency = self.concurrency,
+                pgbus.needed = needed,
                 "the pool is smaller than the worker's concurrency plus one; slots will wait for connections (raise `DatabaseBuilder::pool_size`)"
             );
         }
@@ -505,7 +505,7 @@ impl Worker {
         let Some(connector) = inner.listen.clone() else {
             info!(
                 pgbus.worker = %inner.id,
-                poll_interval = ?inner.poll_interval,
+                pgbus.poll_interval = ?inner.poll_interval,
                 "no LISTEN connection (a pool handed in alone, or a transaction pooler \
                  without WorkerBuilder::listen_url): polling for work"
             );
@@ -600,7 +600,7 @@ impl Worker {
             }
         }
 
-        info!(pgbus.worker = %inner.id, running = tasks.len(), "worker stopping");
+        info!(pgbus.worker = %inner.id, pgbus.running = tasks.len(), "worker stopping");
         stopping.store(true, Ordering::Release);
         stop_listening.store(true, Ordering::Relaxed);
         if let Some(listener) = listener {
@@ -616,7 +616,7 @@ impl Worker {
         if drained.is_err() {
             warn!(
                 pgbus.worker = %inner.id,
-                abandoned = tasks.len(),
+                pgbus.abandoned = tasks.len(),
                 "shutdown grace ran out; abandoning running bodies to the sweep"
             );
             tasks.abort_all();
@@ -679,12 +679,13 @@ impl Worker {
                     match self.sweep().await {
                         Ok(report) => {
                             if report.repaired > 0 {
-                                warn!(repaired = report.repaired, "sweep repaired stalled attempts");
+                                // Each repair logged its own line.
+                                debug!(pgbus.repaired = report.repaired, "sweep repaired stalled attempts");
                             }
                             if report.runs_deleted > 0 || report.workers_removed > 0 {
                                 info!(
-                                    runs_deleted = report.runs_deleted,
-                                    workers_removed = report.workers_removed,
+                                    pgbus.runs_deleted = report.runs_deleted,
+                                    pgbus.workers_removed = report.workers_removed,
                                     "sweep applied retention"
                                 );
                             }
@@ -742,7 +743,7 @@ impl Worker {
             let released = inner.upkeep.release_orphans(&inner.id, &orphans).await?;
             warn!(
                 pgbus.worker = %inner.id,
-                released,
+                pgbus.released = released,
                 "attempts held in the database but not running here; handing them to the sweep"
             );
         }
@@ -812,12 +813,27 @@ impl Worker {
                     metrics::counter!("pgbus_sweep_repairs_total", "repair" => "stalled_attempt")
                         .increment(1);
                     if let Some(record) = &result.error {
+                        // The sweep runs outside any attempt's span: say which.
+                        let _span = info_span!(
+                            "pgbus.sweep",
+                            pgbus.workflow = %claim.workflow,
+                            pgbus.run_id = %claim.run_id,
+                            pgbus.step = %claim.step_name,
+                            pgbus.attempt = claim.attempt,
+                            pgbus.stalled_worker = %worker_id,
+                        )
+                        .entered();
+                        let message = if plan.step_outcome == StepOutcome::Reattempted {
+                            "stalled attempt repaired; the step runs again"
+                        } else {
+                            "stalled attempt ended by the stall action"
+                        };
                         self.report(
                             &claim,
                             &result,
                             record,
                             failure_level(plan.step_outcome),
-                            "stalled attempt repaired",
+                            message,
                         );
                     }
                 }
@@ -1067,14 +1083,16 @@ impl Worker {
                 .await
             {
                 Ok(ended) => break ended,
-                Err(error) if error.is_transient() => {
+                // An outage, or no connection to be had (a refused login
+                // included): the outcome itself was never judged, so it waits.
+                Err(error) if error.is_transient() || error.is_connection_failure() => {
                     if failures.record() {
                         warn!(
                             error = %display_chain(&error),
                             "could not record the step's outcome yet; retrying until the database answers"
                         );
                     } else {
-                        debug!(error = %display_chain(&error), failures = failures.count, "still cannot record the step's outcome");
+                        debug!(error = %display_chain(&error), pgbus.failures = failures.count, "still cannot record the step's outcome");
                     }
                     tokio::time::sleep(failures.pause()).await;
                 }
@@ -1096,7 +1114,7 @@ impl Worker {
         };
         if failures.count > 0 {
             info!(
-                failures = failures.count,
+                pgbus.failures = failures.count,
                 "the database answers again; the step's outcome is settled"
             );
         }
@@ -1126,7 +1144,7 @@ impl Worker {
                 )
                 .increment(1);
                 debug!(
-                    elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
+                    pgbus.elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
                     "step waiting"
                 );
             }
@@ -1163,7 +1181,7 @@ impl Worker {
         debug!(
             pgbus.outcome = plan.step_outcome.as_str(),
             pgbus.run_status = plan.run_status.as_str(),
-            elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
+            pgbus.elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
             "step ended"
         );
         if let (true, Some(error)) = (result.report, &result.error) {
@@ -1195,18 +1213,19 @@ impl Worker {
         level: Level,
         message: &str,
     ) {
+        let verb = result.verb.name();
         if level == Level::ERROR {
             error!(
                 error.class = %error.class,
                 error.message = %error.message,
-                pgbus.verb = ?result.verb,
+                pgbus.verb = verb,
                 "{message}"
             );
         } else {
             warn!(
                 error.class = %error.class,
                 error.message = %error.message,
-                pgbus.verb = ?result.verb,
+                pgbus.verb = verb,
                 "{message}"
             );
         }
@@ -1325,7 +1344,7 @@ impl Failures {
                 error!(error = %display_chain(error), "database call failed; retrying with backoff");
             }
         } else {
-            debug!(error = %display_chain(error), failures = self.count, "database still failing");
+            debug!(error = %display_chain(error), pgbus.failures = self.count, "database still failing");
         }
         self.pause()
     }
@@ -1352,7 +1371,7 @@ impl Failures {
 
     fn recovered(&mut self) {
         if self.count > 0 {
-            info!(failures = self.count, "database answers again");
+            info!(pgbus.failures = self.count, "database answers again");
         }
         self.count = 0;
     }
