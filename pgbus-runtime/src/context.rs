@@ -23,6 +23,21 @@ impl fmt::Display for RunId {
     }
 }
 
+impl From<i64> for RunId {
+    fn from(id: i64) -> Self {
+        Self(id)
+    }
+}
+
+/// Reads a run id as the CLI and the dashboard print it: its decimal number.
+impl std::str::FromStr for RunId {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.parse().map(Self)
+    }
+}
+
 /// A signal's id: the primary key of its `signals` row.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,

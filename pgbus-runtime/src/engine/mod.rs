@@ -54,6 +54,22 @@ pub enum Verb {
     },
 }
 
+impl Verb {
+    /// The verb's word, as a log field carries it: `complete`, `finish`,
+    /// `pause`, `cancel`, `skip` or `reattempt`.
+    #[must_use]
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Finish => "finish",
+            Self::Pause { .. } => "pause",
+            Self::Cancel { .. } => "cancel",
+            Self::Skip { .. } => "skip",
+            Self::Reattempt { .. } => "reattempt",
+        }
+    }
+}
+
 impl From<Flow> for Verb {
     fn from(flow: Flow) -> Self {
         match flow {

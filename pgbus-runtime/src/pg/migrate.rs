@@ -106,8 +106,11 @@ pub async fn migrate_schema(pool: &Pool, schema: &Schema) -> Result<(), Error> {
         .await?
         .execute(&tx, &[&format!("pgbus.migrate.{schema}")])
         .await?;
+    // `IF NOT EXISTS` on a migrated schema makes the server send a NOTICE,
+    // which the driver logs at `info` on every start: not news.
     tx.batch_execute(&schema.render(
-        "CREATE SCHEMA IF NOT EXISTS {schema};
+        "SET LOCAL client_min_messages = warning;
+         CREATE SCHEMA IF NOT EXISTS {schema};
          CREATE TABLE IF NOT EXISTS {schema}.pgbus_migrations (
              version    integer PRIMARY KEY,
              name       text        NOT NULL,
