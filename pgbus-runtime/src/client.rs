@@ -35,7 +35,8 @@ pub struct Started {
 
 impl Started {
     /// What a start did: created `run_id` (`created`), or found it. For the
-    /// testkit's store and other stores outside this crate.
+    /// testkit's store; hidden, so a field added later breaks no caller.
+    #[doc(hidden)]
     #[must_use]
     pub const fn new(run_id: RunId, created: bool) -> Self {
         Self { run_id, created }
@@ -98,7 +99,7 @@ impl Client {
     /// The statement is sent unnamed (one round trip, nothing left prepared
     /// on the caller's connection, safe behind a transaction-mode pooler). The
     /// first step's due time counts from `clock_timestamp()`, not from the
-    /// start of a long transaction (FAILURE-CLASSES 18). Given a plain client
+    /// start of a long transaction. Given a plain client
     /// rather than a transaction, the start commits on its own, as
     /// [`Client::start`] does.
     ///

@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use crate::error::StepError;
 
-/// What a step tells the engine to do next. See the outcome table in the project's
-/// design notes: each verb maps to a step status, a step outcome and a run status.
+/// What a step tells the engine to do next. Each verb maps to a step status, a
+/// step outcome ([`StepOutcome`](crate::StepOutcome)) and a run status
+/// ([`RunStatus`](crate::RunStatus)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Flow {
     /// Advance: the next step is scheduled at now + its `wait`, or the run finishes.

@@ -311,7 +311,9 @@ impl TestEnv {
     /// `Client::start_idempotent`.
     ///
     /// # Errors
-    /// [`Error::BlankIdempotencyKey`] and the errors of [`TestEnv::start`].
+    /// [`Error::BlankIdempotencyKey`], [`Error::InvalidIdempotencyKey`] (over
+    /// 255 characters, or a control character), and the errors of
+    /// [`TestEnv::start`].
     pub fn start_idempotent<W: Workflow>(
         &self,
         input: &W::Input,

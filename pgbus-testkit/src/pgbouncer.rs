@@ -1,6 +1,5 @@
 //! A private PgBouncer in transaction mode in front of the local server, for
-//! tests that pgbus works behind a transaction-mode pooler (FAILURE-CLASSES
-//! 23). Started on a free loopback port with a configuration of its own and
+//! tests that pgbus works behind a transaction-mode pooler. Started on a free loopback port with a configuration of its own and
 //! stopped, its files removed, when the value is dropped, also when the test
 //! panics.
 

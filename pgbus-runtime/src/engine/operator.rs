@@ -3,8 +3,8 @@
 //! plans; neither needs the workflow's definition, since the run carries its own
 //! step plan.
 //!
-//! The rules (DESIGN §4.5, with the choices the design leaves open recorded in
-//! `docs/decisions.md`):
+//! The rules (their reasons are in the repository's `docs/decisions.md`,
+//! "Operator actions"):
 //!
 //! | action | legal from | effect |
 //! |---|---|---|

@@ -12,7 +12,7 @@
 //!   transaction-mode pooler needs: `PgBouncer` 1.18 hands each transaction (and
 //!   each autocommit statement) to any server connection and keeps no prepared
 //!   statement across them, so a statement prepared in one transaction is not
-//!   there in the next (FAILURE-CLASSES 23).
+//!   there in the next.
 //!
 //! An unnamed statement must declare its parameter types up front (the driver
 //! encodes each value for a known type). They are learned once per process and
