@@ -11,6 +11,11 @@ use pgbus_runtime::{Clock, Database, RunId, Schema, StallAction};
 use crate::output::Output;
 use crate::{Action, Cli, Command, Retention, RunsArgs};
 
+/// The statement timeout of every command but `migrate`, unless one is given:
+/// below the dashboard's 15 s page timeout, so the server has cancelled a
+/// page's query before the page gives up on it.
+const DEFAULT_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Runs the command line's command; its error, with a hint where one helps.
@@ -42,6 +47,13 @@ fn hint(error: BoxError, url: &str, schema: &str) -> BoxError {
             .map(|servers| format!(" (server {})", servers.join(",")))
             .unwrap_or_default();
         format!("{text}{at}").into()
+    } else if text.contains("lock timeout") {
+        format!(
+            "{text} (another session holds a lock this command needs; `--lock-timeout` waits longer)"
+        )
+        .into()
+    } else if text.contains("statement timeout") {
+        format!("{text} (`--statement-timeout` allows longer)").into()
     } else {
         error
     }
@@ -74,15 +86,25 @@ pub(crate) async fn db_now(db: &Database) -> Result<DateTime<Utc>, BoxError> {
 
 async fn execute(cli: Cli) -> Result<(), BoxError> {
     let schema = Schema::new(&cli.schema)?;
+    let builder = Database::builder(&cli.database_url)
+        .schema(schema)
+        .clock(Clock::Database);
     let db = if cli.transaction_pooler {
-        Database::builder(&cli.database_url)
-            .schema(schema)
-            .clock(Clock::Database)
-            .transaction_pooler(true)
-            .connect()
-            .await?
+        builder.transaction_pooler(true).connect().await?
     } else {
-        Database::connect_with(&cli.database_url, schema, Clock::Database).await?
+        // No command waits on a lock or a slow query without end: the server
+        // cancels it, and the command says so in one line.
+        let statement_timeout = match cli.command {
+            Command::Migrate => cli.statement_timeout,
+            _ => Some(cli.statement_timeout.unwrap_or(DEFAULT_STATEMENT_TIMEOUT)),
+        };
+        let builder = builder.lock_timeout(cli.lock_timeout);
+        match statement_timeout {
+            Some(timeout) => builder.statement_timeout(timeout),
+            None => builder,
+        }
+        .connect()
+        .await?
     };
     let out = Output::detect();
     match cli.command {

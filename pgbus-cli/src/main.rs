@@ -35,6 +35,24 @@ struct Cli {
     #[arg(long, env = "PGBUS_TRANSACTION_POOLER")]
     transaction_pooler: bool,
 
+    /// The longest any one statement may run (`10s`; `migrate` has none
+    /// unless given): a query past it is cancelled by the server and the
+    /// command says so and exits 1. Not sent through a transaction-mode
+    /// pooler; set it on the role there.
+    #[arg(long, global = true, env = "PGBUS_STATEMENT_TIMEOUT", value_parser = parse_timeout)]
+    statement_timeout: Option<Duration>,
+
+    /// The longest a statement may wait for a lock another session holds
+    /// (`5s`): past it, the command says so and exits 1 instead of hanging.
+    #[arg(
+        long,
+        global = true,
+        env = "PGBUS_LOCK_TIMEOUT",
+        default_value = "5s",
+        value_parser = parse_timeout
+    )]
+    lock_timeout: Duration,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -172,6 +190,16 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| e.to_string())
 }
 
+/// A duration above zero (the server counts these in milliseconds; zero
+/// would mean no limit).
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = parse_duration(text)?;
+    if timeout < Duration::from_millis(1) {
+        return Err("at least 1ms".to_owned());
+    }
+    Ok(timeout)
+}
+
 fn parse_lost_worker_threshold(text: &str) -> Result<Duration, String> {
     let threshold = parse_duration(text)?;
     if threshold < Duration::from_secs(10) {
@@ -188,17 +216,11 @@ fn parse_retention(text: &str) -> Result<Retention, String> {
     }
 }
 
+/// The client's rule for a reason, checked before anything connects.
 fn parse_reason(text: &str) -> Result<String, String> {
-    if text.trim().is_empty() {
-        Err("a reason must say something".to_owned())
-    } else if text.chars().count() > pgbus_runtime::error::MAX_ERROR_MESSAGE_CHARS {
-        Err(format!(
-            "a reason is at most {} characters",
-            pgbus_runtime::error::MAX_ERROR_MESSAGE_CHARS
-        ))
-    } else {
-        Ok(text.to_owned())
-    }
+    pgbus_runtime::client::check_reason(text)
+        .map(|()| text.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 fn parse_window(text: &str) -> Result<Window, String> {

@@ -374,10 +374,10 @@ async fn payloads_come_from_files_or_stdin_and_reasons_must_say_something() {
     );
 
     let err = t.fails(&["pause", &id, "--reason", "  "], 2);
-    assert!(err.contains("a reason must say something"), "{err}");
+    assert!(err.contains("a reason must say why"), "{err}");
     let long = "r".repeat(10_001);
     let err = t.fails(&["pause", &id, "--reason", &long], 2);
-    assert!(err.contains("at most 10000 characters"), "{err}");
+    assert!(err.contains("1 to 10,000 characters"), "{err}");
 }
 
 #[tokio::test]
@@ -452,4 +452,59 @@ async fn listings_page_back_survive_a_closed_pipe_and_hint_at_migrating() {
         .expect("run pgbus");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("127.0.0.1:1"), "{err}");
+}
+
+/// A table another session holds locked (`LOCK TABLE`, as a long migration or
+/// an operator in `psql` would) ends each command after its lock timeout with
+/// one line naming the flag, exit 1, rather than a hang; and the command
+/// leaves no backend waiting on the lock behind it.
+#[tokio::test]
+async fn a_held_lock_ends_each_command_within_its_lock_timeout() {
+    let t = TestSchema::new().await;
+    let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
+    let id = run.0.to_string();
+
+    let (locker, connection) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    locker
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE \"{}\".runs IN ACCESS EXCLUSIVE MODE",
+            t.name
+        ))
+        .await
+        .expect("lock");
+
+    for args in [
+        vec!["--lock-timeout", "200ms", "runs"],
+        vec!["--lock-timeout", "200ms", "show", &id],
+        vec!["--lock-timeout", "200ms", "pause", &id, "--reason", "lock"],
+    ] {
+        let err = t.fails(&args, 1);
+        assert!(err.contains("lock timeout"), "{args:?}: {err}");
+        assert!(err.contains("--lock-timeout"), "{args:?}: {err}");
+    }
+    let waiting: i64 = locker
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM pg_locks
+                 WHERE relation = '\"{}\".runs'::regclass AND NOT granted",
+                t.name
+            ),
+            &[],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(waiting, 0, "no backend left waiting on the lock");
+
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    assert_eq!(
+        t.status(run).await,
+        RunStatus::Ready,
+        "the pause did not land"
+    );
+    let err = t.fails(&["--lock-timeout", "0ms", "runs"], 2);
+    assert!(err.contains("at least 1ms"), "{err}");
 }

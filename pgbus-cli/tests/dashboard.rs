@@ -297,3 +297,59 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
     assert_eq!(http(base, "GET", "/insights?window=2h", &[], "").0, 400);
     assert_eq!(http(base, "GET", "/?status=stuck", &[], "").0, 400);
 }
+
+/// A table another session holds locked: every page that needs it answers
+/// (an error page naming the lock timeout) within the lock timeout rather
+/// than hanging until the 504, the stylesheet answers meanwhile, and no
+/// query of the dashboard is left waiting on the lock once the pages are
+/// answered: round after round, nothing piles up.
+#[tokio::test]
+async fn a_held_lock_leaves_no_query_of_the_dashboard_waiting() {
+    let t = TestSchema::new().await;
+    let run =
+        t.db.client()
+            .start::<Plain>(&"x".to_owned())
+            .await
+            .expect("start")
+            .run_id;
+    let dashboard = Dashboard::start(&t.name, &["--lock-timeout", "200ms"]);
+    let base = dashboard.url.clone();
+
+    let (locker, connection) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    locker
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE \"{}\".runs IN ACCESS EXCLUSIVE MODE",
+            t.name
+        ))
+        .await
+        .expect("lock");
+    let waiting = format!(
+        "SELECT count(*) FROM pg_locks WHERE relation = '\"{}\".runs'::regclass AND NOT granted",
+        t.name
+    );
+
+    for _round in 0..3 {
+        let pages: Vec<_> = ["/", &format!("/runs/{}", run.0), "/insights?window=30d"]
+            .into_iter()
+            .map(|path| {
+                let (base, path) = (base.clone(), path.to_owned());
+                std::thread::spawn(move || http(&base, "GET", &path, &[], ""))
+            })
+            .collect();
+        let (status, _, _) = http(&base, "GET", "/style.css", &[], "");
+        assert_eq!(status, 200, "the stylesheet answers while pages wait");
+        for page in pages {
+            let (status, _, body) = page.join().expect("a page");
+            assert_eq!(status, 500, "{body}");
+            assert!(body.contains("lock timeout"), "{body}");
+        }
+        let left: i64 = locker.query_one(&waiting, &[]).await.expect("count").get(0);
+        assert_eq!(left, 0, "no query of the dashboard waits on the lock");
+    }
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    let (status, _, _) = http(&base, "GET", &format!("/runs/{}", run.0), &[], "");
+    assert_eq!(status, 200);
+}

@@ -209,7 +209,8 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::IllegalMove`] when the run is already paused or has ended,
-    /// [`Error::RunNotFound`], [`Error::InvalidActor`], and database errors.
+    /// [`Error::RunNotFound`], [`Error::InvalidActor`], [`Error::InvalidReason`]
+    /// (see [`check_reason`]), and database errors.
     #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
     pub async fn pause(
         &self,
@@ -278,6 +279,7 @@ impl Client {
         reason: &str,
     ) -> Result<RunStatus, Error> {
         check_actor(actor)?;
+        check_reason(reason)?;
         let reason = crate::error::cap_message(reason);
         self.store.act(run_id, action, actor, &reason).await
     }
@@ -632,6 +634,20 @@ pub fn check_actor(actor: &str) -> Result<(), Error> {
         || actor.chars().any(invisible)
     {
         return Err(Error::InvalidActor);
+    }
+    Ok(())
+}
+
+/// The rule every store, the command and the dashboard apply to an operator
+/// action's reason: some visible text (not empty, not whitespace alone), at
+/// most [`MAX_ERROR_MESSAGE_CHARS`](crate::error::MAX_ERROR_MESSAGE_CHARS)
+/// (10,000) characters.
+///
+/// # Errors
+/// [`Error::InvalidReason`].
+pub fn check_reason(reason: &str) -> Result<(), Error> {
+    if reason.trim().is_empty() || reason.chars().count() > crate::error::MAX_ERROR_MESSAGE_CHARS {
+        return Err(Error::InvalidReason);
     }
     Ok(())
 }

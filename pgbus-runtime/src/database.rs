@@ -305,6 +305,18 @@ impl DatabaseBuilder {
         self
     }
 
+    /// `lock_timeout` for every statement on pgbus's connections, sent as a
+    /// startup option (default: none): a statement that waits longer than
+    /// this for a lock (a table another session locked, a row an open
+    /// transaction holds) is cancelled with SQLSTATE 55P03 ("canceling
+    /// statement due to lock timeout") instead of waiting on. The operators'
+    /// command and dashboard set it (5 s) so that a held lock answers with an
+    /// error rather than a hang. Whole milliseconds; zero turns it off.
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.lock_timeout = Some(timeout);
+        self
+    }
+
     /// `idle_in_transaction_session_timeout`, sent as a startup option
     /// (default: none): the server ends a session that sits in an open
     /// transaction longer than this, releasing its locks. Whole milliseconds;
@@ -494,6 +506,7 @@ impl DatabaseBuilder {
         }
         for (setting, value) in [
             ("statement_timeout", settings.statement_timeout),
+            ("lock_timeout", settings.lock_timeout),
             (
                 "idle_in_transaction_session_timeout",
                 settings.idle_in_transaction_session_timeout,
@@ -520,6 +533,7 @@ impl DatabaseBuilder {
         if settings.pooler {
             for (setting, value) in [
                 ("statement_timeout", settings.statement_timeout),
+                ("lock_timeout", settings.lock_timeout),
                 (
                     "idle_in_transaction_session_timeout",
                     settings.idle_in_transaction_session_timeout,
@@ -552,6 +566,7 @@ impl DatabaseBuilder {
             let opens = [
                 ("connect_timeout", settings.connect_timeout.is_some()),
                 ("statement_timeout", settings.statement_timeout.is_some()),
+                ("lock_timeout", settings.lock_timeout.is_some()),
                 (
                     "idle_in_transaction_session_timeout",
                     settings.idle_in_transaction_session_timeout.is_some(),

@@ -309,7 +309,7 @@ pub enum Error {
     BuildPool(#[from] deadpool_postgres::BuildError),
     /// The schema name is not a plain identifier.
     #[error(
-        "schema name `{0}` is not a valid identifier: use 1 to 63 lowercase letters, digits and `_`, not starting with a digit"
+        "schema name `{0}` is not a valid identifier: use 1 to 57 lowercase letters, digits and `_`, not starting with a digit nor with `pg_` (57 leaves room for the `pgbus_` of the notification channel within Postgres's 63)"
     )]
     InvalidSchema(String),
     /// A migration that was already applied has changed since.
@@ -373,6 +373,10 @@ pub enum Error {
         "an actor must be 1 to 255 characters of visible text, without whitespace at either end"
     )]
     InvalidActor,
+    /// An operator action's reason that is empty, whitespace alone or over
+    /// 10,000 characters (see [`crate::client::check_reason`]).
+    #[error("a reason must say why: 1 to 10,000 characters, not whitespace alone")]
+    InvalidReason,
     /// An idempotency key that is empty or only whitespace.
     #[error("an idempotency key cannot be empty or blank")]
     BlankIdempotencyKey,

@@ -38,7 +38,7 @@ pub use error::{
 };
 pub use fan_out::{ChildRun, FanOut};
 pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
-pub use pg::{MIGRATIONS, Migration, Schema, migrate, migrate_schema};
+pub use pg::{MAX_SCHEMA_NAME_LEN, MIGRATIONS, Migration, Schema, migrate, migrate_schema};
 pub use view::{BatchView, EventView, RunFilter, RunSummary, RunView, SignalView, StepView};
 pub use worker::{ErrorReport, StallAction, SweepReport, Sweeper, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};

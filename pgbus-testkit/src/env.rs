@@ -203,7 +203,7 @@ impl TestEnv {
     ///
     /// # Errors
     /// As `Client::pause`: [`Error::IllegalMove`], [`Error::RunNotFound`],
-    /// [`Error::InvalidActor`].
+    /// [`Error::InvalidActor`], [`Error::InvalidReason`].
     pub fn pause(&self, run_id: RunId, actor: &str, reason: &str) -> Result<RunStatus, Error> {
         self.act(run_id, Action::Pause, actor, reason)
     }
@@ -241,6 +241,7 @@ impl TestEnv {
         reason: &str,
     ) -> Result<RunStatus, Error> {
         pgbus_runtime::client::check_actor(actor)?;
+        pgbus_runtime::client::check_reason(reason)?;
         let reason = pgbus_runtime::error::cap_message(reason);
         self.store().act(run_id, action, actor, &reason)
     }

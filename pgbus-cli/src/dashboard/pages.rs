@@ -383,7 +383,9 @@ pub(crate) async fn act(
     let run = RunId(id);
     let result = match action.as_str() {
         _ if form.actor.trim().is_empty() => Err("say who you are".to_owned()),
-        _ if reason.is_empty() => Err("say why".to_owned()),
+        _ if pgbus_runtime::client::check_reason(reason).is_err() => {
+            Err("say why, in at most 10,000 characters".to_owned())
+        }
         "pause" => client
             .pause(run, &actor, reason)
             .await

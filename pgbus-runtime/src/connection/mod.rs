@@ -100,6 +100,7 @@ pub(crate) struct Settings {
     pub(crate) tcp_user_timeout: Option<Duration>,
     pub(crate) application_name: Option<String>,
     pub(crate) statement_timeout: Option<Duration>,
+    pub(crate) lock_timeout: Option<Duration>,
     pub(crate) idle_in_transaction_session_timeout: Option<Duration>,
     pub(crate) pool_wait_timeout: Option<Duration>,
     /// Behind a transaction-mode pooler: no startup `options` of pgbus's own.
@@ -245,6 +246,9 @@ fn session_options(
     options.extend(server_keepalives.iter().cloned());
     if let Some(timeout) = settings.statement_timeout {
         options.push(format!("-c statement_timeout={}", timeout.as_millis()));
+    }
+    if let Some(timeout) = settings.lock_timeout {
+        options.push(format!("-c lock_timeout={}", timeout.as_millis()));
     }
     if let Some(timeout) = settings.idle_in_transaction_session_timeout {
         options.push(format!(

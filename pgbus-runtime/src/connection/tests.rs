@@ -455,6 +455,7 @@ fn the_connector_applies_defaults_the_string_and_the_builder_in_that_order() {
         keepalives_idle: Some(Duration::from_secs(8)),
         application_name: Some("b".to_owned()),
         statement_timeout: Some(Duration::from_millis(1500)),
+        lock_timeout: Some(Duration::from_millis(700)),
         idle_in_transaction_session_timeout: Some(Duration::from_mins(1)),
         ..Settings::default()
     };
@@ -476,7 +477,7 @@ fn the_connector_applies_defaults_the_string_and_the_builder_in_that_order() {
         Some(
             "-c jit=off -c tcp_keepalives_idle=8 -c tcp_keepalives_interval=2 \
              -c tcp_keepalives_count=3 -c tcp_user_timeout=10000 -c statement_timeout=1500 \
-             -c idle_in_transaction_session_timeout=60000"
+             -c lock_timeout=700 -c idle_in_transaction_session_timeout=60000"
         )
     );
 

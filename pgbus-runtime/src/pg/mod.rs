@@ -12,14 +12,22 @@ pub use migrate::{MIGRATIONS, Migration, migrate, migrate_schema};
 
 use crate::error::Error;
 
-/// A validated schema name: 1 to 63 lowercase ASCII letters, digits and `_`, not
-/// starting with a digit nor with `pg_` (Postgres reserves those). The default is
-/// `pgbus`; tests use one schema each.
+/// A validated schema name: 1 to [`MAX_SCHEMA_NAME_LEN`] (57) lowercase ASCII
+/// letters, digits and `_`, not starting with a digit nor with `pg_` (Postgres
+/// reserves those). The default is `pgbus`; tests use one schema each.
+///
+/// 57, not Postgres's 63: every identifier derived from the name must fit in
+/// 63 bytes too, and the longest is the workers' `NOTIFY` channel,
+/// `pgbus_<schema>`.
 ///
 /// Schema names are spliced into SQL (identifiers cannot be bound as parameters),
 /// so only this narrow, always-safe shape is accepted.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Schema(String);
+
+/// The longest schema name, in bytes: Postgres's identifier limit (63) less
+/// the `pgbus_` of the channel derived from it.
+pub const MAX_SCHEMA_NAME_LEN: usize = 63 - "pgbus_".len();
 
 impl Schema {
     /// Validates `name`.
@@ -28,7 +36,7 @@ impl Schema {
     /// [`Error::InvalidSchema`] when it is not a plain lowercase identifier.
     pub fn new(name: &str) -> Result<Self, Error> {
         let mut chars = name.chars();
-        let valid = name.len() <= 63
+        let valid = name.len() <= MAX_SCHEMA_NAME_LEN
             && chars
                 .next()
                 .is_some_and(|c| c.is_ascii_lowercase() || c == '_')

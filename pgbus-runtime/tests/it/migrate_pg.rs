@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use pgbus_runtime::{Error, MIGRATIONS, Schema};
+use pgbus_runtime::prelude::*;
+use pgbus_runtime::{Error, MIGRATIONS, RunStatus, Schema};
 use sha2::{Digest as _, Sha256};
 
 use crate::pg::TestDb;
@@ -245,6 +246,7 @@ fn schema_names_that_are_not_plain_identifiers_are_refused() {
         "semi;colon",
         "pgbus.runs",
         "ünï",
+        &"x".repeat(58),
         &"x".repeat(64),
     ] {
         assert!(
@@ -252,7 +254,34 @@ fn schema_names_that_are_not_plain_identifiers_are_refused() {
             "{bad:?} is refused"
         );
     }
-    for good in ["pgbus", "_private", "t_0123abc", &"x".repeat(63)] {
+    for good in ["pgbus", "_private", "t_0123abc", &"x".repeat(57)] {
         assert_eq!(Schema::new(good).expect("valid").as_str(), good);
     }
+}
+
+/// The longest schema name there is migrates, starts a run and wakes its
+/// workers: every identifier derived from it (the `NOTIFY` channel,
+/// `pgbus_<schema>`, is the longest) fits Postgres's 63 bytes. One byte more
+/// is refused before anything is created.
+#[tokio::test]
+async fn the_longest_schema_name_migrates_and_starts_runs() {
+    let t = TestDb::with_name_of_len(pgbus_runtime::MAX_SCHEMA_NAME_LEN).await;
+    assert_eq!(t.schema().len(), 57);
+    let run = t
+        .client()
+        .start::<Tiny>(&())
+        .await
+        .expect("a start on the longest schema name")
+        .run_id;
+    assert_eq!(t.run(run).await.run.status, RunStatus::Ready);
+    let longer = format!("{}x", t.schema());
+    assert!(matches!(Schema::new(&longer), Err(Error::InvalidSchema(_))));
+}
+
+struct Tiny;
+
+#[workflow(name = "migrate.tiny")]
+impl Tiny {
+    #[step]
+    async fn only(&self, _cx: &mut StepCx<()>) {}
 }

@@ -264,10 +264,22 @@ async fn illegal_moves_are_typed_errors_and_change_nothing() {
             "actor {actor:?}"
         );
     }
-    // A reason is stored as the rows keep text: NUL replaced, capped.
+    // One reason rule for client, command and dashboard: some visible text,
+    // at most 10,000 characters; refused before anything is read.
+    for reason in ["", "   ", "\n\t", &"y".repeat(10_001)] {
+        assert!(
+            matches!(
+                client.pause(run, "ops", reason).await,
+                Err(Error::InvalidReason)
+            ),
+            "reason of {} characters",
+            reason.chars().count()
+        );
+    }
+    // A reason is stored as the rows keep text: NUL replaced.
     let other = client.start::<Three>(&false).await.expect("start").run_id;
     client
-        .pause(other, "ops", &format!("a\u{0}b{}", "y".repeat(20_000)))
+        .pause(other, "ops", &format!("a\u{0}b{}", "y".repeat(9_997)))
         .await
         .expect("pause");
     let reason = t

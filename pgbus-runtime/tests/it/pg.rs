@@ -58,8 +58,23 @@ impl TestDb {
         Self::unmigrated_with(None).await
     }
 
+    /// A migrated schema named `t_<uuid>` padded with `x` to `len` bytes, on
+    /// a pinned clock.
+    pub(crate) async fn with_name_of_len(len: usize) -> Self {
+        let mut name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        while name.len() < len {
+            name.push('x');
+        }
+        let test = Self::named(name, None).await;
+        test.db.migrate().await.expect("migrate a fresh schema");
+        test
+    }
+
     async fn unmigrated_with(clock: Option<Clock>) -> Self {
-        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        Self::named(format!("t_{}", uuid::Uuid::new_v4().simple()), clock).await
+    }
+
+    async fn named(name: String, clock: Option<Clock>) -> Self {
         // The guard exists before anything can fail, so nothing is left behind.
         let guard = SchemaGuard(name.clone());
         let manual = ManualClock::new(t0());

@@ -293,6 +293,13 @@ fn actors_are_visible_text() {
             "{actor:?}"
         );
     }
+    for reason in ["", " \t ", &"y".repeat(10_001)] {
+        assert!(
+            matches!(env.pause(run, "ops", reason), Err(Error::InvalidReason)),
+            "reason of {} characters",
+            reason.chars().count()
+        );
+    }
     assert_eq!(
         env.pause(run, "Zoë (on call)", "r").expect("pause"),
         RunStatus::Paused
