@@ -11,6 +11,53 @@ use pgbus_runtime::{Clock, Database, RunId, Schema, StallAction};
 use crate::output::Output;
 use crate::{Action, Cli, Command, Retention, RunsArgs};
 
+/// How many of a run's latest attempts, events and signals `show` and the
+/// dashboard's run page show unless asked for more (`--last`, `?show=`), and
+/// the most they show when asked: a view is bounded in rows and bytes,
+/// however long the run.
+pub(crate) const SHOWN: usize = 200;
+pub(crate) const SHOWN_AT_MOST: usize = 5_000;
+
+/// What a view of a run left out: how many there were of each list.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(crate) struct Cut {
+    /// How many of each were kept, at most.
+    pub(crate) show: usize,
+    pub(crate) attempts: usize,
+    pub(crate) events: usize,
+    pub(crate) signals: usize,
+}
+
+impl Cut {
+    /// Keeps the latest `show` attempts, events and signals of `view`, and
+    /// the timeline at `now` of the attempts kept (with all of the run's
+    /// paused periods).
+    pub(crate) fn latest(
+        view: &mut RunView,
+        show: usize,
+        now: DateTime<Utc>,
+    ) -> (Self, Vec<Segment>) {
+        let cut = Self {
+            show,
+            attempts: view.steps.len(),
+            events: view.events.len(),
+            signals: view.signals.len(),
+        };
+        let keep_last = |len: usize| len.saturating_sub(show);
+        view.steps.drain(..keep_last(cut.attempts));
+        view.signals.drain(..keep_last(cut.signals));
+        // Before the events go: the paused periods need all of them.
+        let segments = timeline(view, now);
+        view.events.drain(..keep_last(cut.events));
+        (cut, segments)
+    }
+
+    /// Whether anything was left out.
+    pub(crate) fn left_out(&self) -> bool {
+        self.attempts.max(self.events).max(self.signals) > self.show
+    }
+}
+
 /// The statement timeout of every command but `migrate`, unless one is given:
 /// below the dashboard's 15 s page timeout, so the server has cancelled a
 /// page's query before the page gives up on it.
@@ -113,15 +160,23 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             out.line(&format!("schema {} is up to date", db.schema()))?;
         }
         Command::Runs(args) => runs(&db, out, args).await?,
-        Command::Show { run, json } => {
-            let view = db.client().run(RunId(run)).await?;
+        Command::Show { run, json, last } => {
+            let mut view = db.client().run(RunId(run)).await?;
             let now = db_now(&db).await?;
-            let segments = timeline(&view, now);
+            let (cut, segments) = Cut::latest(&mut view, last, now);
             if json {
-                let value = serde_json::json!({ "run": view, "timeline": segments });
+                let value = serde_json::json!({ "run": view, "timeline": segments, "counts": cut });
                 out.emit(&format!("{}\n", serde_json::to_string_pretty(&value)?))?;
             } else {
-                out.emit(&show(out, &view, &segments, now))?;
+                let mut text = show(out, &view, &segments, now);
+                if cut.left_out() {
+                    let _ = writeln!(
+                        text,
+                        "\n(the latest {} of {} attempts, {} events and {} signals; `--last N` shows up to {})",
+                        cut.show, cut.attempts, cut.events, cut.signals, SHOWN_AT_MOST
+                    );
+                }
+                out.emit(&text)?;
             }
         }
         Command::Pause(action) => act(&db, out, &action, Verb::Pause).await?,

@@ -67,9 +67,13 @@ enum Command {
     Show {
         /// The run id.
         run: i64,
-        /// JSON (`{"run": ..., "timeline": [...]}`) instead of text.
+        /// JSON (`{"run": ..., "timeline": [...], "counts": {...}}`) instead of text.
         #[arg(long)]
         json: bool,
+        /// How many of the latest attempts, events and signals to show (1 to
+        /// 5000); `counts` in the JSON says how many there are.
+        #[arg(long, default_value_t = 200, value_parser = parse_last)]
+        last: usize,
     },
     /// Pauses a run (its running step finishes; nothing more is claimed).
     Pause(Action),
@@ -190,6 +194,13 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| e.to_string())
 }
 
+fn parse_last(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=5_000).contains(&n) => Ok(n),
+        _ => Err("a whole number from 1 to 5000".to_owned()),
+    }
+}
+
 /// A duration above zero (the server counts these in milliseconds; zero
 /// would mean no limit).
 fn parse_timeout(text: &str) -> Result<Duration, String> {
@@ -237,10 +248,14 @@ fn parse_status(text: &str) -> Result<RunStatus, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // The dashboard serves many requests at once: a thread per core, so one
+    // slow page never holds the others; every other command is one request.
+    let mut builder = if matches!(cli.command, Command::Dashboard { .. }) {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => return fail(&error),
     };

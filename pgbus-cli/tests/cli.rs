@@ -508,3 +508,46 @@ async fn a_held_lock_ends_each_command_within_its_lock_timeout() {
     let err = t.fails(&["--lock-timeout", "0ms", "runs"], 2);
     assert!(err.contains("at least 1ms"), "{err}");
 }
+
+/// `show` of a run with thousands of attempts prints the latest 200 of each
+/// list and says how many there are; `--last` asks for more, up to 5000;
+/// `--json` carries the counts.
+#[tokio::test]
+async fn show_of_a_long_run_is_bounded_and_says_so() {
+    let t = TestSchema::new().await;
+    let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
+    t.execute(
+        "WITH attempts AS (
+             INSERT INTO {schema}.steps (run_id, workflow, step_name, attempt, status, outcome,
+                 queue, priority, scheduled_at, started_at, finished_at, error_class,
+                 error_message, created_at)
+             SELECT $1, 'cli.ops', 'first', n, 'failed', 'reattempted', 'default', 0,
+                 now(), now(), now(), 'Flaky', 'attempt ' || n, now()
+             FROM generate_series(2, 3001) AS n
+             RETURNING id, attempt
+         )
+         INSERT INTO {schema}.events (run_id, step_id, step_name, attempt, event, actor, created_at)
+         SELECT $1, id, 'first', attempt, 'step_started', 'worker', now() FROM attempts",
+        run,
+    )
+    .await;
+    let id = run.0.to_string();
+
+    let text = t.ok(&["show", &id]);
+    assert!(
+        text.contains("(the latest 200 of 3001 attempts, 3001 events and 0 signals"),
+        "{}",
+        &text[text.len().saturating_sub(400)..]
+    );
+    let all = json(&t.ok(&["show", &id, "--json", "--last", "5000"]));
+    assert_eq!(all["counts"]["attempts"], 3001);
+    assert_eq!(all["run"]["steps"].as_array().map(Vec::len), Some(3001));
+    let few = json(&t.ok(&["show", &id, "--json", "--last", "10"]));
+    assert_eq!(few["run"]["steps"].as_array().map(Vec::len), Some(10));
+    assert_eq!(few["run"]["events"].as_array().map(Vec::len), Some(10));
+    assert_eq!(few["run"]["steps"][9]["attempt"], 3001, "the latest kept");
+    for bad in ["0", "5001", "x"] {
+        let err = t.fails(&["show", &id, "--last", bad], 2);
+        assert!(err.contains("1 to 5000"), "{err}");
+    }
+}

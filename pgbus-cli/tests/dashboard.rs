@@ -353,3 +353,61 @@ async fn a_held_lock_leaves_no_query_of_the_dashboard_waiting() {
     let (status, _, _) = http(&base, "GET", &format!("/runs/{}", run.0), &[], "");
     assert_eq!(status, 200);
 }
+
+/// A run of 20,001 attempts and 40,001 events: its page shows the latest
+/// 200 of each, says so, and links to more (at most 5,000); the page stays
+/// bounded in bytes, and the dashboard answers other requests meanwhile.
+#[tokio::test]
+async fn a_run_of_twenty_thousand_attempts_gets_a_bounded_page() {
+    let t = TestSchema::new().await;
+    let run =
+        t.db.client()
+            .start::<Plain>(&"big".to_owned())
+            .await
+            .expect("start")
+            .run_id;
+    t.execute(
+        "WITH attempts AS (
+             INSERT INTO {schema}.steps (run_id, workflow, step_name, attempt, status, outcome,
+                 queue, priority, scheduled_at, started_at, finished_at, error_class,
+                 error_message, created_at)
+             SELECT $1, 'dashboard.plain', 'only', n, 'failed', 'reattempted', 'default', 0,
+                 now(), now(), now(), 'Flaky', 'attempt ' || n, now()
+             FROM generate_series(2, 20001) AS n
+             RETURNING id, attempt
+         )
+         INSERT INTO {schema}.events (run_id, step_id, step_name, attempt, event, actor, created_at)
+         SELECT $1, id, 'only', attempt, kind, 'worker', now()
+         FROM attempts, unnest(ARRAY['step_started', 'step_failed']) AS kind",
+        run,
+    )
+    .await;
+    let dashboard = Dashboard::start(&t.name, &[]);
+    let base = dashboard.url.clone();
+    let path = format!("/runs/{}", run.0);
+
+    let page = {
+        let (base, path) = (base.clone(), path.clone());
+        std::thread::spawn(move || http(&base, "GET", &path, &[], ""))
+    };
+    assert_eq!(http(&base, "GET", "/style.css", &[], "").0, 200);
+    let (status, _, body) = page.join().expect("the page");
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("Showing the latest 200 of 20001 attempts"),
+        "{}",
+        &body[..body.len().min(2_000)]
+    );
+    assert!(
+        body.contains("the latest 200 of 40001 events"),
+        "the run's own and 40,000"
+    );
+    assert!(body.contains(&format!("href=\"/runs/{}?show=1000\"", run.0)));
+    assert!(body.len() < 600_000, "{} bytes", body.len());
+    assert!(body.contains("attempt 20001") && !body.contains("attempt 19801<"));
+
+    let (status, _, more) = http(&base, "GET", &format!("{path}?show=1000000"), &[], "");
+    assert_eq!(status, 200);
+    assert!(more.contains("Showing the latest 5000 of 20001 attempts"));
+    assert!(!more.contains("Show more"), "no more past the cap");
+}

@@ -2,6 +2,8 @@
 //! inline SVG (no script, nothing fetched), one row per attempt and one for the
 //! run's paused periods, one bar per piece of the timeline.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use pgbus_runtime::timeline::{Piece, Segment};
@@ -46,13 +48,21 @@ pub(crate) fn timeline(segments: &[Segment], now: DateTime<Utc>) -> Markup {
     };
     let span_ms = (end - start).num_milliseconds().max(1) as f64;
     let x = |at: DateTime<Utc>| LABEL + WIDTH * ((at - start).num_milliseconds() as f64 / span_ms);
+    // Each segment's row, found once: rows in first-seen order, a map from
+    // key to row, so the chart is linear in its segments.
     let mut rows: Vec<String> = Vec::new();
-    for segment in segments {
-        let key = row_key(segment);
-        if !rows.contains(&key) {
-            rows.push(key);
-        }
-    }
+    let mut row_of: HashMap<String, usize> = HashMap::new();
+    let placed: Vec<(usize, &Segment)> = segments
+        .iter()
+        .map(|segment| {
+            let key = row_key(segment);
+            let row = *row_of.entry(key.clone()).or_insert_with(|| {
+                rows.push(key);
+                rows.len() - 1
+            });
+            (row, segment)
+        })
+        .collect();
     let height = ROW * rows.len() as f64 + 24.0;
     html! {
         svg.timeline xmlns="http://www.w3.org/2000/svg" role="img"
@@ -62,17 +72,17 @@ pub(crate) fn timeline(segments: &[Segment], now: DateTime<Utc>) -> Markup {
                 // Cut to fit the label column; the bars' titles carry it whole.
                 text.label x="4" y=(format!("{:.1}", ROW * i as f64 + 17.0)) { (crate::commands::clip(key, 24)) }
             }
-            @for segment in segments {
-                @let row = rows.iter().position(|k| *k == row_key(segment)).unwrap_or(0);
+            @for (row, segment) in &placed {
+                @let key = &rows[*row];
                 @let left = x(segment.from);
                 @let width = (x(segment.to) - left).max(1.0);
                 rect class=(bar_class(segment))
-                    data-row=(row_key(segment))
+                    data-row=(key)
                     data-piece=(segment.piece.as_str())
-                    x=(format!("{left:.1}")) y=(format!("{:.1}", ROW * row as f64 + 4.0))
+                    x=(format!("{left:.1}")) y=(format!("{:.1}", ROW * *row as f64 + 4.0))
                     width=(format!("{width:.1}")) height=(format!("{:.1}", ROW - 8.0)) {
                     title {
-                        (row_key(segment)) " " (segment.piece.as_str()) ": "
+                        (key) " " (segment.piece.as_str()) ": "
                         (crate::commands::took(segment.duration()))
                         @if let Some(outcome) = segment.outcome { " (" (outcome.as_str()) ")" }
                         @if segment.open { " (still going)" }

@@ -7,13 +7,13 @@ use axum::extract::{Form, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{DOCTYPE, Markup, html};
-use pgbus_runtime::timeline::timeline;
 use pgbus_runtime::view::{RunFilter, RunView};
 use pgbus_runtime::window::{WINDOWS, Window};
 use pgbus_runtime::{Error, RunId, RunStatus};
 use serde::Deserialize;
 
 use super::{App, Csrf, chart, same};
+use crate::commands::{Cut, SHOWN, SHOWN_AT_MOST};
 use crate::commands::{clip, time, took};
 
 /// A page in the dashboard's frame.
@@ -171,6 +171,8 @@ fn encode(text: &str) -> String {
 pub(crate) struct Notice {
     done: Option<String>,
     error: Option<String>,
+    /// How many of the latest attempts, events and signals to show.
+    show: Option<usize>,
 }
 
 pub(crate) async fn run(
@@ -195,12 +197,25 @@ pub(crate) async fn run(
         Ok(now) => now,
         Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &error),
     };
-    let segments = timeline(&view, now);
-    page(
-        &format!("Run {id}"),
-        &run_body(&view, &segments, now, &notice, &csrf),
-    )
-    .into_response()
+    // Rendering is CPU work in proportion to the run's attempts: on the
+    // blocking pool, so a big run never holds up another request.
+    let show = notice.show.unwrap_or(SHOWN).clamp(1, SHOWN_AT_MOST);
+    let rendered = tokio::task::spawn_blocking(move || {
+        let mut view = view;
+        let (cut, segments) = Cut::latest(&mut view, show, now);
+        page(
+            &format!("Run {id}"),
+            &run_body(&view, &segments, now, &notice, &csrf, &cut),
+        )
+    })
+    .await;
+    match rendered {
+        Ok(markup) => markup.into_response(),
+        Err(error) => error_page(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("the page could not be drawn: {error}"),
+        ),
+    }
 }
 
 /// The database's time (what stored times are on).
@@ -216,8 +231,14 @@ fn run_body(
     now: chrono::DateTime<chrono::Utc>,
     notice: &Notice,
     csrf: &Csrf,
+    cut: &Cut,
 ) -> Markup {
     let run = &view.run;
+    let step_names: std::collections::HashMap<i64, String> = view
+        .steps
+        .iter()
+        .map(|st| (st.id, format!("{}#{}", st.step_name, st.attempt)))
+        .collect();
     html! {
         @if let Some(done) = &notice.done { p.notice.done { (done) } }
         @if let Some(error) = &notice.error { p.notice.error { (error) } }
@@ -234,6 +255,7 @@ fn run_body(
             dt { "Input" } dd { code { (clip(&view.input.to_string(), 400)) } }
         }
         (actions(run.id, run.status, csrf))
+        (cut_note(cut, run.id, cut.attempts, "attempts", " in the chart and the table"))
         (timeline_section(segments, now))
         section {
             h2 { "Steps" }
@@ -262,12 +284,12 @@ fn run_body(
         @if !view.signals.is_empty() {
             section {
                 h2 { "Signals" }
+                (cut_note(cut, run.id, cut.signals, "signals", ""))
                 table { thead { tr { th { "Id" } th { "Name" } th { "Sent" } th { "Consumed by" } th { "Payload" } } }
                     tbody { @for s in &view.signals { tr {
                         td { (s.id.0) } td { (s.name) } td { (time(s.created_at)) }
                         td { (s.consumed_by.map_or_else(|| "-".to_owned(), |c| {
-                            view.steps.iter().find(|st| st.id == c)
-                                .map_or_else(|| c.to_string(), |st| format!("{}#{}", st.step_name, st.attempt))
+                            step_names.get(&c).cloned().unwrap_or_else(|| c.to_string())
                         })) }
                         td { code { (clip(&s.payload.to_string(), 300)) } }
                     } } }
@@ -286,6 +308,7 @@ fn run_body(
         }
         section {
             h2 { "Events" }
+            (cut_note(cut, run.id, cut.events, "events", ""))
             table.events {
                 thead { tr { th { "At" } th { "Event" } th { "Step" } th { "Actor" } th { "Reason" } } }
                 tbody {
@@ -297,6 +320,23 @@ fn run_body(
                             td { (e.actor) }
                             td { (clip(e.reason.as_deref().unwrap_or_default(), 300)) }
                         }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// "Showing the latest N of `total` `what`", with a link to more while the
+/// cap allows; nothing when all `total` are shown.
+fn cut_note(cut: &Cut, run: RunId, total: usize, what: &str, place: &str) -> Markup {
+    html! {
+        @if total > cut.show {
+            p.cut {
+                "Showing the latest " (cut.show) " of " (total) " " (what) (place) ". "
+                @if cut.show < SHOWN_AT_MOST {
+                    a href=(format!("/runs/{}?show={}", run.0, (cut.show * 5).min(SHOWN_AT_MOST))) {
+                        "Show more"
                     }
                 }
             }
