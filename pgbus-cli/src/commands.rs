@@ -163,6 +163,10 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
         Command::Show { run, json, last } => {
             let mut view = db.client().run(RunId(run)).await?;
             let now = db_now(&db).await?;
+            if !json {
+                // JSON escapes what it must itself; text goes to a terminal.
+                defang(&mut view);
+            }
             let (cut, segments) = Cut::latest(&mut view, last, now);
             if json {
                 let value = serde_json::json!({ "run": view, "timeline": segments, "counts": cut });
@@ -243,9 +247,9 @@ async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(), BoxError
     for run in &runs {
         table.add_row(vec![
             Cell::new(run.id.0),
-            Cell::new(&run.workflow),
+            Cell::new(visible(&run.workflow)),
             out.status(run.status),
-            Cell::new(run.current_step.as_deref().unwrap_or("-")),
+            Cell::new(visible(run.current_step.as_deref().unwrap_or("-"))),
             Cell::new(time(run.created_at)),
             Cell::new(time(run.updated_at)),
         ]);
@@ -583,16 +587,77 @@ pub(crate) fn took(duration: chrono::Duration) -> String {
 
 /// `text` on one line, cut to `max` characters with an ellipsis.
 pub(crate) fn clip(text: &str, max: usize) -> String {
-    let one_line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let one_line = visible(text);
     if one_line.chars().count() <= max {
         one_line
     } else {
         let mut cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
         cut.push('…');
         cut
+    }
+}
+
+/// `text` with every character that a terminal or a log would act on, or
+/// that would hide or reorder text, written as a visible escape: control
+/// characters (C0 with line breaks and `ESC`, `DEL`, C1) and invisible
+/// formatting characters (zero-width, direction overrides and isolates, the
+/// byte-order mark, soft hyphens: `pgbus_core::is_invisible`), as `\u{1b}`,
+/// `\u{202e}` and so on. What a run holds reaches a terminal, a pager or the
+/// page only through this, so a step's error message cannot move the cursor,
+/// forge a line or make two keys look alike.
+pub(crate) fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || pgbus_core::is_invisible(c) {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Every text of `view` that came from a workflow, a step or an operator,
+/// made [`visible`]: what the text listings print.
+pub(crate) fn defang(view: &mut RunView) {
+    fn all(text: &mut String) {
+        if text
+            .chars()
+            .any(|c| c.is_control() || pgbus_core::is_invisible(c))
+        {
+            *text = visible(text);
+        }
+    }
+    fn some(text: &mut Option<String>) {
+        if let Some(text) = text {
+            all(text);
+        }
+    }
+    all(&mut view.run.workflow);
+    some(&mut view.run.current_step);
+    some(&mut view.error_class);
+    some(&mut view.error_message);
+    some(&mut view.idempotency_key);
+    for step in &mut view.steps {
+        all(&mut step.step_name);
+        all(&mut step.queue);
+        some(&mut step.worker_id);
+        some(&mut step.error_class);
+        some(&mut step.error_message);
+        some(&mut step.waiting_for);
+        step.error_causes.iter_mut().for_each(all);
+    }
+    for event in &mut view.events {
+        all(&mut event.event);
+        all(&mut event.actor);
+        some(&mut event.step_name);
+        some(&mut event.reason);
+    }
+    for signal in &mut view.signals {
+        all(&mut signal.name);
+    }
+    for batch in &mut view.batches {
+        all(&mut batch.status);
     }
 }
 

@@ -267,7 +267,7 @@ fn main() -> ExitCode {
 
 /// Prints `error` and its causes on one line; exit code 1.
 fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
-    eprintln!("pgbus: {}", commands::chain(error));
+    eprintln!("pgbus: {}", commands::visible(&commands::chain(error)));
     ExitCode::FAILURE
 }
 

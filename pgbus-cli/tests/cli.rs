@@ -551,3 +551,51 @@ async fn show_of_a_long_run_is_bounded_and_says_so() {
         assert!(err.contains("1 to 5000"), "{err}");
     }
 }
+
+/// What a run holds reaches the terminal escaped: an error message with an
+/// escape sequence, an OSC 8 link, a carriage return and a forged line, an
+/// actor with a right-to-left override, and a key with a zero-width space
+/// come out as visible `\u{..}` escapes; nothing of them acts on the
+/// terminal or starts a line of its own.
+#[tokio::test]
+async fn show_escapes_what_would_act_on_a_terminal() {
+    let t = TestSchema::new().await;
+    let run =
+        t.db.client()
+            .start_idempotent::<Ops>(&(), "order\u{200b}7")
+            .await
+            .expect("start")
+            .run_id;
+    t.execute(
+        "UPDATE {schema}.steps SET status = 'failed', outcome = 'paused',
+             error_class = 'Boom',
+             error_message = E'red \\x1b[31mtext\\x1b[0m \\x1b]8;;http://evil.example\\x07link\\x1b]8;;\\x07 over\\rwrite\\nFORGED line'
+         WHERE run_id = $1",
+        run,
+    )
+    .await;
+    t.execute(
+        "UPDATE {schema}.runs AS r SET error_class = s.error_class, error_message = s.error_message
+         FROM {schema}.steps AS s WHERE s.run_id = r.id AND r.id = $1",
+        run,
+    )
+    .await;
+    t.execute(
+        "INSERT INTO {schema}.events (run_id, event, actor, reason, created_at)
+         VALUES ($1, 'paused', E'ops\\u202eevil', 'r', now())",
+        run,
+    )
+    .await;
+    let text = t.ok(&["show", &run.0.to_string()]);
+    for raw in ['\u{1b}', '\r', '\u{7}', '\u{202e}', '\u{200b}'] {
+        assert!(!text.contains(raw), "{raw:?} reached the terminal: {text}");
+    }
+    assert!(text.contains("red \\u{1b}[31mtext"), "{text}");
+    assert!(text.contains("over\\u{d}write\\u{a}FORGED line"), "{text}");
+    assert!(text.contains("ops\\u{202e}evil"), "{text}");
+    assert!(text.contains("order\\u{200b}7"), "{text}");
+    assert!(
+        !text.lines().any(|line| line.starts_with("FORGED")),
+        "{text}"
+    );
+}

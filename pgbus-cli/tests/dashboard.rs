@@ -280,7 +280,7 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
         &format!("csrf={csrf}&actor=+&reason=back"),
     );
     assert_eq!(status, 303);
-    assert!(head.contains("error=say%20who%20you%20are"), "{head}");
+    assert!(head.contains("error=actor"), "{head}");
     assert_eq!(t.status(run).await, RunStatus::Paused);
 
     // A refused move comes back as the notice, not an error page.
@@ -292,7 +292,7 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
         &format!("csrf={csrf}&actor=bob&reason=again"),
     );
     assert_eq!(status, 303);
-    assert!(head.contains("error="), "{head}");
+    assert!(head.contains("error=already-paused"), "{head}");
     assert_eq!(http(base, "GET", "/runs/987654321", &[], "").0, 404);
     assert_eq!(http(base, "GET", "/insights?window=2h", &[], "").0, 400);
     assert_eq!(http(base, "GET", "/?status=stuck", &[], "").0, 400);
@@ -410,4 +410,53 @@ async fn a_run_of_twenty_thousand_attempts_gets_a_bounded_page() {
     assert_eq!(status, 200);
     assert!(more.contains("Showing the latest 5000 of 20001 attempts"));
     assert!(!more.contains("Show more"), "no more past the cap");
+}
+
+/// A notice on a run's page is a word the page knows, shown in its own
+/// text: a link cannot make the page say what its author likes.
+#[tokio::test]
+async fn notices_are_words_the_page_knows() {
+    let t = TestSchema::new().await;
+    let run =
+        t.db.client()
+            .start::<Plain>(&"n".to_owned())
+            .await
+            .expect("start")
+            .run_id;
+    let dashboard = Dashboard::start(&t.name, &[]);
+    let base = dashboard.url.as_str();
+    let (_, _, page) = http(base, "GET", &format!("/runs/{}?done=pause", run.0), &[], "");
+    assert!(
+        page.contains("pause: the run is ready"),
+        "the run's own status"
+    );
+    let (_, _, page) = http(
+        base,
+        "GET",
+        &format!("/runs/{}?error=already-paused", run.0),
+        &[],
+        "",
+    );
+    assert!(
+        page.contains("The run is already paused."),
+        "the code's own text"
+    );
+    // A link cannot make the page say what it likes: unknown words show
+    // nothing, and a word never comes back as the link's text.
+    let (_, _, page) = http(
+        base,
+        "GET",
+        &format!(
+            "/runs/{}?done=Your%20session%20expired&error=Call%20555-0100",
+            run.0
+        ),
+        &[],
+        "",
+    );
+    assert!(
+        !page.contains("session expired") && !page.contains("555-0100"),
+        "{page}"
+    );
+    assert!(!page.contains("class=\"notice"), "no notice at all");
+    assert_eq!(http(base, "GET", "/runs/987654321", &[], "").0, 404);
 }

@@ -1204,7 +1204,9 @@ impl Worker {
         }
     }
 
-    /// A `tracing` event at `level` and the error hook, after commit.
+    /// A `tracing` event at `level` and the error hook, after commit. The
+    /// message is a step's own text: logged with `?`, escaped, so a line
+    /// break or a terminal escape in it cannot forge or hide log lines.
     fn report(
         &self,
         claim: &Claimed,
@@ -1217,14 +1219,14 @@ impl Worker {
         if level == Level::ERROR {
             error!(
                 error.class = %error.class,
-                error.message = %error.message,
+                error.message = ?error.message,
                 pgbus.verb = verb,
                 "{message}"
             );
         } else {
             warn!(
                 error.class = %error.class,
-                error.message = %error.message,
+                error.message = ?error.message,
                 pgbus.verb = verb,
                 "{message}"
             );

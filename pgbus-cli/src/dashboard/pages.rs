@@ -123,9 +123,9 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
                     @for run in &runs {
                         tr {
                             td { a href=(format!("/runs/{}", run.id.0)) { (run.id.0) } }
-                            td { (run.workflow) }
+                            td { (crate::commands::visible(&run.workflow)) }
                             td { (status_badge(run.status)) }
-                            td { (run.current_step.as_deref().unwrap_or("-")) }
+                            td { (crate::commands::visible(run.current_step.as_deref().unwrap_or("-"))) }
                             td { (time(run.created_at)) }
                             td { (time(run.updated_at)) }
                         }
@@ -202,6 +202,7 @@ pub(crate) async fn run(
     let show = notice.show.unwrap_or(SHOWN).clamp(1, SHOWN_AT_MOST);
     let rendered = tokio::task::spawn_blocking(move || {
         let mut view = view;
+        crate::commands::defang(&mut view);
         let (cut, segments) = Cut::latest(&mut view, show, now);
         page(
             &format!("Run {id}"),
@@ -240,8 +241,12 @@ fn run_body(
         .map(|st| (st.id, format!("{}#{}", st.step_name, st.attempt)))
         .collect();
     html! {
-        @if let Some(done) = &notice.done { p.notice.done { (done) } }
-        @if let Some(error) = &notice.error { p.notice.error { (error) } }
+        @if let Some(done) = notice.done.as_deref().filter(|d| ACTIONS.contains(d)) {
+            p.notice.done { (done) ": the run is " (run.status) }
+        }
+        @if let Some((_, text)) = notice.error.as_deref().and_then(|e| REFUSALS.iter().find(|(code, _)| *code == e)) {
+            p.notice.error { (text) }
+        }
         dl.facts {
             dt { "Workflow" } dd { (run.workflow) }
             dt { "Status" } dd { (status_badge(run.status)) }
@@ -421,37 +426,80 @@ pub(crate) async fn act(
     let reason = form.reason.trim();
     let client = app.db.client();
     let run = RunId(id);
+    if !ACTIONS.contains(&action.as_str()) {
+        return error_page(StatusCode::NOT_FOUND, &format!("No action `{action}`."));
+    }
     let result = match action.as_str() {
-        _ if form.actor.trim().is_empty() => Err("say who you are".to_owned()),
-        _ if pgbus_runtime::client::check_reason(reason).is_err() => {
-            Err("say why, in at most 10,000 characters".to_owned())
-        }
+        _ if form.actor.trim().is_empty() => Err("actor"),
+        _ if pgbus_runtime::client::check_reason(reason).is_err() => Err("reason"),
         "pause" => client
             .pause(run, &actor, reason)
             .await
-            .map_err(|e| e.to_string()),
+            .map_err(|e| code_of(&e)),
         "resume" => client
             .resume(run, &actor, reason)
             .await
-            .map_err(|e| e.to_string()),
+            .map_err(|e| code_of(&e)),
         "cancel" => client
             .cancel(run, &actor, reason)
             .await
-            .map_err(|e| e.to_string()),
-        "skip" => client
+            .map_err(|e| code_of(&e)),
+        _ => client
             .skip(run, &actor, reason)
             .await
-            .map_err(|e| e.to_string()),
-        _ => return error_page(StatusCode::NOT_FOUND, &format!("No action `{action}`.")),
+            .map_err(|e| code_of(&e)),
     };
+    // The notice travels as a word the run page knows, never as text: a
+    // link cannot make the page say what its author likes.
     let to = match result {
-        Ok(status) => format!(
-            "/runs/{id}?done={}",
-            encode(&format!("{action}: the run is {status}"))
-        ),
-        Err(error) => format!("/runs/{id}?error={}", encode(&error)),
+        Ok(_) => format!("/runs/{id}?done={action}"),
+        Err(code) => format!("/runs/{id}?error={code}"),
     };
     Redirect::to(&to).into_response()
+}
+
+/// The operator actions, as their forms post them.
+const ACTIONS: [&str; 4] = ["pause", "resume", "cancel", "skip"];
+
+/// What a refused or failed action says on the run page, by its code.
+const REFUSALS: [(&str, &str); 9] = [
+    ("actor", "Say who you are."),
+    ("reason", "Say why, in at most 10,000 characters."),
+    ("already-paused", "The run is already paused."),
+    ("not-paused", "The run is not paused."),
+    ("ended", "The run has ended."),
+    (
+        "step-running",
+        "Its step is still running: wait for it to end, or cancel the run.",
+    ),
+    (
+        "nothing-to-skip",
+        "Nothing to skip: the step completed and paused the run; resume to run the next step.",
+    ),
+    (
+        "no-plan",
+        "The run's recorded step plan does not say which step follows.",
+    ),
+    (
+        "failed",
+        "The action failed: the database did not take it. Look at the run before trying it again.",
+    ),
+];
+
+/// The code of an action's error.
+fn code_of(error: &Error) -> &'static str {
+    use pgbus_runtime::IllegalMove;
+    match error {
+        Error::IllegalMove { why, .. } => match why {
+            IllegalMove::AlreadyPaused => "already-paused",
+            IllegalMove::NotPaused { .. } => "not-paused",
+            IllegalMove::Ended { .. } => "ended",
+            IllegalMove::StepRunning { .. } => "step-running",
+            IllegalMove::NothingToSkip { .. } => "nothing-to-skip",
+            _ => "no-plan",
+        },
+        _ => "failed",
+    }
 }
 
 /// The insights page's window.

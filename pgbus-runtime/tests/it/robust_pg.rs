@@ -275,3 +275,52 @@ async fn an_outcome_that_meets_a_refused_login_waits_for_a_connection() {
         .expect("the worker stops");
     drop(db);
 }
+
+struct Forger;
+
+#[workflow(name = "robust.forger")]
+impl Forger {
+    #[step]
+    async fn fail(&self, _cx: &mut StepCx<()>) -> StepResult {
+        Err(StepError::msg(
+            "bad\nFORGED ERROR pgbus_runtime: all is well\r\u{1b}[2K",
+        ))
+    }
+}
+
+/// A step's error message goes into the worker's log escaped: its line
+/// break, carriage return and terminal escape cannot start a line of their
+/// own nor act on a terminal that shows the log.
+#[tokio::test]
+async fn an_error_message_cannot_forge_log_lines() {
+    let t = TestDb::new().await;
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+
+    let run = t.client().start::<Forger>(&()).await.expect("start").run_id;
+    let worker =
+        t.db.worker()
+            .notifications(false)
+            .register(Forger)
+            .build()
+            .expect("worker");
+    worker.run_until_idle().await.expect("run");
+    assert_eq!(t.run(run).await.run.status, RunStatus::Paused);
+
+    let log = {
+        let bytes = lines
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    assert!(log.contains("step failed"), "{log}");
+    assert!(log.contains(r"bad\nFORGED ERROR"), "{log}");
+    assert!(!log.contains('\r') && !log.contains('\u{1b}'), "{log}");
+    assert!(!log.lines().any(|line| line.starts_with("FORGED")), "{log}");
+}
