@@ -59,6 +59,7 @@ impl Client {
     #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
+        crate::context::check_input(&input)?;
         let (run_id, created) = self.store.start_run(W::DEFINITION, &input, None).await?;
         Ok(Started { run_id, created })
     }
@@ -79,6 +80,7 @@ impl Client {
     ) -> Result<Started, Error> {
         check_key(key)?;
         let input = serde_json::to_value(input)?;
+        crate::context::check_input(&input)?;
         let (run_id, created) = self
             .store
             .start_run(W::DEFINITION, &input, Some(key))
@@ -113,6 +115,7 @@ impl Client {
         input: &W::Input,
     ) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
+        crate::context::check_input(&input)?;
         let (run_id, created) = self
             .store
             .start_run_on(tx, W::DEFINITION, &input, None)
@@ -145,6 +148,7 @@ impl Client {
     ) -> Result<Started, Error> {
         check_key(key)?;
         let input = serde_json::to_value(input)?;
+        crate::context::check_input(&input)?;
         let (run_id, created) = self
             .store
             .start_run_on(tx, W::DEFINITION, &input, Some(key))
@@ -170,6 +174,7 @@ impl Client {
         input: &W::Input,
     ) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
+        crate::context::check_input(&input)?;
         let (run_id, created) = self
             .store
             .start_run_sqlx(conn, W::DEFINITION, &input, None)
@@ -194,6 +199,7 @@ impl Client {
     ) -> Result<Started, Error> {
         check_key(key)?;
         let input = serde_json::to_value(input)?;
+        crate::context::check_input(&input)?;
         let (run_id, created) = self
             .store
             .start_run_sqlx(conn, W::DEFINITION, &input, Some(key))

@@ -64,6 +64,38 @@ pub const MAX_SIGNAL_PAYLOAD_BYTES: usize = 256 * 1024;
 /// claim wraps each payload in two more.
 pub const MAX_SIGNAL_PAYLOAD_DEPTH: usize = 100;
 
+/// The largest run input accepted, a run's or a fan-out child's: 1 MiB of
+/// JSON. An input is read with every attempt and shown on every view of the
+/// run; bulk data belongs in the application's own tables, the input naming
+/// it (Temporal limits a payload to 2 MB).
+pub const MAX_INPUT_BYTES: usize = 1024 * 1024;
+
+/// The rule every store applies to a run's input before storing it, at every
+/// entry (`start` and its forms, the testkit's, a fan-out child): no NUL
+/// characters (Postgres `jsonb` cannot hold them), at most
+/// [`MAX_INPUT_BYTES`] as JSON and [`MAX_SIGNAL_PAYLOAD_DEPTH`] (100) levels
+/// of arrays and objects deep (deeper could be stored but not read back:
+/// the driver reads JSON to 128 levels). The same depth and NUL rule as a
+/// signal payload's, with room for a larger value.
+///
+/// # Errors
+/// [`Error::InvalidInput`](crate::Error::InvalidInput) saying which.
+pub fn check_input(input: &Value) -> Result<(), crate::Error> {
+    let invalid = |reason| Err(crate::Error::InvalidInput { reason });
+    if depth(input) > MAX_SIGNAL_PAYLOAD_DEPTH {
+        return invalid("an input is at most 100 levels of arrays and objects deep");
+    }
+    if serde_json::to_vec(input).map_or(true, |json| json.len() > MAX_INPUT_BYTES) {
+        return invalid("an input is at most 1 MiB of JSON");
+    }
+    if holds_nul(input) {
+        return invalid(
+            "an input cannot hold a NUL character (\\u0000), which Postgres `jsonb` cannot store",
+        );
+    }
+    Ok(())
+}
+
 /// The rules every store applies to a signal before storing it: a name of 1 to
 /// 255 characters without control characters, invisible formatting characters
 /// or whitespace at either end ([`pgbus_core::check_signal_name`], the rule a

@@ -360,6 +360,13 @@ pub enum Error {
         /// `finished` or `cancelled`.
         status: crate::RunStatus,
     },
+    /// A run input (a start's, or a fan-out child's) that cannot be stored
+    /// or read back: see [`crate::context::check_input`].
+    #[error("invalid input: {reason}")]
+    InvalidInput {
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A signal whose name or payload cannot be stored.
     #[error("invalid signal: {reason}")]
     InvalidSignal {

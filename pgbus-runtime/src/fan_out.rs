@@ -50,16 +50,12 @@ impl FanOut {
     ///
     /// # Errors
     /// A [`StepError`] wrapping the `serde_json` error when `input` does not
-    /// serialize or holds a NUL character (which Postgres `jsonb` cannot store).
+    /// serialize, or [`Error::InvalidInput`](crate::Error::InvalidInput) when
+    /// it breaks the input rule every start follows
+    /// ([`check_input`](crate::context::check_input): NUL, size, depth).
     pub fn start<W: Workflow>(&mut self, input: &W::Input) -> Result<(), StepError> {
         let input = serde_json::to_value(input)?;
-        if crate::context::holds_nul(&input) {
-            return Err(StepError::from(
-                <serde_json::Error as serde::ser::Error>::custom(
-                    "the child's input holds a NUL character (\\u0000), which Postgres `jsonb` cannot store",
-                ),
-            ));
-        }
+        crate::context::check_input(&input).map_err(StepError::from)?;
         self.children.push(ChildRun {
             workflow: W::DEFINITION.name,
             definition: W::DEFINITION,

@@ -304,6 +304,7 @@ impl TestEnv {
     /// [`Error::Json`] when the input does not serialize, [`Error::NoSteps`].
     pub fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
+        pgbus_runtime::context::check_input(&input)?;
         let (run_id, created) = self.store().start_run(W::DEFINITION, input, None)?;
         Ok(Started::new(run_id, created))
     }
@@ -322,6 +323,7 @@ impl TestEnv {
     ) -> Result<Started, Error> {
         pgbus_runtime::client::check_key(key)?;
         let input = serde_json::to_value(input)?;
+        pgbus_runtime::context::check_input(&input)?;
         let (run_id, created) = self.store().start_run(W::DEFINITION, input, Some(key))?;
         Ok(Started::new(run_id, created))
     }

@@ -247,3 +247,49 @@ async fn list_runs_filters_by_workflow_and_status_and_pages_back() {
         "three pages, then an empty one"
     );
 }
+
+struct Anything;
+
+#[workflow(name = "client.anything", input = serde_json::Value)]
+impl Anything {
+    #[step]
+    async fn only(&self, _cx: &mut StepCx<serde_json::Value>) {}
+}
+
+fn nested(depth: usize) -> serde_json::Value {
+    (0..depth).fold(serde_json::json!(0), |inner, _| serde_json::json!([inner]))
+}
+
+/// One input rule at every start: too deep to read back, over 1 MiB, or
+/// with a NUL character is a typed error and stores nothing (it used to be
+/// stored, then break every view of the run, or fail as a raw database
+/// error); at the limits, the run starts and reads back.
+#[tokio::test]
+async fn inputs_that_could_not_be_stored_or_read_back_are_refused_at_the_start() {
+    let t = TestDb::new().await;
+    let client = t.client();
+    let big = serde_json::json!("x".repeat(pgbus_runtime::context::MAX_INPUT_BYTES));
+    for (input, says) in [
+        (nested(101), "100 levels"),
+        (big, "1 MiB"),
+        (serde_json::json!({ "note": "a\u{0}b" }), "NUL"),
+    ] {
+        match client.start::<Anything>(&input).await {
+            Err(Error::InvalidInput { reason }) => assert!(reason.contains(says), "{reason}"),
+            other => panic!("{says}: {other:?}"),
+        }
+        let conn = t.db.pool().get().await.expect("a connection");
+        match client.start_in::<Anything>(&**conn, &input).await {
+            Err(Error::InvalidInput { .. }) => {}
+            other => panic!("{says}, in a transaction: {other:?}"),
+        }
+    }
+    assert_eq!(t.count("SELECT count(*) FROM {schema}.runs", &[]).await, 0);
+
+    let deep = client
+        .start::<Anything>(&nested(100))
+        .await
+        .expect("100 levels")
+        .run_id;
+    assert_eq!(t.run(deep).await.input, nested(100), "and it reads back");
+}

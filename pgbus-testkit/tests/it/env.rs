@@ -305,3 +305,35 @@ fn actors_are_visible_text() {
         RunStatus::Paused
     );
 }
+
+struct Anything;
+
+#[workflow(name = "env.anything", input = serde_json::Value)]
+impl Anything {
+    #[step]
+    async fn only(&self, _cx: &mut StepCx<serde_json::Value>) {}
+}
+
+/// The testkit applies the store's input rule, so a test that passes in
+/// memory does not fail on Postgres for an input it cannot hold.
+#[test]
+fn the_testkit_refuses_the_inputs_postgres_cannot_hold() {
+    let env = TestEnv::new().register(Anything);
+    let deep = (0..101).fold(serde_json::json!(0), |inner, _| serde_json::json!([inner]));
+    let big = serde_json::json!("x".repeat(pgbus_runtime::context::MAX_INPUT_BYTES));
+    for input in [deep, big, serde_json::json!("a\u{0}b")] {
+        assert!(matches!(
+            env.start::<Anything>(&input),
+            Err(Error::InvalidInput { .. })
+        ));
+        assert!(matches!(
+            env.start_idempotent::<Anything>(&input, "k"),
+            Err(Error::InvalidInput { .. })
+        ));
+    }
+    assert!(
+        env.list_runs(&RunFilter::default())
+            .expect("list")
+            .is_empty()
+    );
+}
