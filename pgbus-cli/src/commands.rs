@@ -131,7 +131,16 @@ pub(crate) async fn db_now(db: &Database) -> Result<DateTime<Utc>, BoxError> {
         .get(0))
 }
 
-async fn execute(cli: Cli) -> Result<(), BoxError> {
+/// The access token in the first line of `path`, by the flag's rule.
+fn token_from_file(path: &std::path::Path) -> Result<String, BoxError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+    let first = text.lines().next().unwrap_or_default().trim();
+    Ok(crate::parse_token(first).map_err(|e| format!("{}: {e}", path.display()))?)
+}
+
+/// The database, with the command's timeouts.
+async fn connect(cli: &Cli) -> Result<Database, BoxError> {
     let schema = Schema::new(&cli.schema)?;
     let builder = Database::builder(&cli.database_url)
         .schema(schema)
@@ -141,7 +150,7 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
     } else {
         // No command waits on a lock or a slow query without end: the server
         // cancels it, and the command says so in one line.
-        let statement_timeout = match cli.command {
+        let statement_timeout = match &cli.command {
             Command::Migrate => cli.statement_timeout,
             _ => Some(cli.statement_timeout.unwrap_or(DEFAULT_STATEMENT_TIMEOUT)),
         };
@@ -153,6 +162,11 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
         .connect()
         .await?
     };
+    Ok(db)
+}
+
+async fn execute(cli: Cli) -> Result<(), BoxError> {
+    let db = connect(&cli).await?;
     let out = Output::detect();
     match cli.command {
         Command::Migrate => {
@@ -210,8 +224,13 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
         Command::Dashboard {
             bind,
             token,
+            token_file,
             retention,
         } => {
+            let token = match token_file {
+                Some(path) => Some(token_from_file(&path)?),
+                None => token,
+            };
             let settings = crate::dashboard::Settings {
                 bind,
                 token: token.filter(|t| !t.is_empty()),

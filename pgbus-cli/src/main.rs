@@ -123,8 +123,13 @@ enum Command {
         bind: std::net::SocketAddr,
         /// The access token every request must carry (a `?token=` link once,
         /// or an `Authorization: Bearer` header).
-        #[arg(long, env = "PGBUS_DASHBOARD_TOKEN", hide_env_values = true)]
+        /// At least 16 characters. Prefer `PGBUS_DASHBOARD_TOKEN` or
+        /// `--token-file`: a flag shows in `ps`.
+        #[arg(long, env = "PGBUS_DASHBOARD_TOKEN", hide_env_values = true, value_parser = parse_token)]
         token: Option<String>,
+        /// Reads the access token from a file (its first line).
+        #[arg(long, conflicts_with = "token")]
+        token_file: Option<std::path::PathBuf>,
         /// The retention age the workers use; longer insight windows are cut to it.
         #[arg(long, env = "PGBUS_RETENTION", default_value = "30d", value_parser = parse_retention)]
         retention: Retention,
@@ -199,6 +204,21 @@ fn parse_last(text: &str) -> Result<usize, String> {
         Ok(n) if (1..=5_000).contains(&n) => Ok(n),
         _ => Err("a whole number from 1 to 5000".to_owned()),
     }
+}
+
+/// An access token: at least 16 characters, none of them whitespace or
+/// control characters (an empty one means none).
+pub(crate) fn parse_token(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Ok(String::new());
+    }
+    if text.chars().count() < 16 || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(
+            "an access token is at least 16 characters, without whitespace (e.g. `openssl rand -hex 16`)"
+                .to_owned(),
+        );
+    }
+    Ok(text.to_owned())
 }
 
 /// A duration above zero (the server counts these in milliseconds; zero

@@ -91,7 +91,7 @@ fn off_loopback_it_will_not_serve_without_a_token() {
 #[tokio::test]
 async fn with_a_token_nothing_is_served_without_it() {
     let t = TestSchema::new().await;
-    let dashboard = Dashboard::start(&t.name, &["--token", "s3cret-token"]);
+    let dashboard = Dashboard::start(&t.name, &["--token", "s3cret-token-of-16"]);
     let base = dashboard.url.as_str();
     assert_eq!(http(base, "GET", "/", &[], "").0, 401);
     assert_eq!(http(base, "GET", "/style.css", &[], "").0, 401);
@@ -105,38 +105,69 @@ async fn with_a_token_nothing_is_served_without_it() {
             base,
             "GET",
             "/",
-            &[("Authorization", "Bearer s3cret-token")],
+            &[("Authorization", "Bearer s3cret-token-of-16")],
             ""
         )
         .0,
         200
     );
     // A link with the token sets it as a cookie and drops it from the address.
-    let (status, head, _) = http(base, "GET", "/insights?token=s3cret-token", &[], "");
+    let (status, head, _) = http(base, "GET", "/insights?token=s3cret-token-of-16", &[], "");
     assert_eq!(status, 303, "{head}");
     assert!(
         head.to_lowercase().contains("location: /insights"),
         "{head}"
     );
-    let token = cookie(&head, "pgbus_token").expect("the token cookie");
+    // The cookie stands for the token and is not the token: a page on
+    // another localhost port receives the cookie, and learns no token.
+    assert!(cookie(&head, "pgbus_token").is_none(), "{head}");
+    let session = cookie(&head, "pgbus_session").expect("a session cookie");
+    assert!(!session.contains("s3cret"), "{session}");
+    assert!(!head.contains("s3cret-token-of-16;"), "{head}");
     assert!(
         head.contains("HttpOnly") && head.contains("SameSite=Lax"),
         "{head}"
     );
-    let with_cookie = format!("pgbus_token={token}");
+    let with_cookie = format!("pgbus_session={session}");
     assert_eq!(
         http(base, "GET", "/", &[("Cookie", &with_cookie)], "").0,
         200
     );
+    // A session this process did not sign, or one past its time: no entry.
+    let (until, mac) = session.split_once('.').expect("until.mac");
+    for forged in [
+        format!("pgbus_session={until}.{}", "0".repeat(mac.len())),
+        format!("pgbus_session=1.{mac}"),
+        "pgbus_session=s3cret-token-of-16".to_owned(),
+        "pgbus_token=s3cret-token-of-16".to_owned(),
+    ] {
+        assert_eq!(
+            http(base, "GET", "/", &[("Cookie", &forged)], "").0,
+            401,
+            "{forged}"
+        );
+    }
     // The link keeps its other parameters, and never leaves the site.
-    let (status, head, _) = http(base, "GET", "/?status=paused&token=s3cret-token", &[], "");
+    let (status, head, _) = http(
+        base,
+        "GET",
+        "/?status=paused&token=s3cret-token-of-16",
+        &[],
+        "",
+    );
     assert_eq!(status, 303);
     assert!(
         head.to_lowercase().contains("location: /?status=paused\r"),
         "{head}"
     );
     for path in ["//evil.example/x", "/\\evil.example"] {
-        let (_, head, _) = http(base, "GET", &format!("{path}?token=s3cret-token"), &[], "");
+        let (_, head, _) = http(
+            base,
+            "GET",
+            &format!("{path}?token=s3cret-token-of-16"),
+            &[],
+            "",
+        );
         assert!(
             head.to_lowercase().contains("location: /\r"),
             "{path}: {head}"
@@ -147,12 +178,12 @@ async fn with_a_token_nothing_is_served_without_it() {
     let (status, head, _) = http(
         base,
         "GET",
-        "/?token=s3cret-token",
+        "/?token=s3cret-token-of-16",
         &[("Cookie", &with_cookie)],
         "",
     );
     assert_eq!(status, 303, "{head}");
-    let bearer = [("Authorization", "bearer s3cret-token")];
+    let bearer = [("Authorization", "bearer s3cret-token-of-16")];
     assert_eq!(http(base, "GET", "/", &bearer, "").0, 200);
     // With a token, any Host may reach it (the token is the guard).
     let (status, _, _) = http(
@@ -160,7 +191,7 @@ async fn with_a_token_nothing_is_served_without_it() {
         "GET",
         "/",
         &[
-            ("Authorization", "Bearer s3cret-token"),
+            ("Authorization", "Bearer s3cret-token-of-16"),
             ("Host", "dash.example"),
         ],
         "",
@@ -214,31 +245,51 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
     // What a run holds is shown, escaped.
     assert!(!body.contains("<script>alert(1)</script>"), "{body}");
     assert!(body.contains("&lt;script&gt;"), "{body}");
-    let csrf = cookie(&head, "pgbus_csrf").expect("a CSRF cookie");
-    assert!(
-        body.contains(&format!("name=\"csrf\" value=\"{csrf}\"")),
-        "{body}"
-    );
-    let cookies = format!("pgbus_csrf={csrf}");
+    // The cookie holds the browser's id; the form's token is derived from
+    // it under the dashboard's secret.
+    let id = cookie(&head, "pgbus_csrf").expect("a CSRF cookie");
+    let csrf = body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the form's token")
+        .to_owned();
+    assert_ne!(csrf, id);
+    let cookies = format!("pgbus_csrf={id}");
     let action = format!("/runs/{}/pause", run.0);
+    let origin = base.to_owned();
 
-    // A wrong token, or none: refused, nothing changes.
-    let (status, _, _) = http(
-        base,
-        "POST",
-        &action,
-        &[("Cookie", &cookies)],
-        "csrf=forged&actor=eve&reason=x",
-    );
-    assert_eq!(status, 403);
-    let (status, _, _) = http(
-        base,
-        "POST",
-        &action,
-        &[],
-        &format!("csrf={csrf}&actor=eve&reason=x"),
-    );
-    assert_eq!(status, 403, "a token with no cookie to match");
+    // Refused, nothing changes: a wrong token; the right one with no cookie
+    // to match; a cookie a page on another localhost port planted (cookies
+    // ignore ports) with itself as the token, which is not the token of that
+    // id; the right token and cookie with no `Origin` (not a browser's form
+    // post).
+    let planted = "0123456789abcdef0123456789abcdef";
+    let planted_cookie = format!("pgbus_csrf={planted}");
+    for (headers, form) in [
+        (
+            vec![("Cookie", cookies.as_str()), ("Origin", origin.as_str())],
+            "forged".to_owned(),
+        ),
+        (vec![("Origin", origin.as_str())], csrf.clone()),
+        (
+            vec![
+                ("Cookie", planted_cookie.as_str()),
+                ("Origin", origin.as_str()),
+            ],
+            planted.to_owned(),
+        ),
+        (vec![("Cookie", cookies.as_str())], csrf.clone()),
+    ] {
+        let (status, _, _) = http(
+            base,
+            "POST",
+            &action,
+            &headers,
+            &format!("csrf={form}&actor=eve&reason=x"),
+        );
+        assert_eq!(status, 403, "{headers:?} {form}");
+    }
     // The right token from another site's page: refused.
     let (status, _, _) = http(
         base,
@@ -251,7 +302,6 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
     assert_eq!(t.status(run).await, RunStatus::Ready);
 
     // From the dashboard's own page: done, with its actor.
-    let origin = base.to_owned();
     let (status, head, _) = http(
         base,
         "POST",
@@ -276,7 +326,7 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
         base,
         "POST",
         &action.replace("pause", "resume"),
-        &[("Cookie", &cookies)],
+        &[("Cookie", &cookies), ("Origin", &origin)],
         &format!("csrf={csrf}&actor=+&reason=back"),
     );
     assert_eq!(status, 303);
@@ -288,7 +338,7 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
         base,
         "POST",
         &action,
-        &[("Cookie", &cookies)],
+        &[("Cookie", &cookies), ("Origin", &origin)],
         &format!("csrf={csrf}&actor=bob&reason=again"),
     );
     assert_eq!(status, 303);
@@ -459,4 +509,41 @@ async fn notices_are_words_the_page_knows() {
     );
     assert!(!page.contains("class=\"notice"), "no notice at all");
     assert_eq!(http(base, "GET", "/runs/987654321", &[], "").0, 404);
+}
+
+/// A token is at least 16 characters; it can come from a file (or the
+/// environment) instead of a flag that `ps` shows.
+#[tokio::test]
+async fn tokens_are_long_and_may_come_from_a_file() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+        .args(["dashboard", "--token", "a"])
+        .env("DATABASE_URL", database_url())
+        .env_remove("PGBUS_DASHBOARD_TOKEN")
+        .output()
+        .expect("run pgbus");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at least 16 characters"), "{err}");
+
+    let t = TestSchema::new().await;
+    let dir = std::env::temp_dir().join(format!("pgbus-token-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("a folder");
+    let file = dir.join("token");
+    std::fs::write(&file, "from-a-file-0123456789\n").expect("the token file");
+    let dashboard = Dashboard::start(&t.name, &["--token-file", file.to_str().expect("a path")]);
+    let base = dashboard.url.as_str();
+    assert_eq!(http(base, "GET", "/", &[], "").0, 401);
+    assert_eq!(
+        http(
+            base,
+            "GET",
+            "/",
+            &[("Authorization", "Bearer from-a-file-0123456789")],
+            ""
+        )
+        .0,
+        200
+    );
+    drop(dashboard);
+    let _ = std::fs::remove_dir_all(&dir);
 }

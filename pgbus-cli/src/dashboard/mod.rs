@@ -3,13 +3,17 @@
 //! built into the binary), with the operator actions as forms.
 //!
 //! Safe by default: it binds to loopback; any other address needs an access
-//! token (`--token` or `PGBUS_DASHBOARD_TOKEN`), asked of every request (an
-//! `Authorization: Bearer` header, or `?token=` once, which sets an `HttpOnly`
-//! cookie); without a token it answers only to a loopback `Host`, against DNS
-//! rebinding. Every form carries a CSRF token that must match the browser's
-//! `SameSite=Strict` cookie (the double-submit pattern, as OWASP describes
-//! it), and a cross-origin `Origin` is refused. Each action is an event with
-//! its actor, `dashboard:` and the name the operator typed.
+//! token (`PGBUS_DASHBOARD_TOKEN`, `--token-file` or `--token`), asked of
+//! every request (an `Authorization: Bearer` header, or `?token=` once, which
+//! sets an `HttpOnly` session cookie: an expiry signed with HMAC-SHA256 under
+//! a secret of this process, never the token, since cookies ignore ports);
+//! wrong tokens are answered one at a time after a pause. Without a token it
+//! answers only to a loopback `Host`, against DNS rebinding. Every form
+//! carries a CSRF token derived under the secret from the browser's
+//! `SameSite=Strict` id cookie (OWASP's signed double-submit pattern), so a
+//! page that plants a cookie cannot forge the token; a post must carry this
+//! host's `Origin`. Each action is an event with its actor, `dashboard:` and
+//! the name the operator typed.
 
 mod chart;
 mod pages;
@@ -30,10 +34,18 @@ use subtle::ConstantTimeEq;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The cookie holding the access token once given.
-const TOKEN_COOKIE: &str = "pgbus_token";
-/// The cookie holding this browser's CSRF token.
+/// The cookie that stands for the access token once given: an expiry and
+/// its HMAC under this process's secret, never the token itself (cookies
+/// ignore ports, so any page on another localhost port receives them).
+const SESSION_COOKIE: &str = "pgbus_session";
+/// How long a session cookie lets a browser in.
+const SESSION_FOR: Duration = Duration::from_hours(12);
+/// The cookie holding this browser's id, from which its CSRF token is
+/// derived under the secret: a page on another port can overwrite the id,
+/// but cannot make the token that matches it.
 const CSRF_COOKIE: &str = "pgbus_csrf";
+/// How long a wrong token holds up the next wrong one, dashboard-wide.
+const FAILED_TOKEN_PAUSE: Duration = Duration::from_millis(250);
 
 /// How the dashboard serves.
 #[derive(Debug, Clone)]
@@ -50,6 +62,68 @@ pub(crate) struct Settings {
 pub(crate) struct App {
     pub(crate) db: Database,
     pub(crate) settings: Settings,
+    /// This process's secret: 32 random bytes, new at every start, so a
+    /// restart ends every session and CSRF token.
+    secret: [u8; 32],
+    /// Wrong tokens wait their turn here, one at a time.
+    failed_tokens: tokio::sync::Mutex<()>,
+}
+
+impl App {
+    /// HMAC-SHA256 of `purpose` and `value` under the secret, in hex.
+    fn sign(&self, purpose: &str, value: &str) -> String {
+        use hmac::{KeyInit as _, Mac as _};
+        use std::fmt::Write as _;
+        let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.secret) else {
+            return String::new();
+        };
+        mac.update(purpose.as_bytes());
+        mac.update(b"\0");
+        mac.update(value.as_bytes());
+        mac.finalize()
+            .into_bytes()
+            .iter()
+            .fold(String::with_capacity(64), |mut hex, byte| {
+                let _ = write!(hex, "{byte:02x}");
+                hex
+            })
+    }
+
+    /// A session cookie's value, good until `SESSION_FOR` from now.
+    fn session(&self) -> String {
+        let until = unix_now().saturating_add(SESSION_FOR.as_secs());
+        format!("{until}.{}", self.sign("session", &until.to_string()))
+    }
+
+    /// Whether `cookie` is a session this process made and still good.
+    fn valid_session(&self, cookie: &str) -> bool {
+        let Some((until, mac)) = cookie.split_once('.') else {
+            return false;
+        };
+        let Ok(until_secs) = until.parse::<u64>() else {
+            return false;
+        };
+        until_secs > unix_now() && same(mac, &self.sign("session", until))
+    }
+
+    /// The CSRF token of the browser whose id is `id`.
+    pub(crate) fn csrf_for(&self, id: &str) -> String {
+        self.sign("csrf", id)
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// 32 random bytes, from two version-4 UUIDs (the OS's random source).
+fn random_secret() -> [u8; 32] {
+    let mut secret = [0_u8; 32];
+    secret[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    secret[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    secret
 }
 
 /// This request's CSRF token (from its cookie, or new), for the forms.
@@ -78,7 +152,12 @@ pub(crate) async fn serve(db: Database, settings: Settings) -> Result<(), BoxErr
 
 /// The dashboard's routes, with access and CSRF checks in front of them.
 pub(crate) fn router(db: Database, settings: Settings) -> Router {
-    let app = Arc::new(App { db, settings });
+    let app = Arc::new(App {
+        db,
+        settings,
+        secret: random_secret(),
+        failed_tokens: tokio::sync::Mutex::new(()),
+    });
     Router::new()
         .route("/", get(pages::runs))
         .route("/runs/{id}", get(pages::run))
@@ -131,23 +210,30 @@ async fn guard(
             .and_then(|v| v.split_once(' '))
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, value)| value.trim());
-        let cookie = jar.get(TOKEN_COOKIE).map(Cookie::value);
+        let session = jar.get(SESSION_COOKIE).map(Cookie::value);
         // A link with the token is answered first, even with the cookie
         // already set, so the token never stays in the address bar.
         if let Some(to) = link_with_token(&request, token) {
-            // Once by link: keep it in a cookie (`Lax`, so a link from a chat
-            // or a wiki works; forms have their own CSRF check) and drop it
-            // from the address.
+            // Once by link: a session cookie stands for it (`Lax`, so a link
+            // from a chat or a wiki works; forms have their own CSRF check),
+            // and the token leaves the address.
             let jar = jar.add(
-                Cookie::build((TOKEN_COOKIE, token.clone()))
+                Cookie::build((SESSION_COOKIE, app.session()))
                     .http_only(true)
                     .same_site(SameSite::Lax)
                     .path("/"),
             );
             return secured((jar, Redirect::to(&to)).into_response());
-        } else if bearer.is_some_and(|b| same(b, token)) || cookie.is_some_and(|c| same(c, token)) {
+        } else if bearer.is_some_and(|b| same(b, token))
+            || session.is_some_and(|s| app.valid_session(s))
+        {
             // Let in.
         } else {
+            // Guesses wait their turn: one wrong token at a time, each
+            // holding the next for a moment, dashboard-wide.
+            let turn = app.failed_tokens.lock().await;
+            tokio::time::sleep(FAILED_TOKEN_PAUSE).await;
+            drop(turn);
             return secured(
                 (
                     StatusCode::UNAUTHORIZED,
@@ -180,7 +266,7 @@ async fn guard(
                 .into_response(),
         );
     }
-    let csrf = match jar.get(CSRF_COOKIE) {
+    let id = match jar.get(CSRF_COOKIE) {
         Some(cookie) if cookie.value().len() == 32 => cookie.value().to_owned(),
         _ => {
             let fresh = uuid::Uuid::new_v4().simple().to_string();
@@ -193,7 +279,7 @@ async fn guard(
             fresh
         }
     };
-    request.extensions_mut().insert(Csrf(csrf));
+    request.extensions_mut().insert(Csrf(app.csrf_for(&id)));
     let response = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
         Ok(response) => response,
         Err(_) => (
@@ -275,10 +361,11 @@ fn secured(mut response: Response) -> Response {
     response
 }
 
-/// No `Origin`, or one naming this very host.
+/// An `Origin` naming this very host. Browsers send one with every form
+/// post; a post without one is not from a page of this dashboard.
 fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
-        return true;
+        return false;
     };
     let host = headers
         .get(header::HOST)
