@@ -225,6 +225,7 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             bind,
             token,
             token_file,
+            public_origin,
             retention,
         } => {
             let token = match token_file {
@@ -235,6 +236,7 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
                 bind,
                 token: token.filter(|t| !t.is_empty()),
                 retention: retention.0,
+                public_origin,
             };
             crate::dashboard::serve(db, settings).await?;
         }

@@ -130,6 +130,12 @@ enum Command {
         /// Reads the access token from a file (its first line).
         #[arg(long, conflicts_with = "token")]
         token_file: Option<std::path::PathBuf>,
+        /// The origin browsers use behind a reverse proxy, as
+        /// `scheme://host[:port]` (`https://ops.example.com`): its forms are
+        /// accepted whatever `Host` the proxy sends, and over `https` the
+        /// cookies are `Secure` and `__Host-` prefixed.
+        #[arg(long, env = "PGBUS_PUBLIC_ORIGIN", value_parser = parse_origin)]
+        public_origin: Option<String>,
         /// The retention age the workers use; longer insight windows are cut to it.
         #[arg(long, env = "PGBUS_RETENTION", default_value = "30d", value_parser = parse_retention)]
         retention: Retention,
@@ -219,6 +225,25 @@ pub(crate) fn parse_token(text: &str) -> Result<String, String> {
         );
     }
     Ok(text.to_owned())
+}
+
+/// `scheme://host[:port]`, nothing after it, as a browser's `Origin` reads.
+fn parse_origin(text: &str) -> Result<String, String> {
+    let rest = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"));
+    match rest {
+        Some(host)
+            if !host.is_empty()
+                && !host.contains(['/', '?', '#', '@'])
+                && !host.chars().any(char::is_whitespace) =>
+        {
+            Ok(text.to_ascii_lowercase())
+        }
+        _ => {
+            Err("an origin is `https://host` or `http://host:port`, with nothing after".to_owned())
+        }
+    }
 }
 
 /// A duration above zero (the server counts these in milliseconds; zero

@@ -547,3 +547,73 @@ async fn tokens_are_long_and_may_come_from_a_file() {
     drop(dashboard);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Behind a reverse proxy that serves `https://ops.example.com` and sends
+/// its own `Host`: forms from the public origin act, others do not; the
+/// cookies are `Secure` and `__Host-` prefixed.
+#[tokio::test]
+async fn behind_a_proxy_the_public_origin_is_this_site() {
+    let t = TestSchema::new().await;
+    let run =
+        t.db.client()
+            .start::<Plain>(&"p".to_owned())
+            .await
+            .expect("start")
+            .run_id;
+    let token = "proxy-token-0123456789";
+    let dashboard = Dashboard::start(
+        &t.name,
+        &[
+            "--token",
+            token,
+            "--public-origin",
+            "https://ops.example.com",
+        ],
+    );
+    let base = dashboard.url.as_str();
+    let proxied = [("Host", "internal:8080")];
+    let (status, head, _) = http(base, "GET", &format!("/?token={token}"), &proxied, "");
+    assert_eq!(status, 303, "{head}");
+    let session = cookie(&head, "__Host-pgbus_session").expect("a __Host- session cookie");
+    assert!(head.contains("Secure"), "{head}");
+    let page = format!("/runs/{}", run.0);
+    let with_session = format!("__Host-pgbus_session={session}");
+    let (status, head, body) = http(
+        base,
+        "GET",
+        &page,
+        &[("Cookie", &with_session), proxied[0]],
+        "",
+    );
+    assert_eq!(status, 200);
+    let id = cookie(&head, "__Host-pgbus_csrf").expect("a __Host- CSRF cookie");
+    let csrf = body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the form's token")
+        .to_owned();
+    let cookies = format!("{with_session}; __Host-pgbus_csrf={id}");
+    let form = format!("csrf={csrf}&actor=ops&reason=proxy");
+    let action = format!("/runs/{}/pause", run.0);
+    for origin in [
+        "https://evil.example",
+        "http://ops.example.com",
+        "http://internal:8080x",
+    ] {
+        let headers = [("Cookie", cookies.as_str()), ("Origin", origin), proxied[0]];
+        assert_eq!(
+            http(base, "POST", &action, &headers, &form).0,
+            403,
+            "{origin}"
+        );
+    }
+    let headers = [
+        ("Cookie", cookies.as_str()),
+        ("Origin", "https://ops.example.com"),
+        proxied[0],
+    ];
+    let (status, head, _) = http(base, "POST", &action, &headers, &form);
+    assert_eq!(status, 303, "{head}");
+    assert_eq!(t.status(run).await, RunStatus::Paused);
+}

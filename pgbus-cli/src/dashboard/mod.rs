@@ -56,6 +56,30 @@ pub(crate) struct Settings {
     pub(crate) token: Option<String>,
     /// The workers' retention age, to cut the insight windows at.
     pub(crate) retention: Option<Duration>,
+    /// The origin browsers reach the dashboard at through a reverse proxy
+    /// (`https://ops.example.com`), if any: forms from it are this site's,
+    /// whatever `Host` the proxy sends; over `https`, cookies are `Secure`
+    /// and `__Host-` prefixed.
+    pub(crate) public_origin: Option<String>,
+}
+
+impl Settings {
+    /// Served to browsers over TLS (by a proxy in front).
+    fn secure(&self) -> bool {
+        self.public_origin
+            .as_deref()
+            .is_some_and(|origin| origin.starts_with("https://"))
+    }
+
+    /// A cookie's name: `__Host-` prefixed over TLS, so only this origin, on
+    /// a secure connection, with path `/` and no domain, can set it.
+    fn cookie_name(&self, name: &'static str) -> String {
+        if self.secure() {
+            format!("__Host-{name}")
+        } else {
+            name.to_owned()
+        }
+    }
 }
 
 /// What every handler reads.
@@ -210,7 +234,8 @@ async fn guard(
             .and_then(|v| v.split_once(' '))
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, value)| value.trim());
-        let session = jar.get(SESSION_COOKIE).map(Cookie::value);
+        let session_name = app.settings.cookie_name(SESSION_COOKIE);
+        let session = jar.get(&session_name).map(Cookie::value);
         // A link with the token is answered first, even with the cookie
         // already set, so the token never stays in the address bar.
         if let Some(to) = link_with_token(&request, token) {
@@ -218,8 +243,9 @@ async fn guard(
             // from a chat or a wiki works; forms have their own CSRF check),
             // and the token leaves the address.
             let jar = jar.add(
-                Cookie::build((SESSION_COOKIE, app.session()))
+                Cookie::build((session_name, app.session()))
                     .http_only(true)
+                    .secure(app.settings.secure())
                     .same_site(SameSite::Lax)
                     .path("/"),
             );
@@ -257,7 +283,9 @@ async fn guard(
                 .into_response(),
         );
     }
-    if request.method() == axum::http::Method::POST && !same_origin(request.headers()) {
+    if request.method() == axum::http::Method::POST
+        && !same_origin(request.headers(), app.settings.public_origin.as_deref())
+    {
         return secured(
             (
                 StatusCode::FORBIDDEN,
@@ -266,13 +294,15 @@ async fn guard(
                 .into_response(),
         );
     }
-    let id = match jar.get(CSRF_COOKIE) {
+    let csrf_name = app.settings.cookie_name(CSRF_COOKIE);
+    let id = match jar.get(&csrf_name) {
         Some(cookie) if cookie.value().len() == 32 => cookie.value().to_owned(),
         _ => {
             let fresh = uuid::Uuid::new_v4().simple().to_string();
             jar = jar.add(
-                Cookie::build((CSRF_COOKIE, fresh.clone()))
+                Cookie::build((csrf_name, fresh.clone()))
                     .http_only(true)
+                    .secure(app.settings.secure())
                     .same_site(SameSite::Strict)
                     .path("/"),
             );
@@ -361,12 +391,16 @@ fn secured(mut response: Response) -> Response {
     response
 }
 
-/// An `Origin` naming this very host. Browsers send one with every form
-/// post; a post without one is not from a page of this dashboard.
-fn same_origin(headers: &HeaderMap) -> bool {
+/// An `Origin` naming this very host, or the configured public origin (a
+/// reverse proxy may rewrite `Host`). Browsers send one with every form post;
+/// a post without one is not from a page of this dashboard.
+fn same_origin(headers: &HeaderMap, public_origin: Option<&str>) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
         return false;
     };
+    if public_origin.is_some_and(|public| public.eq_ignore_ascii_case(origin)) {
+        return true;
+    }
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
