@@ -26,6 +26,9 @@ pub(crate) struct Cut {
     pub(crate) attempts: usize,
     pub(crate) events: usize,
     pub(crate) signals: usize,
+    pub(crate) batches: usize,
+    /// The run's paused periods (bars of the chart's paused row).
+    pub(crate) paused: usize,
 }
 
 impl Cut {
@@ -37,24 +40,47 @@ impl Cut {
         show: usize,
         now: DateTime<Utc>,
     ) -> (Self, Vec<Segment>) {
-        let cut = Self {
+        let mut cut = Self {
             show,
             attempts: view.steps.len(),
             events: view.events.len(),
             signals: view.signals.len(),
+            batches: view.batches.len(),
+            paused: 0,
         };
         let keep_last = |len: usize| len.saturating_sub(show);
         view.steps.drain(..keep_last(cut.attempts));
         view.signals.drain(..keep_last(cut.signals));
-        // Before the events go: the paused periods need all of them.
-        let segments = timeline(view, now);
+        view.batches.drain(..keep_last(cut.batches));
+        // Before the events go: the paused periods need all of them. Then
+        // the latest `show` of those periods too.
+        let mut segments = timeline(view, now);
         view.events.drain(..keep_last(cut.events));
+        let paused = |s: &Segment| s.step_id.is_none();
+        cut.paused = segments.iter().filter(|s| paused(s)).count();
+        let mut drop_paused = keep_last(cut.paused);
+        segments.retain(|s| {
+            if drop_paused > 0 && paused(s) {
+                drop_paused -= 1;
+                false
+            } else {
+                true
+            }
+        });
         (cut, segments)
     }
 
     /// Whether anything was left out.
     pub(crate) fn left_out(&self) -> bool {
-        self.attempts.max(self.events).max(self.signals) > self.show
+        [
+            self.attempts,
+            self.events,
+            self.signals,
+            self.batches,
+            self.paused,
+        ]
+        .into_iter()
+        .any(|n| n > self.show)
     }
 }
 
@@ -136,6 +162,14 @@ fn token_from_file(path: &std::path::Path) -> Result<String, BoxError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
     let first = text.lines().next().unwrap_or_default().trim();
+    if first.is_empty() {
+        // An empty token means none, which would turn the guard off.
+        return Err(format!(
+            "the token file {} holds no token on its first line",
+            path.display()
+        )
+        .into());
+    }
     Ok(crate::parse_token(first).map_err(|e| format!("{}: {e}", path.display()))?)
 }
 
@@ -154,7 +188,13 @@ async fn connect(cli: &Cli) -> Result<Database, BoxError> {
             Command::Migrate => cli.statement_timeout,
             _ => Some(cli.statement_timeout.unwrap_or(DEFAULT_STATEMENT_TIMEOUT)),
         };
-        let builder = builder.lock_timeout(cli.lock_timeout);
+        // Migrations wait for each other's advisory lock, as they should:
+        // `migrate` runs from many places at once.
+        let builder = if matches!(cli.command, Command::Migrate) {
+            builder
+        } else {
+            builder.lock_timeout(cli.lock_timeout)
+        };
         match statement_timeout {
             Some(timeout) => builder.statement_timeout(timeout),
             None => builder,
@@ -184,14 +224,23 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             let (cut, segments) = Cut::latest(&mut view, last, now);
             if json {
                 let value = serde_json::json!({ "run": view, "timeline": segments, "counts": cut });
-                out.emit(&format!("{}\n", serde_json::to_string_pretty(&value)?))?;
+                out.emit(&format!(
+                    "{}\n",
+                    json_visible(&serde_json::to_string_pretty(&value)?)
+                ))?;
             } else {
                 let mut text = show(out, &view, &segments, now);
                 if cut.left_out() {
                     let _ = writeln!(
                         text,
-                        "\n(the latest {} of {} attempts, {} events and {} signals; `--last N` shows up to {})",
-                        cut.show, cut.attempts, cut.events, cut.signals, SHOWN_AT_MOST
+                        "\n(the latest {} of {} attempts, {} events, {} signals, {} batches and {} paused periods; `--last N` shows up to {})",
+                        cut.show,
+                        cut.attempts,
+                        cut.events,
+                        cut.signals,
+                        cut.batches,
+                        cut.paused,
+                        SHOWN_AT_MOST
                     );
                 }
                 out.emit(&text)?;
@@ -259,7 +308,10 @@ async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(), BoxError
     filter.created_before = args.older_than.map(|d| now - delta(d));
     let runs = db.client().list_runs(&filter).await?;
     if args.json {
-        return Ok(out.emit(&format!("{}\n", serde_json::to_string_pretty(&runs)?))?);
+        return Ok(out.emit(&format!(
+            "{}\n",
+            json_visible(&serde_json::to_string_pretty(&runs)?)
+        ))?);
     }
     if runs.is_empty() {
         return Ok(out.line("no runs match")?);
@@ -380,7 +432,10 @@ async fn stats(
     let counts = db.client().run_counts(&range).await?;
     if json {
         let value = serde_json::json!({ "range": range, "buckets": counts });
-        out.emit(&format!("{}\n", serde_json::to_string_pretty(&value)?))?;
+        out.emit(&format!(
+            "{}\n",
+            json_visible(&serde_json::to_string_pretty(&value)?)
+        ))?;
         return Ok(());
     }
     let mut text = String::new();
@@ -629,8 +684,54 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
 pub(crate) fn visible(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() || pgbus_core::is_invisible(c) {
+        if hidden(c) {
             let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether `c` acts on a terminal, breaks a line, or shows as nothing or
+/// reorders what is around it: controls (C0, `DEL`, C1),
+/// `pgbus_core::is_invisible`, and the other format, separator and
+/// default-ignorable characters that render blank (the Arabic letter mark,
+/// line and paragraph separators, the Mongolian vowel separator, the
+/// combining grapheme joiner, Hangul fillers, variation selectors, tags).
+pub(crate) fn hidden(c: char) -> bool {
+    c.is_control()
+        || pgbus_core::is_invisible(c)
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{180e}'
+                | '\u{034f}'
+                | '\u{115f}'
+                | '\u{1160}'
+                | '\u{3164}'
+                | '\u{ffa0}'
+                | '\u{fe00}'..='\u{fe0f}'
+                | '\u{e0000}'..='\u{e0fff}'
+        )
+}
+
+/// JSON text with every [`hidden`] character inside its strings written as a
+/// `\uXXXX` escape (a surrogate pair above the BMP): the same JSON value,
+/// safe on a terminal. Structural JSON never holds such a character, so
+/// only strings change.
+pub(crate) fn json_visible(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        // JSON itself escapes C0 controls inside strings, and its own line
+        // breaks and indents are ASCII: only the rest is ours.
+        if !c.is_ascii() && hidden(c) {
+            let mut units = [0_u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
         } else {
             out.push(c);
         }
@@ -642,10 +743,7 @@ pub(crate) fn visible(text: &str) -> String {
 /// made [`visible`]: what the text listings print.
 pub(crate) fn defang(view: &mut RunView) {
     fn all(text: &mut String) {
-        if text
-            .chars()
-            .any(|c| c.is_control() || pgbus_core::is_invisible(c))
-        {
+        if text.chars().any(hidden) {
             *text = visible(text);
         }
     }
@@ -684,4 +782,49 @@ pub(crate) fn defang(view: &mut RunView) {
 
 fn delta(duration: std::time::Duration) -> chrono::TimeDelta {
     chrono::TimeDelta::from_std(duration).unwrap_or(chrono::TimeDelta::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn visible_escapes_what_acts_on_a_terminal_or_hides() {
+        for c in [
+            '\u{1b}',
+            '\r',
+            '\n',
+            '\u{7f}',
+            '\u{9b}',
+            '\u{202e}',
+            '\u{2066}',
+            '\u{200b}',
+            '\u{feff}',
+            '\u{061c}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{180e}',
+            '\u{034f}',
+            '\u{3164}',
+            '\u{fe0f}',
+            '\u{e0041}',
+        ] {
+            let shown = visible(&format!("a{c}b"));
+            assert!(!shown.contains(c), "{c:?}: {shown}");
+            assert_eq!(shown, format!("a\\u{{{:x}}}b", u32::from(c)));
+        }
+        assert_eq!(visible("Zoë — 注文 #7"), "Zoë — 注文 #7");
+    }
+
+    #[test]
+    fn json_visible_keeps_the_value_and_hides_nothing() {
+        let value = serde_json::json!({
+            "note": "a\u{9b}31m\u{202e}b\u{200b}c\u{e0041}d",
+            "plain": "Zoë",
+        });
+        let text = json_visible(&serde_json::to_string_pretty(&value).unwrap_or_default());
+        assert!(!text.chars().any(|c| !c.is_ascii() && hidden(c)), "{text}");
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(back, value);
+    }
 }

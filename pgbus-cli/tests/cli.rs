@@ -535,7 +535,9 @@ async fn show_of_a_long_run_is_bounded_and_says_so() {
 
     let text = t.ok(&["show", &id]);
     assert!(
-        text.contains("(the latest 200 of 3001 attempts, 3001 events and 0 signals"),
+        text.contains(
+            "(the latest 200 of 3001 attempts, 3001 events, 0 signals, 0 batches and 0 paused periods"
+        ),
         "{}",
         &text[text.len().saturating_sub(400)..]
     );
@@ -550,6 +552,21 @@ async fn show_of_a_long_run_is_bounded_and_says_so() {
         let err = t.fails(&["show", &id, "--last", bad], 2);
         assert!(err.contains("1 to 5000"), "{err}");
     }
+
+    // Batches and paused periods are cut too.
+    t.execute(
+        "INSERT INTO {schema}.events (run_id, event, actor, created_at)
+         SELECT $1, kind, 'ops', now() - make_interval(secs => 1000 - n) + make_interval(secs => k)
+         FROM generate_series(1, 300) AS n, (VALUES ('paused', 0), ('resumed', 0.5)) AS e(kind, k)",
+        run,
+    )
+    .await;
+    let few = json(&t.ok(&["show", &id, "--json", "--last", "10"]));
+    assert_eq!(few["counts"]["paused"], 300);
+    let paused_bars = few["timeline"]
+        .as_array()
+        .map_or(0, |s| s.iter().filter(|s| s["piece"] == "paused").count());
+    assert_eq!(paused_bars, 10, "the latest 10 paused periods");
 }
 
 /// What a run holds reaches the terminal escaped: an error message with an

@@ -545,6 +545,42 @@ async fn tokens_are_long_and_may_come_from_a_file() {
         200
     );
     drop(dashboard);
+
+    // A token file with no token is an error, not a dashboard without one.
+    let blank = dir.join("blank");
+    std::fs::write(&blank, "\nreal-token-0123456789\n").expect("a blank first line");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+        .args(["dashboard", "--bind", "127.0.0.1:0", "--token-file"])
+        .arg(&blank)
+        .env("DATABASE_URL", database_url())
+        .env_remove("PGBUS_DASHBOARD_TOKEN")
+        .output()
+        .expect("run pgbus");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("holds no token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Behind a proxy, a token is required: every request comes from loopback.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+        .args([
+            "dashboard",
+            "--bind",
+            "127.0.0.1:0",
+            "--public-origin",
+            "https://ops.example.com",
+        ])
+        .env("DATABASE_URL", database_url())
+        .env_remove("PGBUS_DASHBOARD_TOKEN")
+        .output()
+        .expect("run pgbus");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("needs an access token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

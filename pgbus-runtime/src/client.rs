@@ -645,14 +645,18 @@ pub fn check_actor(actor: &str) -> Result<(), Error> {
 }
 
 /// The rule every store, the command and the dashboard apply to an operator
-/// action's reason: some visible text (not empty, not whitespace alone), at
+/// action's reason: some visible text (at least one character that is not
+/// whitespace, a control or an invisible formatting character), at
 /// most [`MAX_ERROR_MESSAGE_CHARS`](crate::error::MAX_ERROR_MESSAGE_CHARS)
 /// (10,000) characters.
 ///
 /// # Errors
 /// [`Error::InvalidReason`].
 pub fn check_reason(reason: &str) -> Result<(), Error> {
-    if reason.trim().is_empty() || reason.chars().count() > crate::error::MAX_ERROR_MESSAGE_CHARS {
+    let visible = |c: char| !c.is_whitespace() && !c.is_control() && !pgbus_core::is_invisible(c);
+    if !reason.chars().any(visible)
+        || reason.chars().count() > crate::error::MAX_ERROR_MESSAGE_CHARS
+    {
         return Err(Error::InvalidReason);
     }
     Ok(())

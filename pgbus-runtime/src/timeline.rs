@@ -186,14 +186,20 @@ fn segments_of(step: &StepView, marks: &AttemptMarks, now: DateTime<Utc>) -> Vec
         step.created_at
     };
     let mut queued_from = first_due;
+    // Both lists are sorted: one cursor walks the parks as the starts go on,
+    // so an attempt that parked ten thousand times costs ten thousand steps.
+    let mut next_park = 0;
     for (i, &start) in starts.iter().enumerate() {
         let next_start = starts.get(i + 1).copied();
         pieces.push(Piece::Queued, queued_from, start, None);
         // The park of this start: the first one after it, before the next.
+        while parks.get(next_park).is_some_and(|&p| p < start) {
+            next_park += 1;
+        }
         let park = parks
-            .iter()
+            .get(next_park)
             .copied()
-            .find(|&p| p >= start && next_start.is_none_or(|n| p <= n));
+            .filter(|&p| next_start.is_none_or(|n| p <= n));
         match park {
             None => {
                 pieces.push(Piece::Ran, start, next_start.unwrap_or(end), None);

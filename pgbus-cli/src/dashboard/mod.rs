@@ -89,8 +89,10 @@ pub(crate) struct App {
     /// This process's secret: 32 random bytes, new at every start, so a
     /// restart ends every session and CSRF token.
     secret: [u8; 32],
-    /// Wrong tokens wait their turn here, one at a time.
-    failed_tokens: tokio::sync::Mutex<()>,
+    /// Every presented token waits its turn here; a wrong one holds the
+    /// turn for [`FAILED_TOKEN_PAUSE`] in a task of its own, so abandoning
+    /// the request does not end the pause.
+    failed_tokens: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl App {
@@ -157,6 +159,14 @@ pub(crate) struct Csrf(pub(crate) String);
 /// Serves until the process is stopped. Refuses to start on an address that
 /// is not loopback without a token.
 pub(crate) async fn serve(db: Database, settings: Settings) -> Result<(), BoxError> {
+    if settings.public_origin.is_some() && settings.token.is_none() {
+        // Behind a proxy every request comes from loopback with a loopback
+        // `Host` it may forward: only the token tells an operator apart.
+        return Err(
+            "--public-origin needs an access token: set PGBUS_DASHBOARD_TOKEN or pass --token-file"
+                .into(),
+        );
+    }
     if !settings.bind.ip().is_loopback() && settings.token.is_none() {
         return Err(format!(
             "refusing to serve on {} without an access token: pass --token (or set \
@@ -180,7 +190,7 @@ pub(crate) fn router(db: Database, settings: Settings) -> Router {
         db,
         settings,
         secret: random_secret(),
-        failed_tokens: tokio::sync::Mutex::new(()),
+        failed_tokens: Arc::new(tokio::sync::Mutex::new(())),
     });
     Router::new()
         .route("/", get(pages::runs))
@@ -224,7 +234,6 @@ async fn guard(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let mut jar = jar;
     if let Some(token) = &app.settings.token {
         // The scheme name is case-insensitive (RFC 9110).
         let bearer = request
@@ -235,6 +244,14 @@ async fn guard(
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, value)| value.trim());
         let session_name = app.settings.cookie_name(SESSION_COOKIE);
+        // A presented token (a header or a link) is judged only in its turn,
+        // after any wrong one's pause: guesses run one at a time, at most
+        // four a second however many are sent at once.
+        let presented =
+            bearer.is_some() || request.uri().query().is_some_and(|q| q.contains("token="));
+        if presented {
+            drop(app.failed_tokens.lock().await);
+        }
         let session = jar.get(&session_name).map(Cookie::value);
         // A link with the token is answered first, even with the cookie
         // already set, so the token never stays in the address bar.
@@ -255,11 +272,15 @@ async fn guard(
         {
             // Let in.
         } else {
-            // Guesses wait their turn: one wrong token at a time, each
-            // holding the next for a moment, dashboard-wide.
-            let turn = app.failed_tokens.lock().await;
-            tokio::time::sleep(FAILED_TOKEN_PAUSE).await;
-            drop(turn);
+            if presented {
+                // This wrong token holds the turn for a moment, in a task
+                // of its own: a guesser that gives up does not cut it short.
+                let turn = Arc::clone(&app.failed_tokens).lock_owned().await;
+                tokio::spawn(async move {
+                    tokio::time::sleep(FAILED_TOKEN_PAUSE).await;
+                    drop(turn);
+                });
+            }
             return secured(
                 (
                     StatusCode::UNAUTHORIZED,
@@ -294,35 +315,44 @@ async fn guard(
                 .into_response(),
         );
     }
-    let csrf_name = app.settings.cookie_name(CSRF_COOKIE);
-    let id = match jar.get(&csrf_name) {
-        Some(cookie) if cookie.value().len() == 32 => cookie.value().to_owned(),
-        _ => {
-            let fresh = uuid::Uuid::new_v4().simple().to_string();
-            jar = jar.add(
-                Cookie::build((csrf_name, fresh.clone()))
-                    .http_only(true)
-                    .secure(app.settings.secure())
-                    .same_site(SameSite::Strict)
-                    .path("/"),
-            );
-            fresh
-        }
-    };
+    let (jar, id) = browser_id(&app, jar);
     request.extensions_mut().insert(Csrf(app.csrf_for(&id)));
     let response = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
         Ok(response) => response,
         Err(_) => (
             StatusCode::GATEWAY_TIMEOUT,
             pages::plain_page(
-                "The database did not answer",
-                "No answer within 15 seconds; the page gave up. An action may or may not \
-                 have been applied: look at the run before trying it again.",
+                "The page took too long",
+                "No page within 15 seconds (a database that does not answer, or a page \
+                 too large to draw); it gave up. An action may or may not have been \
+                 applied: look at the run before trying it again.",
             ),
         )
             .into_response(),
     };
     secured((jar, response).into_response())
+}
+
+/// This browser's id, from its CSRF cookie, or a new one set in the jar.
+fn browser_id(app: &App, jar: CookieJar) -> (CookieJar, String) {
+    let name = app.settings.cookie_name(CSRF_COOKIE);
+    match jar.get(&name) {
+        Some(cookie) if cookie.value().len() == 32 => {
+            let id = cookie.value().to_owned();
+            (jar, id)
+        }
+        _ => {
+            let fresh = uuid::Uuid::new_v4().simple().to_string();
+            let jar = jar.add(
+                Cookie::build((name, fresh.clone()))
+                    .http_only(true)
+                    .secure(app.settings.secure())
+                    .same_site(SameSite::Strict)
+                    .path("/"),
+            );
+            (jar, fresh)
+        }
+    }
 }
 
 /// Where a GET carrying the right `?token=` goes once the token is in a

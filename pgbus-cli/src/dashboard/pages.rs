@@ -81,7 +81,13 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
         Some(text) => match text.parse::<RunStatus>() {
             Ok(status) => Some(status),
             Err(_) => {
-                return error_page(StatusCode::BAD_REQUEST, &format!("unknown status `{text}`"));
+                // The link's own text is not repeated: a link cannot make the
+                // page say what it likes.
+                let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+                return error_page(
+                    StatusCode::BAD_REQUEST,
+                    &format!("Unknown status: use one of {}.", known.join(", ")),
+                );
             }
         },
     };
@@ -261,6 +267,7 @@ fn run_body(
         }
         (actions(run.id, run.status, csrf))
         (cut_note(cut, run.id, cut.attempts, "attempts", " in the chart and the table"))
+        (cut_note(cut, run.id, cut.paused, "paused periods", " in the chart"))
         (timeline_section(segments, now))
         section {
             h2 { "Steps" }
@@ -304,6 +311,7 @@ fn run_body(
         @if !view.batches.is_empty() {
             section {
                 h2 { "Fan-out batches" }
+                (cut_note(cut, run.id, cut.batches, "batches", ""))
                 table { thead { tr { th { "Id" } th { "Status" } th { "Finished" } th { "Cancelled" } th { "Total" } } }
                     tbody { @for b in &view.batches { tr {
                         td { (b.id) } td { (b.status) } td { (b.finished) } td { (b.cancelled) } td { (b.total) }
@@ -512,9 +520,11 @@ pub(crate) async fn insights(
     State(app): State<Arc<App>>,
     Query(query): Query<InsightsQuery>,
 ) -> Response {
-    let window = match query.window.as_deref().unwrap_or("24h").parse::<Window>() {
-        Ok(window) => window,
-        Err(error) => return error_page(StatusCode::BAD_REQUEST, &error.to_string()),
+    let Ok(window) = query.window.as_deref().unwrap_or("24h").parse::<Window>() else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Unknown window: use 1h, 24h, 7d or 30d.",
+        );
     };
     let now = match now(&app).await {
         Ok(now) => now,
@@ -583,7 +593,7 @@ pub(crate) async fn insights(
                 table.slowest {
                     thead { tr { th { "Workflow" } th { "Step" } th { "Attempts" } th { "Mean run" } th { "Longest run" } th { "Pickup p50" } th { "Pickup p99" } } }
                     tbody { @for s in &slowest { tr {
-                        td { (s.workflow) } td { (s.step) } td { (s.attempts) }
+                        td { (crate::commands::visible(&s.workflow)) } td { (crate::commands::visible(&s.step)) } td { (s.attempts) }
                         td { (format!("{:.1} ms", s.mean_ms)) } td { (format!("{:.1} ms", s.max_ms)) }
                         td { (format!("{:.1} ms", s.pickup_p50_ms)) } td { (format!("{:.1} ms", s.pickup_p99_ms)) }
                     } } }

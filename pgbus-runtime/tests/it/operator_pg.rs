@@ -266,7 +266,8 @@ async fn illegal_moves_are_typed_errors_and_change_nothing() {
     }
     // One reason rule for client, command and dashboard: some visible text,
     // at most 10,000 characters; refused before anything is read.
-    for reason in ["", "   ", "\n\t", &"y".repeat(10_001)] {
+    let long = "y".repeat(10_001);
+    for reason in ["", "   ", "\n\t", "\u{200b}\u{200b}", "\u{1b}", &long] {
         assert!(
             matches!(
                 client.pause(run, "ops", reason).await,
