@@ -464,17 +464,7 @@ async fn a_held_lock_ends_each_command_within_its_lock_timeout() {
     let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
     let id = run.0.to_string();
 
-    let (locker, connection) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
-    locker
-        .batch_execute(&format!(
-            "BEGIN; LOCK TABLE \"{}\".runs IN ACCESS EXCLUSIVE MODE",
-            t.name
-        ))
-        .await
-        .expect("lock");
+    let locker = t.lock_runs().await;
 
     for args in [
         vec!["--lock-timeout", "200ms", "runs"],
@@ -485,19 +475,11 @@ async fn a_held_lock_ends_each_command_within_its_lock_timeout() {
         assert!(err.contains("lock timeout"), "{args:?}: {err}");
         assert!(err.contains("--lock-timeout"), "{args:?}: {err}");
     }
-    let waiting: i64 = locker
-        .query_one(
-            &format!(
-                "SELECT count(*) FROM pg_locks
-                 WHERE relation = '\"{}\".runs'::regclass AND NOT granted",
-                t.name
-            ),
-            &[],
-        )
-        .await
-        .expect("count")
-        .get(0);
-    assert_eq!(waiting, 0, "no backend left waiting on the lock");
+    assert_eq!(
+        t.waiting_on_runs(&locker).await,
+        0,
+        "no backend left waiting on the lock"
+    );
 
     locker.batch_execute("ROLLBACK").await.expect("unlock");
     assert_eq!(
@@ -516,21 +498,8 @@ async fn a_held_lock_ends_each_command_within_its_lock_timeout() {
 async fn show_of_a_long_run_is_bounded_and_says_so() {
     let t = TestSchema::new().await;
     let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
-    t.execute(
-        "WITH attempts AS (
-             INSERT INTO {schema}.steps (run_id, workflow, step_name, attempt, status, outcome,
-                 queue, priority, scheduled_at, started_at, finished_at, error_class,
-                 error_message, created_at)
-             SELECT $1, 'cli.ops', 'first', n, 'failed', 'reattempted', 'default', 0,
-                 now(), now(), now(), 'Flaky', 'attempt ' || n, now()
-             FROM generate_series(2, 3001) AS n
-             RETURNING id, attempt
-         )
-         INSERT INTO {schema}.events (run_id, step_id, step_name, attempt, event, actor, created_at)
-         SELECT $1, id, 'first', attempt, 'step_started', 'worker', now() FROM attempts",
-        run,
-    )
-    .await;
+    t.failed_attempts(run, "first", 3001, &["step_started"])
+        .await;
     let id = run.0.to_string();
 
     let text = t.ok(&["show", &id]);

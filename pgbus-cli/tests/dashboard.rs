@@ -61,6 +61,40 @@ fn http(
     (status, head.to_owned(), body.to_owned())
 }
 
+/// `pgbus dashboard args...`, which must end at once: its exit code and
+/// standard error.
+fn dashboard_refuses(args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
+        .arg("dashboard")
+        .args(args)
+        .env("DATABASE_URL", database_url())
+        .env_remove("PGBUS_DASHBOARD_TOKEN")
+        .output()
+        .expect("run pgbus");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A run of [`Plain`] on `input`.
+async fn plain_run(t: &TestSchema, input: &str) -> pgbus_runtime::RunId {
+    t.db.client()
+        .start::<Plain>(&input.to_owned())
+        .await
+        .expect("start")
+        .run_id
+}
+
+/// The CSRF token of a page's forms.
+fn form_token(body: &str) -> String {
+    body.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the form's token")
+        .to_owned()
+}
+
 /// The value of the `name` cookie a response sets.
 fn cookie(head: &str, name: &str) -> Option<String> {
     head.lines()
@@ -231,12 +265,7 @@ async fn without_a_token_it_answers_only_to_loopback_names_with_safe_headers() {
 #[tokio::test]
 async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
     let t = TestSchema::new().await;
-    let run =
-        t.db.client()
-            .start::<Plain>(&"<script>alert(1)</script>".to_owned())
-            .await
-            .expect("start")
-            .run_id;
+    let run = plain_run(&t, "<script>alert(1)</script>").await;
     let dashboard = Dashboard::start(&t.name, &[]);
     let base = dashboard.url.as_str();
     let page = format!("/runs/{}", run.0);
@@ -248,12 +277,7 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
     // The cookie holds the browser's id; the form's token is derived from
     // it under the dashboard's secret.
     let id = cookie(&head, "pgbus_csrf").expect("a CSRF cookie");
-    let csrf = body
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the form's token")
-        .to_owned();
+    let csrf = form_token(&body);
     assert_ne!(csrf, id);
     let cookies = format!("pgbus_csrf={id}");
     let action = format!("/runs/{}/pause", run.0);
@@ -356,30 +380,11 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
 #[tokio::test]
 async fn a_held_lock_leaves_no_query_of_the_dashboard_waiting() {
     let t = TestSchema::new().await;
-    let run =
-        t.db.client()
-            .start::<Plain>(&"x".to_owned())
-            .await
-            .expect("start")
-            .run_id;
+    let run = plain_run(&t, "x").await;
     let dashboard = Dashboard::start(&t.name, &["--lock-timeout", "200ms"]);
     let base = dashboard.url.clone();
 
-    let (locker, connection) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
-    locker
-        .batch_execute(&format!(
-            "BEGIN; LOCK TABLE \"{}\".runs IN ACCESS EXCLUSIVE MODE",
-            t.name
-        ))
-        .await
-        .expect("lock");
-    let waiting = format!(
-        "SELECT count(*) FROM pg_locks WHERE relation = '\"{}\".runs'::regclass AND NOT granted",
-        t.name
-    );
+    let locker = t.lock_runs().await;
 
     for _round in 0..3 {
         let pages: Vec<_> = ["/", &format!("/runs/{}", run.0), "/insights?window=30d"]
@@ -396,8 +401,11 @@ async fn a_held_lock_leaves_no_query_of_the_dashboard_waiting() {
             assert_eq!(status, 500, "{body}");
             assert!(body.contains("lock timeout"), "{body}");
         }
-        let left: i64 = locker.query_one(&waiting, &[]).await.expect("count").get(0);
-        assert_eq!(left, 0, "no query of the dashboard waits on the lock");
+        assert_eq!(
+            t.waiting_on_runs(&locker).await,
+            0,
+            "no query of the dashboard waits on the lock"
+        );
     }
     locker.batch_execute("ROLLBACK").await.expect("unlock");
     let (status, _, _) = http(&base, "GET", &format!("/runs/{}", run.0), &[], "");
@@ -410,28 +418,9 @@ async fn a_held_lock_leaves_no_query_of_the_dashboard_waiting() {
 #[tokio::test]
 async fn a_run_of_twenty_thousand_attempts_gets_a_bounded_page() {
     let t = TestSchema::new().await;
-    let run =
-        t.db.client()
-            .start::<Plain>(&"big".to_owned())
-            .await
-            .expect("start")
-            .run_id;
-    t.execute(
-        "WITH attempts AS (
-             INSERT INTO {schema}.steps (run_id, workflow, step_name, attempt, status, outcome,
-                 queue, priority, scheduled_at, started_at, finished_at, error_class,
-                 error_message, created_at)
-             SELECT $1, 'dashboard.plain', 'only', n, 'failed', 'reattempted', 'default', 0,
-                 now(), now(), now(), 'Flaky', 'attempt ' || n, now()
-             FROM generate_series(2, 20001) AS n
-             RETURNING id, attempt
-         )
-         INSERT INTO {schema}.events (run_id, step_id, step_name, attempt, event, actor, created_at)
-         SELECT $1, id, 'only', attempt, kind, 'worker', now()
-         FROM attempts, unnest(ARRAY['step_started', 'step_failed']) AS kind",
-        run,
-    )
-    .await;
+    let run = plain_run(&t, "big").await;
+    t.failed_attempts(run, "only", 20001, &["step_started", "step_failed"])
+        .await;
     let dashboard = Dashboard::start(&t.name, &[]);
     let base = dashboard.url.clone();
     let path = format!("/runs/{}", run.0);
@@ -467,12 +456,7 @@ async fn a_run_of_twenty_thousand_attempts_gets_a_bounded_page() {
 #[tokio::test]
 async fn notices_are_words_the_page_knows() {
     let t = TestSchema::new().await;
-    let run =
-        t.db.client()
-            .start::<Plain>(&"n".to_owned())
-            .await
-            .expect("start")
-            .run_id;
+    let run = plain_run(&t, "n").await;
     let dashboard = Dashboard::start(&t.name, &[]);
     let base = dashboard.url.as_str();
     let (_, _, page) = http(base, "GET", &format!("/runs/{}?done=pause", run.0), &[], "");
@@ -515,14 +499,8 @@ async fn notices_are_words_the_page_knows() {
 /// environment) instead of a flag that `ps` shows.
 #[tokio::test]
 async fn tokens_are_long_and_may_come_from_a_file() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
-        .args(["dashboard", "--token", "a"])
-        .env("DATABASE_URL", database_url())
-        .env_remove("PGBUS_DASHBOARD_TOKEN")
-        .output()
-        .expect("run pgbus");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err) = dashboard_refuses(&["--token", "a"]);
+    assert_eq!(code, Some(2));
     assert!(err.contains("at least 16 characters"), "{err}");
 
     let t = TestSchema::new().await;
@@ -549,38 +527,19 @@ async fn tokens_are_long_and_may_come_from_a_file() {
     // A token file with no token is an error, not a dashboard without one.
     let blank = dir.join("blank");
     std::fs::write(&blank, "\nreal-token-0123456789\n").expect("a blank first line");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
-        .args(["dashboard", "--bind", "127.0.0.1:0", "--token-file"])
-        .arg(&blank)
-        .env("DATABASE_URL", database_url())
-        .env_remove("PGBUS_DASHBOARD_TOKEN")
-        .output()
-        .expect("run pgbus");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("holds no token"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let blank = blank.to_str().expect("a path");
+    let (code, err) = dashboard_refuses(&["--bind", "127.0.0.1:0", "--token-file", blank]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("holds no token"), "{err}");
     // Behind a proxy, a token is required: every request comes from loopback.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
-        .args([
-            "dashboard",
-            "--bind",
-            "127.0.0.1:0",
-            "--public-origin",
-            "https://ops.example.com",
-        ])
-        .env("DATABASE_URL", database_url())
-        .env_remove("PGBUS_DASHBOARD_TOKEN")
-        .output()
-        .expect("run pgbus");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("needs an access token"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, err) = dashboard_refuses(&[
+        "--bind",
+        "127.0.0.1:0",
+        "--public-origin",
+        "https://ops.example.com",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("needs an access token"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -590,12 +549,7 @@ async fn tokens_are_long_and_may_come_from_a_file() {
 #[tokio::test]
 async fn behind_a_proxy_the_public_origin_is_this_site() {
     let t = TestSchema::new().await;
-    let run =
-        t.db.client()
-            .start::<Plain>(&"p".to_owned())
-            .await
-            .expect("start")
-            .run_id;
+    let run = plain_run(&t, "p").await;
     let token = "proxy-token-0123456789";
     let dashboard = Dashboard::start(
         &t.name,
@@ -623,12 +577,7 @@ async fn behind_a_proxy_the_public_origin_is_this_site() {
     );
     assert_eq!(status, 200);
     let id = cookie(&head, "__Host-pgbus_csrf").expect("a __Host- CSRF cookie");
-    let csrf = body
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the form's token")
-        .to_owned();
+    let csrf = form_token(&body);
     let cookies = format!("{with_session}; __Host-pgbus_csrf={id}");
     let form = format!("csrf={csrf}&actor=ops&reason=proxy");
     let action = format!("/runs/{}/pause", run.0);

@@ -87,6 +87,63 @@ impl TestSchema {
             .expect("statement");
     }
 
+    /// A connection of its own holding `runs` of this schema locked (`LOCK
+    /// TABLE` in an open transaction), as an operator in `psql` would.
+    pub(crate) async fn lock_runs(&self) -> tokio_postgres::Client {
+        let (locker, connection) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(connection);
+        locker
+            .batch_execute(&format!(
+                "BEGIN; LOCK TABLE \"{}\".runs IN ACCESS EXCLUSIVE MODE",
+                self.name
+            ))
+            .await
+            .expect("lock");
+        locker
+    }
+
+    /// How many lock requests on this schema's `runs` wait, seen from `by`.
+    pub(crate) async fn waiting_on_runs(&self, by: &tokio_postgres::Client) -> i64 {
+        by.query_one(
+            &format!(
+                "SELECT count(*) FROM pg_locks WHERE relation = '\"{}\".runs'::regclass AND NOT granted",
+                self.name
+            ),
+            &[],
+        )
+        .await
+        .expect("count")
+        .get(0)
+    }
+
+    /// Failed attempts 2 to `last` of `run`'s step `step` (attempt 1 is the
+    /// start's), each with one event of every kind in `events`: a long run
+    /// made in one statement.
+    pub(crate) async fn failed_attempts(&self, run: RunId, step: &str, last: i32, events: &[&str]) {
+        let client = self.db.pool().get().await.expect("connection");
+        let sql = "WITH attempts AS (
+                 INSERT INTO {schema}.steps (run_id, workflow, step_name, attempt, status, outcome,
+                     queue, priority, scheduled_at, started_at, finished_at, error_class,
+                     error_message, created_at)
+                 SELECT r.id, r.workflow, $2, n, 'failed', 'reattempted', 'default', 0,
+                     now(), now(), now(), 'Flaky', 'attempt ' || n, now()
+                 FROM {schema}.runs AS r, generate_series(2, $3) AS n WHERE r.id = $1
+                 RETURNING id, attempt
+             )
+             INSERT INTO {schema}.events (run_id, step_id, step_name, attempt, event, actor, created_at)
+             SELECT $1, id, $2, attempt, kind, 'worker', now()
+             FROM attempts, unnest($4::text[]) AS kind";
+        client
+            .execute(
+                &sql.replace("{schema}", &format!("\"{}\"", self.name)),
+                &[&run.0, &step, &last, &events],
+            )
+            .await
+            .expect("attempts");
+    }
+
     /// Moves `run`'s creation two hours back.
     pub(crate) async fn backdate(&self, run: RunId) {
         self.execute(
