@@ -81,17 +81,42 @@ pub const MAX_INPUT_BYTES: usize = 1024 * 1024;
 /// # Errors
 /// [`Error::InvalidInput`](crate::Error::InvalidInput) saying which.
 pub fn check_input(input: &Value) -> Result<(), crate::Error> {
-    let invalid = |reason| Err(crate::Error::InvalidInput { reason });
-    if depth(input) > MAX_SIGNAL_PAYLOAD_DEPTH {
-        return invalid("an input is at most 100 levels of arrays and objects deep");
+    check_json(input, &INPUT_RULE).map_err(|reason| crate::Error::InvalidInput { reason })
+}
+
+/// The limits of one kind of stored JSON value, and what a refusal says.
+struct JsonRule {
+    max_bytes: usize,
+    too_deep: &'static str,
+    too_big: &'static str,
+    nul: &'static str,
+}
+
+const INPUT_RULE: JsonRule = JsonRule {
+    max_bytes: MAX_INPUT_BYTES,
+    too_deep: "an input is at most 100 levels of arrays and objects deep",
+    too_big: "an input is at most 1 MiB of JSON",
+    nul: "an input cannot hold a NUL character (\\u0000), which Postgres `jsonb` cannot store",
+};
+
+const SIGNAL_RULE: JsonRule = JsonRule {
+    max_bytes: MAX_SIGNAL_PAYLOAD_BYTES,
+    too_deep: "a signal payload is at most 100 levels of arrays and objects deep",
+    too_big: "a signal payload is at most 256 KiB of JSON",
+    nul: "a signal payload cannot hold a NUL character (\\u0000), which Postgres `jsonb` cannot store",
+};
+
+/// The one JSON rule of inputs and signal payloads: at most
+/// [`MAX_SIGNAL_PAYLOAD_DEPTH`] deep, at most `rule.max_bytes`, no NUL.
+fn check_json(value: &Value, rule: &JsonRule) -> Result<(), &'static str> {
+    if depth(value) > MAX_SIGNAL_PAYLOAD_DEPTH {
+        return Err(rule.too_deep);
     }
-    if serde_json::to_vec(input).map_or(true, |json| json.len() > MAX_INPUT_BYTES) {
-        return invalid("an input is at most 1 MiB of JSON");
+    if serde_json::to_vec(value).map_or(true, |json| json.len() > rule.max_bytes) {
+        return Err(rule.too_big);
     }
-    if holds_nul(input) {
-        return invalid(
-            "an input cannot hold a NUL character (\\u0000), which Postgres `jsonb` cannot store",
-        );
+    if holds_nul(value) {
+        return Err(rule.nul);
     }
     Ok(())
 }
@@ -107,22 +132,9 @@ pub fn check_input(input: &Value) -> Result<(), crate::Error> {
 /// # Errors
 /// [`Error::InvalidSignal`](crate::Error::InvalidSignal) saying which.
 pub fn check_signal(name: &str, payload: &Value) -> Result<(), crate::Error> {
-    let invalid = |reason| Err(crate::Error::InvalidSignal { reason });
-    if let Err(reason) = pgbus_core::check_signal_name(name) {
-        return invalid(reason);
-    }
-    if depth(payload) > MAX_SIGNAL_PAYLOAD_DEPTH {
-        return invalid("a signal payload is at most 100 levels of arrays and objects deep");
-    }
-    if serde_json::to_vec(payload).map_or(true, |json| json.len() > MAX_SIGNAL_PAYLOAD_BYTES) {
-        return invalid("a signal payload is at most 256 KiB of JSON");
-    }
-    if holds_nul(payload) {
-        return invalid(
-            "a signal payload cannot hold a NUL character (\\u0000), which Postgres `jsonb` cannot store",
-        );
-    }
-    Ok(())
+    pgbus_core::check_signal_name(name)
+        .and_then(|()| check_json(payload, &SIGNAL_RULE))
+        .map_err(|reason| crate::Error::InvalidSignal { reason })
 }
 
 /// How many levels of arrays and objects `value` nests (a scalar is 0), counted
