@@ -8,7 +8,10 @@ use crate::context::{RunId, SignalId};
 use crate::engine::{Action, RunStatus, StepOutcome, StepStatus};
 use crate::error::Error;
 use crate::pg::store::{PgStore, parse_stored};
-use crate::view::{BatchView, EventView, RunFilter, RunSummary, RunView, SignalView, StepView};
+use crate::view::{
+    BatchView, EventView, Omitted, RunCounts, RunFilter, RunRead, RunSummary, RunView, SignalView,
+    StepView, ValueOf,
+};
 use crate::window::Range;
 use crate::workflow::Workflow;
 
@@ -59,7 +62,7 @@ impl Client {
     #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
-        crate::context::check_input(&input)?;
+        self.store.limits.check_input(&input)?;
         let (run_id, created) = self.store.start_run(W::DEFINITION, &input, None).await?;
         Ok(Started { run_id, created })
     }
@@ -80,7 +83,7 @@ impl Client {
     ) -> Result<Started, Error> {
         check_key(key)?;
         let input = serde_json::to_value(input)?;
-        crate::context::check_input(&input)?;
+        self.store.limits.check_input(&input)?;
         let (run_id, created) = self
             .store
             .start_run(W::DEFINITION, &input, Some(key))
@@ -115,7 +118,7 @@ impl Client {
         input: &W::Input,
     ) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
-        crate::context::check_input(&input)?;
+        self.store.limits.check_input(&input)?;
         let (run_id, created) = self
             .store
             .start_run_on(tx, W::DEFINITION, &input, None)
@@ -148,7 +151,7 @@ impl Client {
     ) -> Result<Started, Error> {
         check_key(key)?;
         let input = serde_json::to_value(input)?;
-        crate::context::check_input(&input)?;
+        self.store.limits.check_input(&input)?;
         let (run_id, created) = self
             .store
             .start_run_on(tx, W::DEFINITION, &input, Some(key))
@@ -174,7 +177,7 @@ impl Client {
         input: &W::Input,
     ) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
-        crate::context::check_input(&input)?;
+        self.store.limits.check_input(&input)?;
         let (run_id, created) = self
             .store
             .start_run_sqlx(conn, W::DEFINITION, &input, None)
@@ -199,7 +202,7 @@ impl Client {
     ) -> Result<Started, Error> {
         check_key(key)?;
         let input = serde_json::to_value(input)?;
-        crate::context::check_input(&input)?;
+        self.store.limits.check_input(&input)?;
         let (run_id, created) = self
             .store
             .start_run_sqlx(conn, W::DEFINITION, &input, Some(key))
@@ -309,106 +312,113 @@ impl Client {
         payload: &T,
     ) -> Result<SignalId, Error> {
         let payload = serde_json::to_value(payload)?;
-        crate::context::check_signal(name, &payload)?;
+        self.store.limits.check_signal(name, &payload)?;
         self.store.signal(run_id, name, &payload).await
     }
 
-    /// A run with its step attempts and events, read in one snapshot (a
-    /// read-only repeatable-read transaction), so its parts agree with each
-    /// other even while workers move the run.
+    /// A run with its latest 1,000 step attempts, events, signals and
+    /// batches ([`RunRead::default`]), read in one snapshot (a read-only
+    /// repeatable-read transaction), so its parts agree with each other even
+    /// while workers move the run. [`RunView::counts`] says how many there
+    /// are in all; [`Client::run_with`] reads more or less.
+    ///
+    /// # Errors
+    /// [`Error::RunNotFound`], and database errors.
+    pub async fn run(&self, run_id: RunId) -> Result<RunView, Error> {
+        self.run_with(run_id, RunRead::default()).await
+    }
+
+    /// A run as `read` bounds it: its latest `read.last` attempts, events,
+    /// signals and batches (with the older events their timeline needs),
+    /// and values no longer than `read.value_bytes`, in one snapshot as
+    /// [`Client::run`] reads it. A run of any length costs a bounded read.
     ///
     /// # Errors
     /// [`Error::RunNotFound`], and database errors.
     #[instrument(skip_all, fields(pgbus.run_id = %run_id), err(level = "debug"))]
-    pub async fn run(&self, run_id: RunId) -> Result<RunView, Error> {
-        let mut pooled = self.store.pool.get().await?;
-        let client = pooled
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
-        let sql = &self.store.sql;
-        let statement = self.store.prep.in_tx(&client, &sql.get_run).await?;
-        let Some(row) = statement.query_opt(&client, &[&run_id.0]).await? else {
-            return Err(Error::RunNotFound { run_id });
-        };
-        let run = RunSummary {
-            id: run_id,
-            workflow: row.get("workflow"),
-            status: parse_stored::<RunStatus>(&row.get::<_, String>("status"))?,
-            current_step: row.get("current_step"),
-            created_at: row.get("created_at"),
-            updated_at: row.get("updated_at"),
-            finished_at: row.get("finished_at"),
-        };
-        let mut view = RunView {
-            run,
-            definition_digest: row.get("definition_digest"),
-            options_digest: row.get("options_digest"),
-            input: json(&row, "input")?.unwrap_or(Value::Null),
-            idempotency_key: row.get("idempotency_key"),
-            error_class: row.get("error_class"),
-            error_message: row.get("error_message"),
-            paused_at: row.get("paused_at"),
-            cancelled_at: row.get("cancelled_at"),
-            steps: Vec::new(),
-            events: Vec::new(),
-            parent_batch_id: row.get("parent_batch_id"),
-            signals: Vec::new(),
-            batches: Vec::new(),
-        };
+    pub async fn run_with(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
+        let last = i64::try_from(read.last.max(1)).unwrap_or(i64::MAX);
+        let value_bytes = read
+            .value_bytes
+            .map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX));
+        let mut guarded = self.store.guarded().await?;
+        let read = async {
+            let client = guarded
+                .build_transaction()
+                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await?;
+            let sql = &self.store.sql;
+            let statement = self.store.prep.in_tx(&client, &sql.get_run).await?;
+            let Some(row) = statement
+                .query_opt(&client, &[&run_id.0, &value_bytes])
+                .await?
+            else {
+                return Err(Error::RunNotFound { run_id });
+            };
+            let mut omitted = Vec::new();
+            let mut left_out = |row: &tokio_postgres::Row, column: &str, what: ValueOf| {
+                let bytes: Option<i64> = row.get(column);
+                if let Some(bytes) = bytes.filter(|&b| value_bytes.is_some_and(|most| b > most)) {
+                    omitted.push(Omitted::new(what, bytes));
+                }
+            };
+            left_out(&row, "input_bytes", ValueOf::Input);
+            let mut view = run_view(run_id, &row)?;
 
-        let statement = self.store.prep.in_tx(&client, &sql.run_steps).await?;
-        for row in statement.query(&client, &[&run_id.0]).await? {
-            let outcome: Option<String> = row.get("outcome");
-            let causes: Option<Value> = json(&row, "error_causes")?;
-            view.steps.push(StepView {
-                id: row.get("id"),
-                step_name: row.get("step_name"),
-                attempt: row.get("attempt"),
-                status: parse_stored::<StepStatus>(&row.get::<_, String>("status"))?,
-                outcome: outcome
-                    .as_deref()
-                    .map(parse_stored::<StepOutcome>)
-                    .transpose()?,
-                queue: row.get("queue"),
-                priority: row.get("priority"),
-                scheduled_at: row.get("scheduled_at"),
-                started_at: row.get("started_at"),
-                finished_at: row.get("finished_at"),
-                stall_at: row.get("stall_at"),
-                worker_id: row.get("worker_id"),
-                output: json(&row, "output")?,
-                error_class: row.get("error_class"),
-                error_message: row.get("error_message"),
-                error_causes: causes
-                    .and_then(|c| serde_json::from_value(c).ok())
-                    .unwrap_or_default(),
-                waiting_for: row.get("waiting_for"),
-                waiting_since: row.get("waiting_since"),
-                created_at: row.get("created_at"),
-            });
+            let statement = self.store.prep.in_tx(&client, &sql.run_steps).await?;
+            for row in statement
+                .query(&client, &[&run_id.0, &last, &value_bytes])
+                .await?
+            {
+                left_out(
+                    &row,
+                    "output_bytes",
+                    ValueOf::Output {
+                        step_id: row.get("id"),
+                    },
+                );
+                view.steps.push(step_view(&row)?);
+            }
+
+            let first_step = view.steps.first().map_or(i64::MAX, |step| step.id);
+            let statement = self.store.prep.in_tx(&client, &sql.run_events).await?;
+            for row in statement
+                .query(&client, &[&run_id.0, &last, &first_step])
+                .await?
+            {
+                view.events.push(event_view(&row)?);
+            }
+
+            let statement = self.store.prep.in_tx(&client, &sql.run_signals).await?;
+            for row in statement
+                .query(&client, &[&run_id.0, &last, &value_bytes])
+                .await?
+            {
+                let id = crate::SignalId(row.get("id"));
+                left_out(&row, "payload_bytes", ValueOf::Payload { signal_id: id });
+                view.signals.push(SignalView {
+                    id,
+                    name: row.get("name"),
+                    payload: json(&row, "payload")?.unwrap_or(Value::Null),
+                    created_at: row.get("created_at"),
+                    consumed_by: row.get("consumed_by"),
+                    consumed_at: row.get("consumed_at"),
+                });
+            }
+
+            let statement = self.store.prep.in_tx(&client, &sql.run_batches).await?;
+            for row in statement.query(&client, &[&run_id.0, &last]).await? {
+                view.batches.push(batch_view(&row));
+            }
+            client.commit().await?;
+            view.omitted = omitted;
+            Ok(view)
         }
-
-        let statement = self.store.prep.in_tx(&client, &sql.run_events).await?;
-        for row in statement.query(&client, &[&run_id.0]).await? {
-            view.events.push(EventView {
-                id: row.get("id"),
-                step_id: row.get("step_id"),
-                step_name: row.get("step_name"),
-                attempt: row.get("attempt"),
-                event: row.get("event"),
-                actor: row.get("actor"),
-                reason: row.get("reason"),
-                details: json(&row, "details")?,
-                created_at: row.get("created_at"),
-            });
-        }
-
-        read_signals_and_batches(&client, &self.store.prep, sql, run_id, &mut view).await?;
-        client.commit().await?;
-        Ok(view)
+        .await;
+        guarded.finish();
+        read
     }
 
     /// Runs started, finished, paused and cancelled in each bucket of
@@ -420,7 +430,7 @@ impl Client {
     /// Database errors.
     #[instrument(skip_all, err(level = "debug"))]
     pub async fn run_counts(&self, range: &Range) -> Result<Vec<BucketCounts>, Error> {
-        let mut client = self.store.pool.get().await?;
+        let mut client = self.store.guarded().await?;
         let statement = self
             .store
             .prep
@@ -428,8 +438,10 @@ impl Client {
             .await?;
         let bucket_ms = i64::try_from(range.bucket.as_millis()).unwrap_or(i64::MAX);
         let rows = statement
-            .query(&client, &[&range.from, &range.to, &bucket_ms])
-            .await?;
+            .query(&*client, &[&range.from, &range.to, &bucket_ms])
+            .await;
+        client.finish();
+        let rows = rows?;
         let found: std::collections::HashMap<DateTime<Utc>, BucketCounts> = rows
             .iter()
             .map(|row| {
@@ -468,16 +480,18 @@ impl Client {
     /// Database errors; [`Error::Corrupt`] for an unknown stored outcome.
     #[instrument(skip_all, err(level = "debug"))]
     pub async fn step_outcomes(&self, range: &Range) -> Result<Vec<OutcomeCount>, Error> {
-        let mut client = self.store.pool.get().await?;
+        let mut client = self.store.guarded().await?;
         let statement = self
             .store
             .prep
             .on(&mut client, &self.store.sql.step_insights)
             .await?;
         let bucket_ms = i64::try_from(range.bucket.as_millis()).unwrap_or(i64::MAX);
-        statement
-            .query(&client, &[&range.from, &range.to, &bucket_ms])
-            .await?
+        let rows = statement
+            .query(&*client, &[&range.from, &range.to, &bucket_ms])
+            .await;
+        client.finish();
+        rows?
             .iter()
             .map(|row| {
                 Ok(OutcomeCount {
@@ -500,15 +514,17 @@ impl Client {
         range: &Range,
         limit: i64,
     ) -> Result<Vec<StepTimings>, Error> {
-        let mut client = self.store.pool.get().await?;
+        let mut client = self.store.guarded().await?;
         let statement = self
             .store
             .prep
             .on(&mut client, &self.store.sql.slowest_steps)
             .await?;
-        Ok(statement
-            .query(&client, &[&range.from, &range.to, &limit])
-            .await?
+        let rows = statement
+            .query(&*client, &[&range.from, &range.to, &limit])
+            .await;
+        client.finish();
+        Ok(rows?
             .iter()
             .map(|row| StepTimings {
                 workflow: row.get("workflow"),
@@ -528,7 +544,7 @@ impl Client {
     /// Database errors.
     #[instrument(skip_all, err(level = "debug"))]
     pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
-        let mut client = self.store.pool.get().await?;
+        let mut client = self.store.guarded().await?;
         let statement = self
             .store
             .prep
@@ -537,7 +553,7 @@ impl Client {
         let limit = i64::from(filter.limit.unwrap_or(100).clamp(1, 1_000));
         let rows = statement
             .query(
-                &client,
+                &*client,
                 &[
                     &filter.workflow,
                     &filter.status.map(RunStatus::as_str),
@@ -547,8 +563,10 @@ impl Client {
                     &filter.created_before,
                 ],
             )
-            .await?;
-        rows.iter()
+            .await;
+        client.finish();
+        rows?
+            .iter()
             .map(|row| {
                 Ok(RunSummary {
                     id: RunId(row.get("id")),
@@ -561,6 +579,103 @@ impl Client {
                 })
             })
             .collect()
+    }
+}
+
+/// A run's row as read by `get_run.sql`, without its lists.
+fn run_view(run_id: RunId, row: &tokio_postgres::Row) -> Result<RunView, Error> {
+    Ok(RunView {
+        run: RunSummary {
+            id: run_id,
+            workflow: row.get("workflow"),
+            status: parse_stored::<RunStatus>(&row.get::<_, String>("status"))?,
+            current_step: row.get("current_step"),
+            created_at: row.get("created_at"),
+            updated_at: row.get("updated_at"),
+            finished_at: row.get("finished_at"),
+        },
+        definition_digest: row.get("definition_digest"),
+        options_digest: row.get("options_digest"),
+        input: json(row, "input")?.unwrap_or(Value::Null),
+        idempotency_key: row.get("idempotency_key"),
+        error_class: row.get("error_class"),
+        error_message: row.get("error_message"),
+        paused_at: row.get("paused_at"),
+        cancelled_at: row.get("cancelled_at"),
+        steps: Vec::new(),
+        events: Vec::new(),
+        parent_batch_id: row.get("parent_batch_id"),
+        signals: Vec::new(),
+        batches: Vec::new(),
+        counts: RunCounts::new(
+            row.get("attempt_count"),
+            row.get("event_count"),
+            row.get("pause_count"),
+            row.get("signal_count"),
+            row.get("batch_count"),
+        ),
+        omitted: Vec::new(),
+    })
+}
+
+/// An attempt's row as read by `run_steps.sql`.
+fn step_view(row: &tokio_postgres::Row) -> Result<StepView, Error> {
+    let outcome: Option<String> = row.get("outcome");
+    let causes: Option<Value> = json(row, "error_causes")?;
+    Ok(StepView {
+        id: row.get("id"),
+        step_name: row.get("step_name"),
+        attempt: row.get("attempt"),
+        status: parse_stored::<StepStatus>(&row.get::<_, String>("status"))?,
+        outcome: outcome
+            .as_deref()
+            .map(parse_stored::<StepOutcome>)
+            .transpose()?,
+        queue: row.get("queue"),
+        priority: row.get("priority"),
+        scheduled_at: row.get("scheduled_at"),
+        started_at: row.get("started_at"),
+        finished_at: row.get("finished_at"),
+        stall_at: row.get("stall_at"),
+        worker_id: row.get("worker_id"),
+        output: json(row, "output")?,
+        error_class: row.get("error_class"),
+        error_message: row.get("error_message"),
+        error_causes: causes
+            .and_then(|c| serde_json::from_value(c).ok())
+            .unwrap_or_default(),
+        waiting_for: row.get("waiting_for"),
+        waiting_since: row.get("waiting_since"),
+        created_at: row.get("created_at"),
+    })
+}
+
+/// An event's row as read by `run_events.sql`.
+fn event_view(row: &tokio_postgres::Row) -> Result<EventView, Error> {
+    Ok(EventView {
+        id: row.get("id"),
+        step_id: row.get("step_id"),
+        step_name: row.get("step_name"),
+        attempt: row.get("attempt"),
+        event: row.get("event"),
+        actor: row.get("actor"),
+        reason: row.get("reason"),
+        details: json(row, "details")?,
+        created_at: row.get("created_at"),
+    })
+}
+
+/// A batch's row as read by `run_batches.sql`.
+fn batch_view(row: &tokio_postgres::Row) -> BatchView {
+    BatchView {
+        id: row.get("id"),
+        parent_step_id: row.get("parent_step_id"),
+        total: row.get("total"),
+        finished: row.get("succeeded"),
+        cancelled: row.get("failed"),
+        status: row.get("status"),
+        created_at: row.get("created_at"),
+        resolved_at: row.get("resolved_at"),
     }
 }
 
@@ -674,42 +789,6 @@ pub fn check_key(key: &str) -> Result<(), Error> {
         || key.chars().any(char::is_control)
     {
         return Err(Error::InvalidIdempotencyKey);
-    }
-    Ok(())
-}
-
-/// Adds a run's signals and fan_out batches to its view.
-async fn read_signals_and_batches(
-    client: &deadpool_postgres::Transaction<'_>,
-    prep: &crate::pg::statement::Preparer,
-    sql: &crate::pg::Statements,
-    run_id: RunId,
-    view: &mut RunView,
-) -> Result<(), Error> {
-    let statement = prep.in_tx(client, &sql.run_signals).await?;
-    for row in statement.query(client, &[&run_id.0]).await? {
-        view.signals.push(SignalView {
-            id: crate::SignalId(row.get("id")),
-            name: row.get("name"),
-            payload: json(&row, "payload")?.unwrap_or(Value::Null),
-            created_at: row.get("created_at"),
-            consumed_by: row.get("consumed_by"),
-            consumed_at: row.get("consumed_at"),
-        });
-    }
-
-    let statement = prep.in_tx(client, &sql.run_batches).await?;
-    for row in statement.query(client, &[&run_id.0]).await? {
-        view.batches.push(BatchView {
-            id: row.get("id"),
-            parent_step_id: row.get("parent_step_id"),
-            total: row.get("total"),
-            finished: row.get("succeeded"),
-            cancelled: row.get("failed"),
-            status: row.get("status"),
-            created_at: row.get("created_at"),
-            resolved_at: row.get("resolved_at"),
-        });
     }
     Ok(())
 }

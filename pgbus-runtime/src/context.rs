@@ -70,71 +70,124 @@ pub const MAX_SIGNAL_PAYLOAD_DEPTH: usize = 100;
 /// it (Temporal limits a payload to 2 MB).
 pub const MAX_INPUT_BYTES: usize = 1024 * 1024;
 
-/// The rule every store applies to a run's input before storing it, at every
-/// entry (`start` and its forms, the testkit's, a fan-out child): no NUL
-/// characters (Postgres `jsonb` cannot hold them), at most
-/// [`MAX_INPUT_BYTES`] as JSON and [`MAX_SIGNAL_PAYLOAD_DEPTH`] (100) levels
-/// of arrays and objects deep (deeper could be stored but not read back:
-/// the driver reads JSON to 128 levels). The same depth and NUL rule as a
-/// signal payload's, with room for a larger value.
+/// The sizes of the JSON values a deployment accepts: run inputs (a run's or
+/// a fan-out child's) and signal payloads, as JSON text in bytes. The
+/// defaults are [`MAX_INPUT_BYTES`] (1 MiB) and [`MAX_SIGNAL_PAYLOAD_BYTES`]
+/// (256 KiB); set them with
+/// [`DatabaseBuilder::limits`](crate::DatabaseBuilder::limits) (every client
+/// and worker of that database) and the testkit's `TestEnv::limits`. The
+/// depth (100 levels) is not a setting: deeper values could be stored but
+/// not read back, since the driver reads JSON to 128 levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// The largest run input accepted, in bytes of JSON.
+    pub input_bytes: usize,
+    /// The largest signal payload accepted, in bytes of JSON.
+    pub signal_payload_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            input_bytes: MAX_INPUT_BYTES,
+            signal_payload_bytes: MAX_SIGNAL_PAYLOAD_BYTES,
+        }
+    }
+}
+
+impl Limits {
+    /// These limits with inputs of at most `bytes` (at least 1).
+    #[must_use]
+    pub fn input_bytes(mut self, bytes: usize) -> Self {
+        self.input_bytes = bytes.max(1);
+        self
+    }
+
+    /// These limits with signal payloads of at most `bytes` (at least 1).
+    #[must_use]
+    pub fn signal_payload_bytes(mut self, bytes: usize) -> Self {
+        self.signal_payload_bytes = bytes.max(1);
+        self
+    }
+
+    /// The rule every store applies to a run's input before storing it, at
+    /// every entry (`start` and its forms, the testkit's, a fan-out child):
+    /// no NUL characters (Postgres `jsonb` cannot hold them), at most
+    /// [`Limits::input_bytes`] as JSON and [`MAX_SIGNAL_PAYLOAD_DEPTH`] (100)
+    /// levels of arrays and objects deep (deeper could be stored but not
+    /// read back: the driver reads JSON to 128 levels). The same depth and
+    /// NUL rule as a signal payload's.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) saying which.
+    pub fn check_input(&self, input: &Value) -> Result<(), crate::Error> {
+        check_json(input, "an input", self.input_bytes)
+            .map_err(|reason| crate::Error::InvalidInput { reason })
+    }
+
+    /// The rules every store applies to a signal before storing it: a name
+    /// of 1 to 255 characters without control characters, invisible
+    /// formatting characters or whitespace at either end
+    /// ([`pgbus_core::check_signal_name`], the rule a step's `wait_for` name
+    /// is checked by at compile time), and a payload without NUL characters
+    /// (Postgres `jsonb` cannot hold them), of at most
+    /// [`Limits::signal_payload_bytes`] as JSON and
+    /// [`MAX_SIGNAL_PAYLOAD_DEPTH`] levels deep (deeper could be stored but
+    /// not read back).
+    ///
+    /// # Errors
+    /// [`Error::InvalidSignal`](crate::Error::InvalidSignal) saying which.
+    pub fn check_signal(&self, name: &str, payload: &Value) -> Result<(), crate::Error> {
+        pgbus_core::check_signal_name(name)
+            .map_err(str::to_owned)
+            .and_then(|()| check_json(payload, "a signal payload", self.signal_payload_bytes))
+            .map_err(|reason| crate::Error::InvalidSignal { reason })
+    }
+}
+
+/// [`Limits::check_input`] with the default limits.
 ///
 /// # Errors
 /// [`Error::InvalidInput`](crate::Error::InvalidInput) saying which.
 pub fn check_input(input: &Value) -> Result<(), crate::Error> {
-    check_json(input, &INPUT_RULE).map_err(|reason| crate::Error::InvalidInput { reason })
+    Limits::default().check_input(input)
 }
 
-/// The limits of one kind of stored JSON value, and what a refusal says.
-struct JsonRule {
-    max_bytes: usize,
-    too_deep: &'static str,
-    too_big: &'static str,
-    nul: &'static str,
-}
-
-const INPUT_RULE: JsonRule = JsonRule {
-    max_bytes: MAX_INPUT_BYTES,
-    too_deep: "an input is at most 100 levels of arrays and objects deep",
-    too_big: "an input is at most 1 MiB of JSON",
-    nul: "an input cannot hold a NUL character (\\u0000), which Postgres `jsonb` cannot store",
-};
-
-const SIGNAL_RULE: JsonRule = JsonRule {
-    max_bytes: MAX_SIGNAL_PAYLOAD_BYTES,
-    too_deep: "a signal payload is at most 100 levels of arrays and objects deep",
-    too_big: "a signal payload is at most 256 KiB of JSON",
-    nul: "a signal payload cannot hold a NUL character (\\u0000), which Postgres `jsonb` cannot store",
-};
-
-/// The one JSON rule of inputs and signal payloads: at most
-/// [`MAX_SIGNAL_PAYLOAD_DEPTH`] deep, at most `rule.max_bytes`, no NUL.
-fn check_json(value: &Value, rule: &JsonRule) -> Result<(), &'static str> {
-    if depth(value) > MAX_SIGNAL_PAYLOAD_DEPTH {
-        return Err(rule.too_deep);
-    }
-    if serde_json::to_vec(value).map_or(true, |json| json.len() > rule.max_bytes) {
-        return Err(rule.too_big);
-    }
-    if holds_nul(value) {
-        return Err(rule.nul);
-    }
-    Ok(())
-}
-
-/// The rules every store applies to a signal before storing it: a name of 1 to
-/// 255 characters without control characters, invisible formatting characters
-/// or whitespace at either end ([`pgbus_core::check_signal_name`], the rule a
-/// step's `wait_for` name is checked by at compile time), and a payload without
-/// NUL characters (Postgres `jsonb` cannot hold them), of at most
-/// [`MAX_SIGNAL_PAYLOAD_BYTES`] as JSON and [`MAX_SIGNAL_PAYLOAD_DEPTH`] levels
-/// deep (deeper could be stored but not read back).
+/// [`Limits::check_signal`] with the default limits.
 ///
 /// # Errors
 /// [`Error::InvalidSignal`](crate::Error::InvalidSignal) saying which.
 pub fn check_signal(name: &str, payload: &Value) -> Result<(), crate::Error> {
-    pgbus_core::check_signal_name(name)
-        .and_then(|()| check_json(payload, &SIGNAL_RULE))
-        .map_err(|reason| crate::Error::InvalidSignal { reason })
+    Limits::default().check_signal(name, payload)
+}
+
+/// The one JSON rule of inputs and signal payloads (`what`): at most
+/// [`MAX_SIGNAL_PAYLOAD_DEPTH`] deep, at most `max_bytes`, no NUL.
+fn check_json(value: &Value, what: &str, max_bytes: usize) -> Result<(), String> {
+    if depth(value) > MAX_SIGNAL_PAYLOAD_DEPTH {
+        return Err(format!(
+            "{what} is at most {MAX_SIGNAL_PAYLOAD_DEPTH} levels of arrays and objects deep"
+        ));
+    }
+    if serde_json::to_vec(value).map_or(true, |json| json.len() > max_bytes) {
+        return Err(format!("{what} is at most {} of JSON", size(max_bytes)));
+    }
+    if holds_nul(value) {
+        return Err(format!(
+            "{what} cannot hold a NUL character (\\u0000), which Postgres `jsonb` cannot store"
+        ));
+    }
+    Ok(())
+}
+
+/// `bytes` as people write it: `1 MiB`, `256 KiB`, `1000 bytes`.
+fn size(bytes: usize) -> String {
+    match bytes {
+        b if b % (1024 * 1024) == 0 => format!("{} MiB", b / (1024 * 1024)),
+        b if b % 1024 == 0 => format!("{} KiB", b / 1024),
+        b => format!("{b} bytes"),
+    }
 }
 
 /// How many levels of arrays and objects `value` nests (a scalar is 0), counted

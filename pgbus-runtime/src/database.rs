@@ -224,6 +224,7 @@ pub struct DatabaseBuilder {
     pool_size: Option<usize>,
     settings: Settings,
     lookup: EnvLookup,
+    limits: crate::context::Limits,
 }
 
 /// Reads an environment variable (see [`DatabaseBuilder::env_lookup`]).
@@ -249,6 +250,7 @@ impl DatabaseBuilder {
             pool_size: None,
             settings: Settings::default(),
             lookup: Arc::new(connection::env::process_env),
+            limits: crate::context::Limits::default(),
         }
     }
 
@@ -302,6 +304,17 @@ impl DatabaseBuilder {
     /// milliseconds; zero turns it off.
     pub fn statement_timeout(mut self, timeout: Duration) -> Self {
         self.settings.statement_timeout = Some(timeout);
+        self
+    }
+
+    /// The sizes of run inputs and signal payloads this database's clients
+    /// and workers accept (default [`Limits::default`](crate::Limits): 1 MiB
+    /// and 256 KiB of JSON). A larger value is refused with
+    /// [`Error::InvalidInput`] or [`Error::InvalidSignal`] before anything
+    /// is stored; a fan-out child's input is checked in its parent's step.
+    /// Every client and worker of one schema should use the same limits.
+    pub fn limits(mut self, limits: crate::context::Limits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -439,6 +452,7 @@ impl DatabaseBuilder {
             pool_size,
             settings,
             lookup,
+            limits,
         } = self;
         let (pool, connector) = match source {
             Source::Pool(pool) => {
@@ -470,17 +484,20 @@ impl DatabaseBuilder {
                 (pool, Some(connector))
             }
         };
+        let mut store = PgStore::new(
+            pool,
+            schema,
+            clock,
+            if settings.pooler {
+                StatementMode::Unnamed
+            } else {
+                StatementMode::Cached
+            },
+        );
+        store.connector.clone_from(&connector);
+        store.limits = limits;
         Ok(Database {
-            store: PgStore::new(
-                pool,
-                schema,
-                clock,
-                if settings.pooler {
-                    StatementMode::Unnamed
-                } else {
-                    StatementMode::Cached
-                },
-            ),
+            store,
             connector,
             pooler: settings.pooler,
         })

@@ -365,13 +365,13 @@ pub enum Error {
     #[error("invalid input: {reason}")]
     InvalidInput {
         /// What is wrong.
-        reason: &'static str,
+        reason: String,
     },
     /// A signal whose name or payload cannot be stored.
     #[error("invalid signal: {reason}")]
     InvalidSignal {
         /// What is wrong.
-        reason: &'static str,
+        reason: String,
     },
     /// An operator action's actor that is empty, over 255 characters, holds
     /// control or invisible formatting characters, or starts or ends with

@@ -42,6 +42,8 @@ pub struct AttemptInput {
     pub outputs: BTreeMap<String, Value>,
     /// The step's timeout in milliseconds, if it has one.
     pub timeout_ms: Option<i64>,
+    /// The sizes a fan-out child's input may have.
+    pub limits: crate::context::Limits,
     /// Why the stored input or outputs could not be read back, if they could not:
     /// the attempt then fails with an [`Unstorable`](crate::error::Unstorable)
     /// error for the policies.
@@ -82,6 +84,7 @@ impl AttemptInput {
             input: Value::Null,
             outputs: BTreeMap::new(),
             timeout_ms: None,
+            limits: crate::context::Limits::default(),
             unreadable: None,
             cancellation: tokio_util::sync::CancellationToken::new(),
             signals: Vec::new(),
@@ -203,7 +206,7 @@ pub async fn run_attempt_with_fault<W: Workflow>(
 
     let (outcome, children) = match fault() {
         Some(fault) => (Err(fault), Vec::new()),
-        None => run_body(workflow, index, &mut cx, input.timeout_ms).await,
+        None => run_body(workflow, index, &mut cx, input.timeout_ms, input.limits).await,
     };
     let output = cx.take_output();
     let mut result = match outcome {
@@ -384,8 +387,9 @@ async fn run_body<W: Workflow>(
     index: usize,
     cx: &mut StepCx<W::Input>,
     timeout_ms: Option<i64>,
+    limits: crate::context::Limits,
 ) -> (Result<crate::Flow, StepError>, Vec<ChildRun>) {
-    let mut fan = FanOut::new();
+    let mut fan = FanOut::limited(limits);
     let outcome = {
         let body: StepFuture<'_> = workflow.run_step(index, cx, &mut fan);
         let body = AssertUnwindSafe(body).catch_unwind();

@@ -37,13 +37,23 @@ impl PartialEq for ChildRun {
 #[derive(Debug, Default)]
 pub struct FanOut {
     children: Vec<ChildRun>,
+    limits: crate::context::Limits,
 }
 
 impl FanOut {
-    /// An empty batch.
+    /// An empty batch, with the default [`Limits`](crate::Limits).
     #[must_use]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty batch whose children's inputs are held to `limits`.
+    #[must_use]
+    pub fn limited(limits: crate::context::Limits) -> Self {
+        Self {
+            children: Vec::new(),
+            limits,
+        }
     }
 
     /// Adds a child run of workflow `W` with `input`.
@@ -52,10 +62,11 @@ impl FanOut {
     /// A [`StepError`] wrapping the `serde_json` error when `input` does not
     /// serialize, or [`Error::InvalidInput`](crate::Error::InvalidInput) when
     /// it breaks the input rule every start follows
-    /// ([`check_input`](crate::context::check_input): NUL, size, depth).
+    /// ([`Limits::check_input`](crate::Limits::check_input): NUL, size,
+    /// depth) under the worker's limits.
     pub fn start<W: Workflow>(&mut self, input: &W::Input) -> Result<(), StepError> {
         let input = serde_json::to_value(input)?;
-        crate::context::check_input(&input).map_err(StepError::from)?;
+        self.limits.check_input(&input).map_err(StepError::from)?;
         self.children.push(ChildRun {
             workflow: W::DEFINITION.name,
             definition: W::DEFINITION,

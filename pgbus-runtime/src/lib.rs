@@ -25,7 +25,7 @@ pub mod workflow;
 pub use client::{BucketCounts, Client, OutcomeCount, Started, StepTimings};
 pub use clock::{Clock, ManualClock};
 pub use connection::SslMode;
-pub use context::{RunId, Signal, SignalId, StepCx};
+pub use context::{Limits, RunId, Signal, SignalId, StepCx};
 pub use database::{DEFAULT_DATABASE_URL, DEFAULT_POOL_SIZE, Database, DatabaseBuilder};
 pub use definition::{
     Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy, FailureAction, GuardRef,
@@ -39,7 +39,10 @@ pub use error::{
 pub use fan_out::{ChildRun, FanOut};
 pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
 pub use pg::{MAX_SCHEMA_NAME_LEN, MIGRATIONS, Migration, Schema, migrate, migrate_schema};
-pub use view::{BatchView, EventView, RunFilter, RunSummary, RunView, SignalView, StepView};
+pub use view::{
+    BatchView, EventView, Omitted, RunCounts, RunFilter, RunRead, RunSummary, RunView, SignalView,
+    StepView, ValueOf,
+};
 pub use worker::{ErrorReport, StallAction, SweepReport, Sweeper, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};
 

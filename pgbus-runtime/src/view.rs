@@ -7,7 +7,9 @@ use serde_json::Value;
 use crate::context::RunId;
 use crate::engine::{RunStatus, StepOutcome, StepStatus};
 
-/// A run with its step attempts and events, oldest first.
+/// A run with its step attempts and events, oldest first: the latest of
+/// each as a [`RunRead`] bounds them ([`RunView::counts`] says how many
+/// there are in all, [`RunView::omitted`] which values were too large).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunView {
     /// The run row.
@@ -28,16 +30,241 @@ pub struct RunView {
     pub paused_at: Option<DateTime<Utc>>,
     /// When it was cancelled.
     pub cancelled_at: Option<DateTime<Utc>>,
-    /// Every step attempt, in the order they were scheduled.
+    /// Its latest step attempts (at most [`RunRead::last`]), in the order
+    /// they were scheduled.
     pub steps: Vec<StepView>,
-    /// Every event, in order.
+    /// Its latest events (at most [`RunRead::last`]) and, older than those,
+    /// the ones the timeline of the attempts kept needs (see [`RunRead`]),
+    /// in order.
     pub events: Vec<EventView>,
     /// For a fan_out child: the batch it counts toward (`batches.id`).
     pub parent_batch_id: Option<i64>,
-    /// Every signal sent to it, in order, consumed or not.
+    /// Its latest signals (at most [`RunRead::last`]), in the order they
+    /// were sent, consumed or not.
     pub signals: Vec<SignalView>,
-    /// Its fan_out batches, in order.
+    /// Its latest fan_out batches (at most [`RunRead::last`]), in order.
     pub batches: Vec<BatchView>,
+    /// How many attempts, events, signals and batches the run has in all.
+    pub counts: RunCounts,
+    /// The values left out for being longer than [`RunRead::value_bytes`]
+    /// (as JSON text the way the database writes it, with a space after
+    /// each `:` and `,`):
+    /// each reads as JSON `null` in its place.
+    pub omitted: Vec<Omitted>,
+}
+
+/// How much of a run [`Client::run_with`](crate::Client::run_with) reads:
+/// the latest `last` attempts, events, signals and batches, and each value
+/// (the input, an output, a signal payload) whole or, past `value_bytes` of
+/// JSON text, not at all. A run can grow without bound (a step reattempted
+/// for weeks, a signal a second), so every read of one is bounded in rows;
+/// values are bounded where they are written (1 MiB inputs, 256 KiB
+/// payloads) but a page of them is not small.
+///
+/// The events are the latest `last`, and beside them the older ones the
+/// timeline of the kept attempts needs: their `step_started` and
+/// `step_waiting` events (the latest `4 × last`) and the run's `paused`,
+/// `resumed`, `cancelled` and `finished` events (the latest `2 × last`, so
+/// the latest `last` paused periods).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunRead {
+    /// How many of the latest attempts, events, signals and batches to read
+    /// (at least 1).
+    pub last: usize,
+    /// The most JSON text, in bytes, a value may have to be read; `None`
+    /// reads every value whole.
+    pub value_bytes: Option<usize>,
+}
+
+impl RunRead {
+    /// [`Client::run`](crate::Client::run)'s bound: the latest 1,000 of each.
+    pub const DEFAULT_LAST: usize = 1_000;
+
+    /// The latest `last` of each (at least 1), values whole.
+    #[must_use]
+    pub fn latest(last: usize) -> Self {
+        Self {
+            last: last.max(1),
+            value_bytes: None,
+        }
+    }
+
+    /// Values longer than `bytes` of JSON text are left out
+    /// ([`RunView::omitted`] names them).
+    #[must_use]
+    pub fn value_bytes(mut self, bytes: usize) -> Self {
+        self.value_bytes = Some(bytes);
+        self
+    }
+
+    /// Cuts a whole `view` to this read, as a database read of the same run
+    /// would have returned it (the memory store reads this way).
+    #[must_use]
+    pub fn cut(&self, mut view: RunView) -> RunView {
+        fn keep_last<T>(list: &mut Vec<T>, last: usize) {
+            list.drain(..list.len().saturating_sub(last));
+        }
+        let last = self.last.max(1);
+        view.counts = RunCounts::of(&view);
+        keep_last(&mut view.steps, last);
+        keep_last(&mut view.signals, last);
+        keep_last(&mut view.batches, last);
+        let first_step = view.steps.first().map_or(i64::MAX, |s| s.id);
+        let latest_from = view.events.len().saturating_sub(last);
+        let mut marks = 4 * last;
+        let mut ends = 2 * last;
+        // From the newest back, so each allowance keeps the latest.
+        let mut keep = vec![false; view.events.len()];
+        for (i, event) in view.events.iter().enumerate().rev() {
+            if i >= latest_from {
+                keep[i] = true;
+            }
+            if marks > 0
+                && event.step_id.is_some_and(|id| id >= first_step)
+                && matches!(event.event.as_str(), "step_started" | "step_waiting")
+            {
+                marks -= 1;
+                keep[i] = true;
+            }
+            if ends > 0
+                && matches!(
+                    event.event.as_str(),
+                    "paused" | "resumed" | "cancelled" | "finished"
+                )
+            {
+                ends -= 1;
+                keep[i] = true;
+            }
+        }
+        let mut keep = keep.into_iter();
+        view.events.retain(|_| keep.next().unwrap_or(false));
+        if let Some(most) = self.value_bytes {
+            let mut omit = |value: &mut Value, what: ValueOf| {
+                let bytes = json_text_len(value);
+                if bytes > most {
+                    *value = Value::Null;
+                    view.omitted
+                        .push(Omitted::new(what, i64::try_from(bytes).unwrap_or(i64::MAX)));
+                }
+            };
+            omit(&mut view.input, ValueOf::Input);
+            for step in &mut view.steps {
+                if let Some(output) = &mut step.output {
+                    omit(output, ValueOf::Output { step_id: step.id });
+                }
+            }
+            for signal in &mut view.signals {
+                omit(
+                    &mut signal.payload,
+                    ValueOf::Payload {
+                        signal_id: signal.id,
+                    },
+                );
+            }
+        }
+        view
+    }
+}
+
+impl Default for RunRead {
+    fn default() -> Self {
+        Self::latest(Self::DEFAULT_LAST)
+    }
+}
+
+/// The length of `value` as PostgreSQL writes `jsonb` as text: compact
+/// JSON with a space after each `:` and `,` between members.
+fn json_text_len(value: &Value) -> usize {
+    fn separators(value: &Value) -> usize {
+        match value {
+            Value::Array(items) => {
+                items.len().saturating_sub(1) + items.iter().map(separators).sum::<usize>()
+            }
+            Value::Object(members) => {
+                members.len() * 2 - usize::from(!members.is_empty())
+                    + members.values().map(separators).sum::<usize>()
+            }
+            _ => 0,
+        }
+    }
+    value.to_string().len() + separators(value)
+}
+
+/// How many of each part a run has in all, whatever a read kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RunCounts {
+    /// Step attempts.
+    pub attempts: i64,
+    /// Events.
+    pub events: i64,
+    /// Times it was paused (its `paused` events, each the start of a paused
+    /// period).
+    pub pauses: i64,
+    /// Signals sent to it.
+    pub signals: i64,
+    /// `fan_out` batches.
+    pub batches: i64,
+}
+
+impl RunCounts {
+    pub(crate) fn new(attempts: i64, events: i64, pauses: i64, signals: i64, batches: i64) -> Self {
+        Self {
+            attempts,
+            events,
+            pauses,
+            signals,
+            batches,
+        }
+    }
+
+    /// The lengths of a whole view's lists.
+    fn of(view: &RunView) -> Self {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        Self {
+            attempts: count(view.steps.len()),
+            events: count(view.events.len()),
+            pauses: count(view.events.iter().filter(|e| e.event == "paused").count()),
+            signals: count(view.signals.len()),
+            batches: count(view.batches.len()),
+        }
+    }
+}
+
+/// A value a read left out, and how long it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Omitted {
+    /// Which value.
+    pub value: ValueOf,
+    /// Its length as JSON text, in bytes.
+    pub bytes: i64,
+}
+
+impl Omitted {
+    pub(crate) fn new(value: ValueOf, bytes: i64) -> Self {
+        Self { value, bytes }
+    }
+}
+
+/// Where a value of a run lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "of")]
+#[non_exhaustive]
+pub enum ValueOf {
+    /// The run's input.
+    Input,
+    /// An attempt's output.
+    Output {
+        /// The attempt (`steps.id`).
+        step_id: i64,
+    },
+    /// A signal's payload.
+    Payload {
+        /// The signal.
+        signal_id: crate::SignalId,
+    },
 }
 
 /// One run, as listed.

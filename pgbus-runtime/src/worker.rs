@@ -1019,6 +1019,7 @@ impl Worker {
                     input: claim.input.clone(),
                     outputs: claim.outputs.clone(),
                     timeout_ms: claim.timeout_ms,
+                    limits: self.inner.store.limits,
                     unreadable: claim.unreadable.clone(),
                     cancellation,
                     signals: claim.signals.clone(),

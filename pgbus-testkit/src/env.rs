@@ -11,8 +11,8 @@ use pgbus_runtime::engine::{
 };
 use pgbus_runtime::executor::{AttemptInput, run_attempt_with_fault};
 use pgbus_runtime::{
-    Error, RunFilter, RunId, RunSummary, RunView, Started, StepError, SweepReport, Workflow,
-    WorkflowDefinition,
+    Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, Started, StepError, SweepReport,
+    Workflow, WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -110,6 +110,7 @@ pub struct TestEnv {
     stall_action: StallAction,
     lost_worker_threshold: Duration,
     retention: Option<Duration>,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -155,7 +156,17 @@ impl TestEnv {
             stall_action: StallAction::default(),
             lost_worker_threshold: Duration::from_secs(30),
             retention: Some(pgbus_runtime::worker::DEFAULT_RETENTION),
+            limits: Limits::default(),
         }
+    }
+
+    /// The sizes of inputs and signal payloads accepted, as
+    /// `DatabaseBuilder::limits` sets them for a database (default
+    /// [`Limits::default`]: 1 MiB and 256 KiB of JSON).
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// What [`TestEnv::sweep`] does with a stalled attempt, as
@@ -195,7 +206,7 @@ impl TestEnv {
         payload: &T,
     ) -> Result<pgbus_runtime::SignalId, Error> {
         let payload = serde_json::to_value(payload)?;
-        pgbus_runtime::context::check_signal(name, &payload)?;
+        self.limits.check_signal(name, &payload)?;
         self.store().signal(run_id, name, payload)
     }
 
@@ -304,7 +315,7 @@ impl TestEnv {
     /// [`Error::Json`] when the input does not serialize, [`Error::NoSteps`].
     pub fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
-        pgbus_runtime::context::check_input(&input)?;
+        self.limits.check_input(&input)?;
         let (run_id, created) = self.store().start_run(W::DEFINITION, input, None)?;
         Ok(Started::new(run_id, created))
     }
@@ -323,7 +334,7 @@ impl TestEnv {
     ) -> Result<Started, Error> {
         pgbus_runtime::client::check_key(key)?;
         let input = serde_json::to_value(input)?;
-        pgbus_runtime::context::check_input(&input)?;
+        self.limits.check_input(&input)?;
         let (run_id, created) = self.store().start_run(W::DEFINITION, input, Some(key))?;
         Ok(Started::new(run_id, created))
     }
@@ -421,12 +432,21 @@ impl TestEnv {
         self.store().lose_claim(run_id)
     }
 
-    /// A run with its steps and events, as `Client::run` shows it.
+    /// A run with its latest 1,000 step attempts, events, signals and
+    /// batches, as `Client::run` reads it.
     ///
     /// # Errors
     /// [`Error::RunNotFound`].
     pub fn run(&self, run_id: RunId) -> Result<RunView, Error> {
-        self.store().run(run_id)
+        self.store().run(run_id, RunRead::default())
+    }
+
+    /// A run as `read` bounds it, as `Client::run_with` reads it.
+    ///
+    /// # Errors
+    /// [`Error::RunNotFound`].
+    pub fn run_with(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
+        self.store().run(run_id, read)
     }
 
     /// Runs, newest first, as `Client::list_runs`, and with its shape: a
@@ -455,6 +475,7 @@ impl TestEnv {
                 input: claim.input.clone(),
                 outputs: claim.outputs.clone(),
                 timeout_ms: claim.timeout_ms,
+                limits: self.limits,
                 unreadable: None,
                 cancellation: claim.cancellation.clone(),
                 signals: claim.signals.clone(),

@@ -12,8 +12,8 @@ use pgbus_runtime::engine::{
     stalled_result,
 };
 use pgbus_runtime::{
-    BatchView, ChildRun, Error, EventView, RunFilter, RunId, RunSummary, RunView, SignalId,
-    SignalView, StepView, WorkflowDefinition,
+    BatchView, ChildRun, Error, EventView, RunCounts, RunFilter, RunId, RunRead, RunSummary,
+    RunView, SignalId, SignalView, StepView, WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -1200,13 +1200,13 @@ impl MemoryStore {
         }
     }
 
-    /// As `Client::run`.
-    pub(crate) fn run(&self, run_id: RunId) -> Result<RunView, Error> {
+    /// As `Client::run_with`: the whole run, cut as `read` says.
+    pub(crate) fn run(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
         let run = self
             .runs
             .get(&run_id.0)
             .ok_or(Error::RunNotFound { run_id })?;
-        Ok(RunView {
+        Ok(read.cut(RunView {
             run: run.summary.clone(),
             definition_digest: run.definition_digest.clone(),
             options_digest: run.options_digest.clone(),
@@ -1231,7 +1231,9 @@ impl MemoryStore {
                 .filter(|b| b.run_id == run_id)
                 .map(|b| b.view.clone())
                 .collect(),
-        })
+            counts: RunCounts::default(),
+            omitted: Vec::new(),
+        }))
     }
 
     /// A run's status, if it exists.

@@ -215,6 +215,12 @@ impl Connector {
             .saturating_add(Duration::from_secs(1))
     }
 
+    /// The TLS connector a cancel request for one of these connections goes
+    /// out with.
+    pub(crate) fn cancel_tls(&self) -> &MakeRustlsConnect {
+        &self.tls.connector
+    }
+
     /// A pool of `size` connections opened by this connector.
     ///
     /// `Fast` recycling drops a pooled connection whose client saw its socket

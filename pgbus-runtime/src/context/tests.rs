@@ -10,7 +10,7 @@ fn nested(levels: usize) -> Value {
     value
 }
 
-fn reason(name: &str, payload: &Value) -> Option<&'static str> {
+fn reason(name: &str, payload: &Value) -> Option<String> {
     match check_signal(name, payload) {
         Ok(()) => None,
         Err(crate::Error::InvalidSignal { reason }) => Some(reason),
@@ -22,7 +22,7 @@ fn reason(name: &str, payload: &Value) -> Option<&'static str> {
 fn a_payload_is_at_most_a_hundred_levels_deep() {
     assert_eq!(reason("s", &nested(MAX_SIGNAL_PAYLOAD_DEPTH)), None);
     assert_eq!(
-        reason("s", &nested(MAX_SIGNAL_PAYLOAD_DEPTH + 1)),
+        reason("s", &nested(MAX_SIGNAL_PAYLOAD_DEPTH + 1)).as_deref(),
         Some("a signal payload is at most 100 levels of arrays and objects deep")
     );
     let mut object = json!("leaf");
@@ -44,7 +44,7 @@ fn a_payload_is_at_most_256_kib_of_json() {
     let over = Value::String("x".repeat(MAX_SIGNAL_PAYLOAD_BYTES - 1));
     assert_eq!(reason("s", &fits), None);
     assert_eq!(
-        reason("s", &over),
+        reason("s", &over).as_deref(),
         Some("a signal payload is at most 256 KiB of JSON")
     );
 }

@@ -1,6 +1,7 @@
 //! The Postgres side: schema names, SQL statements, migrations and the store that
 //! applies the engine's plans.
 
+pub(crate) mod cancel;
 mod migrate;
 mod start;
 pub(crate) mod statement;

@@ -23,6 +23,7 @@ use crate::engine::{
 };
 use crate::error::Error;
 use crate::fan_out::ChildRun;
+use crate::pg::cancel::Guarded;
 
 /// How many times a transaction is tried when Postgres reports a serialization
 /// failure or a deadlock.
@@ -35,6 +36,10 @@ const TX_ATTEMPTS: u32 = 3;
 macro_rules! in_tx {
     ($pool:expr, |$tx:ident| $body:expr) => {{
         let mut client = $pool.get().await?;
+        in_tx!(@on client, |$tx| $body)
+    }};
+    (@on $client:ident, |$tx:ident| $body:expr) => {{
+        let client = &mut *$client;
         let mut tries = 0;
         loop {
             tries += 1;
@@ -69,6 +74,11 @@ pub(crate) struct PgStore {
     pub(crate) schema: Schema,
     pub(crate) sql: Arc<Statements>,
     pub(crate) clock: Clock,
+    /// How the pool's connections were opened (`None` for a pool handed in
+    /// alone): what an operator's abandoned statement is cancelled through.
+    pub(crate) connector: Option<Arc<crate::connection::Connector>>,
+    /// The sizes of inputs and signal payloads accepted.
+    pub(crate) limits: crate::context::Limits,
 }
 
 /// A step attempt a worker claimed.
@@ -164,7 +174,15 @@ impl PgStore {
             schema,
             sql,
             clock,
+            connector: None,
+            limits: crate::context::Limits::default(),
         }
+    }
+
+    /// A connection whose statement in flight is cancelled if the caller
+    /// gives up before [`Guarded::finish`]: for operator reads and actions.
+    pub(crate) async fn guarded(&self) -> Result<Guarded, Error> {
+        Guarded::get(&self.pool, self.connector.as_deref()).await
     }
 
     /// Starts a run of `definition` with `input`; with a key, returns the run an
@@ -936,8 +954,11 @@ impl PgStore {
         reason: &str,
     ) -> Result<RunStatus, Error> {
         let now = self.clock.now();
-        in_tx!(self.pool, |tx| self
-            .act_in(&tx, run_id, action, actor, reason, now))
+        let mut guarded = self.guarded().await?;
+        let acted = in_tx!(@on guarded, |tx| self
+            .act_in(&tx, run_id, action, actor, reason, now));
+        guarded.finish();
+        acted
     }
 
     async fn act_in(

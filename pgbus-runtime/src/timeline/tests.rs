@@ -243,6 +243,8 @@ fn run(status: RunStatus, events: Vec<EventView>, updated: i64) -> RunView {
         parent_batch_id: None,
         signals: Vec::new(),
         batches: Vec::new(),
+        counts: crate::RunCounts::default(),
+        omitted: Vec::new(),
     }
 }
 

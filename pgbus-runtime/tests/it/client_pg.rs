@@ -293,3 +293,64 @@ async fn inputs_that_could_not_be_stored_or_read_back_are_refused_at_the_start()
         .run_id;
     assert_eq!(t.run(deep).await.input, nested(100), "and it reads back");
 }
+
+/// The sizes are the deployment's: a database built with smaller limits
+/// refuses what the defaults accept, saying the configured size, and one
+/// with larger limits takes what the defaults refuse. (The testkit's
+/// `TestEnv::limits` is held to the same rule by its own test.)
+#[tokio::test]
+async fn input_and_payload_sizes_are_settings() {
+    let t = TestDb::new().await;
+    let with = |limits: pgbus_runtime::Limits| {
+        pgbus_runtime::Database::builder(&crate::pg::database_url())
+            .schema(t.db.schema().clone())
+            .clock(t.db.clock().clone())
+            .limits(limits)
+            .connect()
+    };
+    let small = with(
+        pgbus_runtime::Limits::default()
+            .input_bytes(64)
+            .signal_payload_bytes(32),
+    )
+    .await
+    .expect("connect")
+    .client();
+    match small
+        .start::<Anything>(&serde_json::json!("x".repeat(70)))
+        .await
+    {
+        Err(Error::InvalidInput { reason }) => {
+            assert_eq!(reason, "an input is at most 64 bytes of JSON");
+        }
+        other => panic!("{other:?}"),
+    }
+    let run = small
+        .start::<Anything>(&serde_json::json!("small"))
+        .await
+        .expect("a small input")
+        .run_id;
+    match small.signal(run, "s", &"y".repeat(40)).await {
+        Err(Error::InvalidSignal { reason }) => {
+            assert_eq!(reason, "a signal payload is at most 32 bytes of JSON");
+        }
+        other => panic!("{other:?}"),
+    }
+    small.signal(run, "s", "ok").await.expect("a small payload");
+
+    let big_input = serde_json::json!("x".repeat(pgbus_runtime::context::MAX_INPUT_BYTES));
+    assert!(matches!(
+        t.client().start::<Anything>(&big_input).await,
+        Err(Error::InvalidInput { .. })
+    ));
+    let large = with(pgbus_runtime::Limits::default().input_bytes(2 << 20))
+        .await
+        .expect("connect")
+        .client();
+    let run = large
+        .start::<Anything>(&big_input)
+        .await
+        .expect("within 2 MiB")
+        .run_id;
+    assert_eq!(t.run(run).await.input, big_input);
+}

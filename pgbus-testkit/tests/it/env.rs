@@ -337,3 +337,60 @@ fn the_testkit_refuses_the_inputs_postgres_cannot_hold() {
             .is_empty()
     );
 }
+
+struct Spread;
+
+/// Fans out one child per length, each child's input a string that long.
+#[workflow(name = "env.spread", input = Vec<usize>)]
+impl Spread {
+    #[fan_out]
+    async fn spread(&self, cx: &mut StepCx<Vec<usize>>, fan: &mut FanOut) -> StepResult {
+        for len in cx.input().clone() {
+            fan.start::<Anything>(&serde_json::json!("z".repeat(len)))?;
+        }
+        Ok(Flow::Complete)
+    }
+}
+
+/// `TestEnv::limits` sets the sizes as `DatabaseBuilder::limits` does, with
+/// the same words, at every entry: a start, a signal, a fan-out child (whose
+/// parent's attempt fails with the refusal, by its policy a pause).
+#[tokio::test]
+async fn input_and_payload_sizes_are_settings() {
+    let env = TestEnv::new()
+        .limits(
+            pgbus_runtime::Limits::default()
+                .input_bytes(64)
+                .signal_payload_bytes(32),
+        )
+        .register(Anything)
+        .register(Spread);
+    match env.start::<Anything>(&serde_json::json!("x".repeat(70))) {
+        Err(Error::InvalidInput { reason }) => {
+            assert_eq!(reason, "an input is at most 64 bytes of JSON");
+        }
+        other => panic!("{other:?}"),
+    }
+    let run = env
+        .start::<Anything>(&serde_json::json!("small"))
+        .expect("small")
+        .run_id;
+    match env.signal(run, "s", &"y".repeat(40)) {
+        Err(Error::InvalidSignal { reason }) => {
+            assert_eq!(reason, "a signal payload is at most 32 bytes of JSON");
+        }
+        other => panic!("{other:?}"),
+    }
+    let parent = env
+        .start::<Spread>(&vec![2, 70])
+        .expect("the parent's own input is small")
+        .run_id;
+    env.run_until_idle().await;
+    let view = env.run(parent).expect("the parent");
+    assert_eq!(view.run.status, RunStatus::Paused);
+    assert_eq!(
+        view.error_message.as_deref(),
+        Some("invalid input: an input is at most 64 bytes of JSON")
+    );
+    assert_eq!(view.counts.batches, 0, "no child of the batch was started");
+}
