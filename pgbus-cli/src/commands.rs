@@ -5,8 +5,9 @@ use std::fmt::Write as _;
 use chrono::{DateTime, SecondsFormat, Utc};
 use comfy_table::{Cell, Table};
 use pgbus_runtime::timeline::{Segment, timeline};
-use pgbus_runtime::view::{RunFilter, RunView};
+use pgbus_runtime::view::{RunFilter, RunRead, RunView, ValueOf};
 use pgbus_runtime::{Clock, Database, RunId, Schema, StallAction};
+use serde_json::Value;
 
 use crate::output::Output;
 use crate::{Action, Cli, Command, Retention, RunsArgs};
@@ -17,6 +18,9 @@ use crate::{Action, Cli, Command, Retention, RunsArgs};
 /// however long the run.
 pub(crate) const SHOWN: usize = 200;
 pub(crate) const SHOWN_AT_MOST: usize = 5_000;
+/// The most JSON text a value (the input, an output, a signal payload) may
+/// have to be read into a view; a longer one is named with its length.
+pub(crate) const VALUE_BYTES: usize = 16 * 1024;
 
 /// What a view of a run left out: how many there were of each list.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
@@ -32,33 +36,40 @@ pub(crate) struct Cut {
 }
 
 impl Cut {
-    /// Keeps the latest `show` attempts, events and signals of `view`, and
-    /// the timeline at `now` of the attempts kept (with all of the run's
-    /// paused periods).
+    /// How a run page or `show` reads a run: the latest `show` of each, and
+    /// values of at most `value_bytes` ([`VALUE_BYTES`] unless asked).
+    pub(crate) fn read(show: usize, value_bytes: usize) -> RunRead {
+        RunRead::latest(show).value_bytes(value_bytes)
+    }
+
+    /// The timeline at `now` of the attempts of `view` (read with
+    /// [`Cut::read`]), then the events cut to the latest `show` (the older
+    /// ones the timeline needed were read beside them), and the latest
+    /// `show` paused periods.
     pub(crate) fn latest(
         view: &mut RunView,
         show: usize,
         now: DateTime<Utc>,
     ) -> (Self, Vec<Segment>) {
-        let mut cut = Self {
+        let total = |n: i64| usize::try_from(n).unwrap_or(usize::MAX);
+        let cut = Self {
             show,
-            attempts: view.steps.len(),
-            events: view.events.len(),
-            signals: view.signals.len(),
-            batches: view.batches.len(),
-            paused: 0,
+            attempts: total(view.counts.attempts),
+            events: total(view.counts.events),
+            signals: total(view.counts.signals),
+            batches: total(view.counts.batches),
+            paused: total(view.counts.pauses),
         };
         let keep_last = |len: usize| len.saturating_sub(show);
-        view.steps.drain(..keep_last(cut.attempts));
-        view.signals.drain(..keep_last(cut.signals));
-        view.batches.drain(..keep_last(cut.batches));
+        view.steps.drain(..keep_last(view.steps.len()));
+        view.signals.drain(..keep_last(view.signals.len()));
+        view.batches.drain(..keep_last(view.batches.len()));
         // Before the events go: the paused periods need all of them. Then
         // the latest `show` of those periods too.
         let mut segments = timeline(view, now);
-        view.events.drain(..keep_last(cut.events));
+        view.events.drain(..keep_last(view.events.len()));
         let paused = |s: &Segment| s.step_id.is_none();
-        cut.paused = segments.iter().filter(|s| paused(s)).count();
-        let mut drop_paused = keep_last(cut.paused);
+        let mut drop_paused = keep_last(segments.iter().filter(|s| paused(s)).count());
         segments.retain(|s| {
             if drop_paused > 0 && paused(s) {
                 drop_paused -= 1;
@@ -214,38 +225,12 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             out.line(&format!("schema {} is up to date", db.schema()))?;
         }
         Command::Runs(args) => runs(&db, out, args).await?,
-        Command::Show { run, json, last } => {
-            let mut view = db.client().run(RunId(run)).await?;
-            let now = db_now(&db).await?;
-            if !json {
-                // JSON escapes what it must itself; text goes to a terminal.
-                defang(&mut view);
-            }
-            let (cut, segments) = Cut::latest(&mut view, last, now);
-            if json {
-                let value = serde_json::json!({ "run": view, "timeline": segments, "counts": cut });
-                out.emit(&format!(
-                    "{}\n",
-                    json_visible(&serde_json::to_string_pretty(&value)?)
-                ))?;
-            } else {
-                let mut text = show(out, &view, &segments, now);
-                if cut.left_out() {
-                    let _ = writeln!(
-                        text,
-                        "\n(the latest {} of {} attempts, {} events, {} signals, {} batches and {} paused periods; `--last N` shows up to {})",
-                        cut.show,
-                        cut.attempts,
-                        cut.events,
-                        cut.signals,
-                        cut.batches,
-                        cut.paused,
-                        SHOWN_AT_MOST
-                    );
-                }
-                out.emit(&text)?;
-            }
-        }
+        Command::Show {
+            run,
+            json,
+            last,
+            value_bytes,
+        } => show_run(&db, out, run, json, last, value_bytes).await?,
         Command::Pause(action) => act(&db, out, &action, Verb::Pause).await?,
         Command::Resume(action) => act(&db, out, &action, Verb::Resume).await?,
         Command::Cancel(action) => act(&db, out, &action, Verb::Cancel).await?,
@@ -274,16 +259,19 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             bind,
             token,
             token_file,
+            no_token,
             public_origin,
             retention,
         } => {
-            let token = match token_file {
-                Some(path) => Some(token_from_file(&path)?),
-                None => token,
+            let token = match (token_file, token) {
+                (Some(path), _) => crate::dashboard::Token::Given(token_from_file(&path)?),
+                (None, Some(token)) => crate::dashboard::Token::Given(token),
+                (None, None) if no_token => crate::dashboard::Token::None,
+                (None, None) => crate::dashboard::Token::made(),
             };
             let settings = crate::dashboard::Settings {
                 bind,
-                token: token.filter(|t| !t.is_empty()),
+                token,
                 retention: retention.0,
                 public_origin,
             };
@@ -294,6 +282,52 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             retention,
             json,
         } => stats(&db, out, window, retention, json).await?,
+    }
+    Ok(())
+}
+
+/// `pgbus show`: the latest `last` of each part of `run`, values of at most
+/// `value_bytes`, as text or JSON.
+async fn show_run(
+    db: &Database,
+    out: Output,
+    run: i64,
+    json: bool,
+    last: usize,
+    value_bytes: usize,
+) -> Result<(), BoxError> {
+    let mut view = db
+        .client()
+        .run_with(RunId(run), Cut::read(last, value_bytes))
+        .await?;
+    let now = db_now(db).await?;
+    if !json {
+        // JSON escapes what it must itself; text goes to a terminal.
+        defang(&mut view);
+    }
+    let (cut, segments) = Cut::latest(&mut view, last, now);
+    if json {
+        let value = serde_json::json!({ "run": view, "timeline": segments, "counts": cut });
+        out.emit(&format!(
+            "{}\n",
+            json_visible(&serde_json::to_string_pretty(&value)?)
+        ))?;
+    } else {
+        let mut text = show(out, &view, &segments, now);
+        if cut.left_out() {
+            let _ = writeln!(
+                text,
+                "\n(the latest {} of {} attempts, {} events, {} signals, {} batches and {} paused periods; `--last N` shows up to {})",
+                cut.show,
+                cut.attempts,
+                cut.events,
+                cut.signals,
+                cut.batches,
+                cut.paused,
+                SHOWN_AT_MOST
+            );
+        }
+        out.emit(&text)?;
     }
     Ok(())
 }
@@ -501,7 +535,14 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
                 signal
                     .consumed_by
                     .map_or_else(|| "-".to_owned(), |id| id.to_string()),
-                clip(&signal.payload.to_string(), 60),
+                value_text(
+                    view,
+                    ValueOf::Payload {
+                        signal_id: signal.id,
+                    },
+                    &signal.payload,
+                    60,
+                ),
             ]);
         }
         let _ = writeln!(text, "\n{}\n{}", out.heading("signals"), render(&signals));
@@ -577,7 +618,11 @@ fn header(out: Output, view: &RunView) -> String {
     if let Some(batch) = view.parent_batch_id {
         let _ = writeln!(text, "child of fan-out batch {batch}");
     }
-    let _ = writeln!(text, "input {}", clip(&view.input.to_string(), 200));
+    let _ = writeln!(
+        text,
+        "input {}",
+        value_text(view, ValueOf::Input, &view.input, 200)
+    );
     text
 }
 
@@ -604,9 +649,10 @@ fn steps_table(out: Output, view: &RunView) -> Table {
             step.finished_at.map_or_else(|| "-".to_owned(), time),
             step.worker_id.clone().unwrap_or_else(|| "-".to_owned()),
             clip(&error, 60),
-            step.output
-                .as_ref()
-                .map_or_else(|| "-".to_owned(), |o| clip(&o.to_string(), 60)),
+            step.output.as_ref().map_or_else(
+                || "-".to_owned(),
+                |o| value_text(view, ValueOf::Output { step_id: step.id }, o, 60),
+            ),
         ]);
     }
     steps
@@ -662,6 +708,18 @@ pub(crate) fn took(duration: chrono::Duration) -> String {
 }
 
 /// `text` on one line, cut to `max` characters with an ellipsis.
+/// A value of `view`, clipped to `max` characters, or, where the read left
+/// it out for its length, that length and how to read it.
+pub(crate) fn value_text(view: &RunView, of: ValueOf, value: &Value, max: usize) -> String {
+    match view.omitted.iter().find(|omitted| omitted.value == of) {
+        Some(omitted) => format!(
+            "({} bytes, left out: `pgbus show {} --json --value-bytes {}`)",
+            omitted.bytes, view.run.id, omitted.bytes
+        ),
+        None => clip(&value.to_string(), max),
+    }
+}
+
 pub(crate) fn clip(text: &str, max: usize) -> String {
     let one_line = visible(text);
     if one_line.chars().count() <= max {

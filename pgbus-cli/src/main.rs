@@ -74,6 +74,11 @@ enum Command {
         /// 5000); `counts` in the JSON says how many there are.
         #[arg(long, default_value_t = 200, value_parser = parse_last)]
         last: usize,
+        /// The most JSON text, in bytes, of a value (the input, an output, a
+        /// signal payload) to read (1 to 67108864); a longer one is left out
+        /// and named with its length (`omitted` in the JSON).
+        #[arg(long, default_value_t = 16_384, value_parser = parse_value_bytes)]
+        value_bytes: usize,
     },
     /// Pauses a run (its running step finishes; nothing more is claimed).
     Pause(Action),
@@ -118,18 +123,23 @@ enum Command {
     /// Serves the web dashboard: runs, a run's timeline, insights, and the
     /// operator actions as forms.
     Dashboard {
-        /// Where to listen. Any address but loopback needs `--token`.
+        /// Where to listen.
         #[arg(long, default_value = "127.0.0.1:8080")]
         bind: std::net::SocketAddr,
         /// The access token every request must carry (a `?token=` link once,
         /// or an `Authorization: Bearer` header).
         /// At least 16 characters. Prefer `PGBUS_DASHBOARD_TOKEN` or
-        /// `--token-file`: a flag shows in `ps`.
+        /// `--token-file`: a flag shows in `ps`. Without one, a token is
+        /// made at start and its link printed.
         #[arg(long, env = "PGBUS_DASHBOARD_TOKEN", hide_env_values = true, value_parser = parse_token)]
         token: Option<String>,
         /// Reads the access token from a file (its first line).
         #[arg(long, conflicts_with = "token")]
         token_file: Option<std::path::PathBuf>,
+        /// Serves without a token, to loopback names only: for a machine
+        /// whose every local user and process may steer every run.
+        #[arg(long, conflicts_with_all = ["token", "token_file", "public_origin"])]
+        no_token: bool,
         /// The origin browsers use behind a reverse proxy, as
         /// `scheme://host[:port]` (`https://ops.example.com`): its forms are
         /// accepted whatever `Host` the proxy sends, and over `https` the
@@ -209,6 +219,13 @@ fn parse_last(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(n) if (1..=5_000).contains(&n) => Ok(n),
         _ => Err("a whole number from 1 to 5000".to_owned()),
+    }
+}
+
+fn parse_value_bytes(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=64 << 20).contains(&n) => Ok(n),
+        _ => Err("a whole number of bytes from 1 to 67108864 (64 MiB)".to_owned()),
     }
 }
 

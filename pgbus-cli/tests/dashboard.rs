@@ -108,18 +108,46 @@ fn cookie(head: &str, name: &str) -> Option<String> {
 
 #[test]
 fn off_loopback_it_will_not_serve_without_a_token() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
-        .args(["dashboard", "--bind", "0.0.0.0:0"])
-        .env("DATABASE_URL", database_url())
-        .env_remove("PGBUS_DASHBOARD_TOKEN")
-        .output()
-        .expect("run pgbus");
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err) = dashboard_refuses(&["--bind", "0.0.0.0:0", "--no-token"]);
+    assert_eq!(code, Some(1));
     assert!(
         err.contains("refusing to serve on 0.0.0.0:0 without an access token"),
         "{err}"
     );
+}
+
+/// Given no token, the dashboard makes one and prints its link: nothing is
+/// served without it, the link lets a browser in once with a session
+/// cookie, and another start makes another token.
+#[tokio::test]
+async fn without_a_token_one_is_made_and_its_link_printed() {
+    let t = TestSchema::new().await;
+    let run = plain_run(&t, "x").await;
+    let dashboard = Dashboard::start_as_given(&t.name, &[]);
+    let link = dashboard.link.clone().expect("a printed link");
+    let token = link.split("?token=").nth(1).expect("a token").to_owned();
+    assert_eq!(token.len(), 32, "{link}");
+    let base = dashboard.url.as_str();
+    assert_eq!(http(base, "GET", "/", &[], "").0, 401);
+    assert_eq!(
+        http(base, "GET", "/", &[("Host", "localhost")], "").0,
+        401,
+        "a loopback name is not a way in when there is a token"
+    );
+    let (status, head, _) = http(base, "GET", &format!("/?token={token}"), &[], "");
+    assert_eq!(status, 303, "{head}");
+    let session = cookie(&head, "pgbus_session").expect("a session cookie");
+    assert!(!session.contains(&token), "the cookie is not the token");
+    let (status, _, body) = http(
+        base,
+        "GET",
+        &format!("/runs/{}", run.0),
+        &[("Cookie", &format!("pgbus_session={session}"))],
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    let again = Dashboard::start_as_given(&t.name, &[]);
+    assert_ne!(again.link, dashboard.link, "each start makes its own token");
 }
 
 #[tokio::test]
@@ -412,6 +440,57 @@ async fn a_held_lock_leaves_no_query_of_the_dashboard_waiting() {
     assert_eq!(status, 200);
 }
 
+/// A page whose browser goes away takes its query with it: with timeouts
+/// far longer than the test, the query queued behind a held lock is
+/// cancelled as soon as the request's connection closes.
+#[tokio::test]
+async fn an_abandoned_page_cancels_its_query() {
+    let t = TestSchema::new().await;
+    let run = plain_run(&t, "x").await;
+    let dashboard = Dashboard::start(
+        &t.name,
+        &["--lock-timeout", "10m", "--statement-timeout", "10m"],
+    );
+    let host = dashboard.url.trim_start_matches("http://").to_owned();
+    let locker = t.lock_runs().await;
+    let until = |want: i64| {
+        let t = &t;
+        let locker = &locker;
+        async move {
+            for _ in 0..200 {
+                if t.waiting_on_runs(locker).await == want {
+                    return true;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            false
+        }
+    };
+    // What went wrong, asserted only once the lock is released: a failing
+    // test must not leave its schema's drop queued behind the lock.
+    let mut wrong = Vec::new();
+    for path in [
+        "/".to_owned(),
+        format!("/runs/{}", run.0),
+        "/insights".to_owned(),
+    ] {
+        let mut stream = TcpStream::connect(&host).expect("connect");
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").expect("send");
+        if !until(1).await {
+            wrong.push(format!("{path}: its query never waited on the lock"));
+        }
+        drop(stream);
+        if !until(0).await {
+            wrong.push(format!(
+                "{path}: its query still waits after the request went"
+            ));
+        }
+    }
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    assert_eq!(http(&dashboard.url, "GET", "/", &[], "").0, 200);
+}
+
 /// A run of 20,001 attempts and 40,001 events: its page shows the latest
 /// 200 of each, says so, and links to more (at most 5,000); the page stays
 /// bounded in bytes, and the dashboard answers other requests meanwhile.
@@ -535,11 +614,12 @@ async fn tokens_are_long_and_may_come_from_a_file() {
     let (code, err) = dashboard_refuses(&[
         "--bind",
         "127.0.0.1:0",
+        "--no-token",
         "--public-origin",
         "https://ops.example.com",
     ]);
-    assert_eq!(code, Some(1));
-    assert!(err.contains("needs an access token"), "{err}");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("cannot be used with"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -2,13 +2,15 @@
 //! pages, rendered on the server (no script, no CDN: the one stylesheet is
 //! built into the binary), with the operator actions as forms.
 //!
-//! Safe by default: it binds to loopback; any other address needs an access
-//! token (`PGBUS_DASHBOARD_TOKEN`, `--token-file` or `--token`), asked of
-//! every request (an `Authorization: Bearer` header, or `?token=` once, which
+//! Safe by default: it binds to loopback and asks every request for an access
+//! token (`PGBUS_DASHBOARD_TOKEN`, `--token-file` or `--token`; without one,
+//! a token made at start whose link it prints, as Jupyter does; `--no-token`
+//! serves loopback names only, with none) through an
+//! `Authorization: Bearer` header, or `?token=` once, which
 //! sets an `HttpOnly` session cookie: an expiry signed with HMAC-SHA256 under
 //! a secret of this process, never the token, since cookies ignore ports);
-//! wrong tokens are answered one at a time after a pause. Without a token it
-//! answers only to a loopback `Host`, against DNS rebinding. Every form
+//! wrong tokens are answered one at a time after a pause. With `--no-token`
+//! it answers only to a loopback `Host`, against DNS rebinding. Every form
 //! carries a CSRF token derived under the secret from the browser's
 //! `SameSite=Strict` id cookie (OWASP's signed double-submit pattern), so a
 //! page that plants a cookie cannot forge the token; a post must carry this
@@ -47,13 +49,49 @@ const CSRF_COOKIE: &str = "pgbus_csrf";
 /// How long a wrong token holds up the next wrong one, dashboard-wide.
 const FAILED_TOKEN_PAUSE: Duration = Duration::from_millis(250);
 
+/// The access token requests must carry.
+#[derive(Clone)]
+pub(crate) enum Token {
+    /// Given by the operator (environment, file or flag).
+    Given(String),
+    /// Made at start, when none was given: its link is printed.
+    Made(String),
+    /// None (`--no-token`): loopback names only.
+    None,
+}
+
+impl Token {
+    /// A new token of 32 hex characters (122 random bits, from a version-4
+    /// UUID: the OS's random source).
+    pub(crate) fn made() -> Self {
+        Self::Made(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    fn value(&self) -> Option<&str> {
+        match self {
+            Self::Given(token) | Self::Made(token) => Some(token),
+            Self::None => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Given(_) => "Given(..)",
+            Self::Made(_) => "Made(..)",
+            Self::None => "None",
+        })
+    }
+}
+
 /// How the dashboard serves.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     /// Where to listen.
     pub(crate) bind: SocketAddr,
-    /// The access token, if any (required off loopback).
-    pub(crate) token: Option<String>,
+    /// The access token.
+    pub(crate) token: Token,
     /// The workers' retention age, to cut the insight windows at.
     pub(crate) retention: Option<Duration>,
     /// The origin browsers reach the dashboard at through a reverse proxy
@@ -159,18 +197,10 @@ pub(crate) struct Csrf(pub(crate) String);
 /// Serves until the process is stopped. Refuses to start on an address that
 /// is not loopback without a token.
 pub(crate) async fn serve(db: Database, settings: Settings) -> Result<(), BoxError> {
-    if settings.public_origin.is_some() && settings.token.is_none() {
-        // Behind a proxy every request comes from loopback with a loopback
-        // `Host` it may forward: only the token tells an operator apart.
-        return Err(
-            "--public-origin needs an access token: set PGBUS_DASHBOARD_TOKEN or pass --token-file"
-                .into(),
-        );
-    }
-    if !settings.bind.ip().is_loopback() && settings.token.is_none() {
+    if !settings.bind.ip().is_loopback() && matches!(settings.token, Token::None) {
         return Err(format!(
-            "refusing to serve on {} without an access token: pass --token (or set \
-             PGBUS_DASHBOARD_TOKEN), or bind to 127.0.0.1",
+            "refusing to serve on {} without an access token: drop --no-token, or bind to \
+             127.0.0.1",
             settings.bind
         )
         .into());
@@ -180,6 +210,14 @@ pub(crate) async fn serve(db: Database, settings: Settings) -> Result<(), BoxErr
         .map_err(|e| format!("cannot listen on {}: {e}", settings.bind))?;
     let addr = listener.local_addr()?;
     eprintln!("pgbus dashboard on http://{addr}/");
+    if let Token::Made(token) = &settings.token {
+        // As Jupyter does: the link is the way in, and goes to whoever can
+        // read this process's output, not to whoever can reach the port.
+        eprintln!(
+            "open http://{addr}/?token={token} (a token made for this start; set \
+             PGBUS_DASHBOARD_TOKEN or --token-file to keep one)"
+        );
+    }
     axum::serve(listener, router(db, settings)).await?;
     Ok(())
 }
@@ -234,7 +272,7 @@ async fn guard(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if let Some(token) = &app.settings.token {
+    if let Some(token) = app.settings.token.value() {
         // The scheme name is case-insensitive (RFC 9110).
         let bearer = request
             .headers()

@@ -7,14 +7,14 @@ use axum::extract::{Form, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{DOCTYPE, Markup, html};
-use pgbus_runtime::view::{RunFilter, RunView};
+use pgbus_runtime::view::{RunFilter, RunView, ValueOf};
 use pgbus_runtime::window::{WINDOWS, Window};
 use pgbus_runtime::{Error, RunId, RunStatus};
 use serde::Deserialize;
 
 use super::{App, Csrf, chart, same};
 use crate::commands::{Cut, SHOWN, SHOWN_AT_MOST};
-use crate::commands::{clip, time, took};
+use crate::commands::{VALUE_BYTES, clip, time, took, value_text};
 
 /// A page in the dashboard's frame.
 fn page(title: &str, body: &Markup) -> Markup {
@@ -187,7 +187,13 @@ pub(crate) async fn run(
     Query(notice): Query<Notice>,
     Extension(csrf): Extension<Csrf>,
 ) -> Response {
-    let view = match app.db.client().run(RunId(id)).await {
+    let show = notice.show.unwrap_or(SHOWN).clamp(1, SHOWN_AT_MOST);
+    let view = match app
+        .db
+        .client()
+        .run_with(RunId(id), Cut::read(show, VALUE_BYTES))
+        .await
+    {
         Ok(view) => view,
         Err(Error::RunNotFound { .. }) => {
             return error_page(StatusCode::NOT_FOUND, &format!("There is no run {id}."));
@@ -205,7 +211,6 @@ pub(crate) async fn run(
     };
     // Rendering is CPU work in proportion to the run's attempts: on the
     // blocking pool, so a big run never holds up another request.
-    let show = notice.show.unwrap_or(SHOWN).clamp(1, SHOWN_AT_MOST);
     let rendered = tokio::task::spawn_blocking(move || {
         let mut view = view;
         crate::commands::defang(&mut view);
@@ -263,7 +268,7 @@ fn run_body(
             @if let Some(class) = &view.error_class {
                 dt { "Error" } dd.error { (class) ": " (clip(view.error_message.as_deref().unwrap_or_default(), 2000)) }
             }
-            dt { "Input" } dd { code { (clip(&view.input.to_string(), 400)) } }
+            dt { "Input" } dd { code { (value_text(view, ValueOf::Input, &view.input, 400)) } }
         }
         (actions(run.id, run.status, csrf))
         (cut_note(cut, run.id, cut.attempts, "attempts", " in the chart and the table"))
@@ -287,7 +292,7 @@ fn run_body(
                                     (class) ": " (clip(step.error_message.as_deref().unwrap_or_default(), 300))
                                 }
                             }
-                            td { code { (step.output.as_ref().map_or_else(|| "-".to_owned(), |o| clip(&o.to_string(), 300))) } }
+                            td { code { (step.output.as_ref().map_or_else(|| "-".to_owned(), |o| value_text(view, ValueOf::Output { step_id: step.id }, o, 300))) } }
                         }
                     }
                 }
@@ -303,7 +308,7 @@ fn run_body(
                         td { (s.consumed_by.map_or_else(|| "-".to_owned(), |c| {
                             step_names.get(&c).cloned().unwrap_or_else(|| c.to_string())
                         })) }
-                        td { code { (clip(&s.payload.to_string(), 300)) } }
+                        td { code { (value_text(view, ValueOf::Payload { signal_id: s.id }, &s.payload, 300)) } }
                     } } }
                 }
             }

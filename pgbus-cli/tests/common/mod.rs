@@ -194,11 +194,27 @@ pub(crate) fn json(text: &str) -> serde_json::Value {
 pub(crate) struct Dashboard {
     child: std::process::Child,
     pub(crate) url: String,
+    /// The link with the token it made, when it made one.
+    pub(crate) link: Option<String>,
 }
 
 impl Dashboard {
-    /// Started with `extra` arguments after `dashboard --bind 127.0.0.1:0`.
+    /// Started with `extra` arguments after `dashboard --bind 127.0.0.1:0`,
+    /// and `--no-token` unless `extra` gives a token or a public origin.
     pub(crate) fn start(schema: &str, extra: &[&str]) -> Self {
+        let given = extra
+            .iter()
+            .any(|a| ["--token", "--token-file", "--public-origin"].contains(a));
+        let mut args = extra.to_vec();
+        if !given {
+            args.push("--no-token");
+        }
+        Self::start_as_given(schema, &args)
+    }
+
+    /// Started with `extra` arguments after `dashboard --bind 127.0.0.1:0`
+    /// and nothing more.
+    pub(crate) fn start_as_given(schema: &str, extra: &[&str]) -> Self {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pgbus"))
             .args(["dashboard", "--bind", "127.0.0.1:0"])
             .args(extra)
@@ -217,7 +233,18 @@ impl Dashboard {
             .unwrap_or_else(|| panic!("the dashboard said: {first}"))
             .trim_end_matches('/')
             .to_owned();
-        Self { child, url }
+        let made = !extra
+            .iter()
+            .any(|a| ["--token", "--token-file", "--no-token"].contains(a));
+        let link = made.then(|| {
+            let second = lines.next().expect("a second line").expect("readable");
+            second
+                .strip_prefix("open ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .unwrap_or_else(|| panic!("the dashboard said: {second}"))
+                .to_owned()
+        });
+        Self { child, url, link }
     }
 }
 
