@@ -682,3 +682,79 @@ async fn behind_a_proxy_the_public_origin_is_this_site() {
     assert_eq!(status, 303, "{head}");
     assert_eq!(t.status(run).await, RunStatus::Paused);
 }
+
+/// The dashboard under the load the issue set: a million runs (five
+/// workflows, a tenth of them paused, spread over 30 days) beside one run of
+/// 20,001 attempts. Every page, asked all at once, answers 200 within the
+/// dashboard's own page timeout (past it, a page answers 504) and stays
+/// within a bound in bytes, while the stylesheet keeps answering. The times
+/// are printed, not asserted.
+#[tokio::test]
+async fn every_page_is_bounded_beside_a_million_runs() {
+    let t = TestSchema::new().await;
+    let big = plain_run(&t, "big").await;
+    t.failed_attempts(big, "only", 20_001, &["step_started", "step_failed"])
+        .await;
+    t.batch(
+        "INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, input,
+             created_at, updated_at, finished_at)
+         SELECT 'load.w' || (n % 5), 'd', 'o',
+                CASE WHEN n % 10 = 0 THEN 'paused' ELSE 'finished' END, '{}'::jsonb,
+                now() - make_interval(secs => 2592000.0 * n / 1000000),
+                now() - make_interval(secs => 2592000.0 * n / 1000000),
+                now() - make_interval(secs => 2592000.0 * n / 1000000)
+         FROM generate_series(1, 1000000) AS n;
+         ANALYZE {schema}.runs, {schema}.steps, {schema}.events",
+    )
+    .await;
+    let dashboard = Dashboard::start(&t.name, &[]);
+    let pages = [
+        "/".to_owned(),
+        "/?status=paused".to_owned(),
+        "/?workflow=load.w1&status=finished".to_owned(),
+        "/?before=500000".to_owned(),
+        format!("/runs/{}", big.0),
+        format!("/runs/{}?show=5000", big.0),
+        "/runs/500000".to_owned(),
+        "/insights?window=1h".to_owned(),
+        "/insights?window=24h".to_owned(),
+        "/insights?window=7d".to_owned(),
+        "/insights?window=30d".to_owned(),
+    ];
+    let began = std::time::Instant::now();
+    let asked: Vec<_> = pages
+        .iter()
+        .map(|path| {
+            let (base, path) = (dashboard.url.clone(), path.clone());
+            std::thread::spawn(move || {
+                let start = std::time::Instant::now();
+                let (status, _, body) = http(&base, "GET", &path, &[], "");
+                (path, status, body.len(), start.elapsed())
+            })
+        })
+        .collect();
+    let mut styles = Vec::new();
+    while !asked.iter().all(std::thread::JoinHandle::is_finished) && styles.len() < 100_000 {
+        let start = std::time::Instant::now();
+        let (status, _, _) = http(&dashboard.url, "GET", "/style.css", &[], "");
+        assert_eq!(status, 200, "the stylesheet answers while pages are drawn");
+        styles.push(start.elapsed());
+    }
+    for page in asked {
+        let (path, status, bytes, took) = page.join().expect("a page");
+        eprintln!("{path}: {status}, {bytes} bytes in {took:?}");
+        assert_eq!(status, 200, "{path} answers within the page timeout");
+        let bound = if path.ends_with("show=5000") {
+            16 << 20
+        } else {
+            4 << 20
+        };
+        assert!(bytes < bound, "{path}: {bytes} bytes");
+    }
+    let slowest = styles.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "all pages in {:?}; the stylesheet answered {} times meanwhile, the slowest in {slowest:?}",
+        began.elapsed(),
+        styles.len()
+    );
+}

@@ -87,6 +87,15 @@ impl TestSchema {
             .expect("statement");
     }
 
+    /// `sql` (statements without parameters, `{schema}` for the schema).
+    pub(crate) async fn batch(&self, sql: &str) {
+        let client = self.db.pool().get().await.expect("connection");
+        client
+            .batch_execute(&sql.replace("{schema}", &format!("\"{}\"", self.name)))
+            .await
+            .expect("statements");
+    }
+
     /// A connection of its own holding `runs` of this schema locked (`LOCK
     /// TABLE` in an open transaction), as an operator in `psql` would.
     pub(crate) async fn lock_runs(&self) -> tokio_postgres::Client {
