@@ -263,6 +263,8 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             public_origin,
             retention,
         } => {
+            // An empty token (`PGBUS_DASHBOARD_TOKEN=`) is none given.
+            let token = token.filter(|t| !t.is_empty());
             let token = match (token_file, token) {
                 (Some(path), _) => crate::dashboard::Token::Given(token_from_file(&path)?),
                 (None, Some(token)) => crate::dashboard::Token::Given(token),

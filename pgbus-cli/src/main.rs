@@ -75,7 +75,8 @@ enum Command {
         #[arg(long, default_value_t = 200, value_parser = parse_last)]
         last: usize,
         /// The most JSON text, in bytes, of a value (the input, an output, a
-        /// signal payload) to read (1 to 67108864); a longer one is left out
+        /// signal payload) to read (1 to 268435456, 256 MiB, more than any
+        /// stored value); a longer one is left out
         /// and named with its length (`omitted` in the JSON).
         #[arg(long, default_value_t = 16_384, value_parser = parse_value_bytes)]
         value_bytes: usize,
@@ -224,8 +225,8 @@ fn parse_last(text: &str) -> Result<usize, String> {
 
 fn parse_value_bytes(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
-        Ok(n) if (1..=64 << 20).contains(&n) => Ok(n),
-        _ => Err("a whole number of bytes from 1 to 67108864 (64 MiB)".to_owned()),
+        Ok(n) if (1..=256 << 20).contains(&n) => Ok(n),
+        _ => Err("a whole number of bytes from 1 to 268435456 (256 MiB)".to_owned()),
     }
 }
 

@@ -494,6 +494,36 @@ async fn a_held_lock_ends_each_command_within_its_lock_timeout() {
 /// `show` of a run with thousands of attempts prints the latest 200 of each
 /// list and says how many there are; `--last` asks for more, up to 5000;
 /// `--json` carries the counts.
+/// A value longer than `show` reads is named with its length and the
+/// command that reads it, in the text and the JSON, and that command does.
+#[tokio::test]
+async fn show_names_a_value_too_long_to_read_and_how_to_read_it() {
+    let t = TestSchema::new().await;
+    let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
+    t.execute(
+        "UPDATE {schema}.steps SET output = to_jsonb(repeat('o', 20000)) WHERE run_id = $1",
+        run,
+    )
+    .await;
+    let id = run.0.to_string();
+    let text = t.ok(&["show", &id]);
+    let hint = format!("(20002 bytes, left out: `pgbus show {id} --json --value-bytes 20002`)");
+    assert!(text.contains(&hint), "{text}");
+    let cut = json(&t.ok(&["show", &id, "--json"]));
+    assert_eq!(cut["run"]["omitted"][0]["bytes"], 20002);
+    assert_eq!(cut["run"]["steps"][0]["output"], serde_json::Value::Null);
+    let whole = json(&t.ok(&["show", &id, "--json", "--value-bytes", "20002"]));
+    assert_eq!(
+        whole["run"]["steps"][0]["output"].as_str().map(str::len),
+        Some(20000)
+    );
+    assert!(
+        whole["run"]["omitted"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+    );
+}
+
 #[tokio::test]
 async fn show_of_a_long_run_is_bounded_and_says_so() {
     let t = TestSchema::new().await;

@@ -148,6 +148,12 @@ async fn without_a_token_one_is_made_and_its_link_printed() {
     assert_eq!(status, 200, "{body}");
     let again = Dashboard::start_as_given(&t.name, &[]);
     assert_ne!(again.link, dashboard.link, "each start makes its own token");
+    // An empty token (`PGBUS_DASHBOARD_TOKEN=`) is none given, not a token
+    // that an empty `?token=` matches.
+    let empty = Dashboard::start_as_given(&t.name, &["--token", ""]);
+    assert!(empty.link.is_some(), "a token is made");
+    let (status, _, _) = http(&empty.url, "GET", "/?token=", &[], "");
+    assert_eq!(status, 401);
 }
 
 #[tokio::test]

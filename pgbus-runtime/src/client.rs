@@ -337,7 +337,8 @@ impl Client {
     /// [`Error::RunNotFound`], and database errors.
     #[instrument(skip_all, fields(pgbus.run_id = %run_id), err(level = "debug"))]
     pub async fn run_with(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
-        let last = i64::try_from(read.last.max(1)).unwrap_or(i64::MAX);
+        let last = i64::try_from(read.kept()).unwrap_or(i64::MAX);
+        let pause_marks = i64::try_from(read.pause_marks()).unwrap_or(i64::MAX);
         let value_bytes = read
             .value_bytes
             .map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX));
@@ -358,13 +359,16 @@ impl Client {
                 return Err(Error::RunNotFound { run_id });
             };
             let mut omitted = Vec::new();
+            // Whether the row's value was left out for its length.
             let mut left_out = |row: &tokio_postgres::Row, column: &str, what: ValueOf| {
                 let bytes: Option<i64> = row.get(column);
-                if let Some(bytes) = bytes.filter(|&b| value_bytes.is_some_and(|most| b > most)) {
+                let over = bytes.filter(|&b| value_bytes.is_some_and(|most| b > most));
+                if let Some(bytes) = over {
                     omitted.push(Omitted::new(what, bytes));
                 }
+                over.is_some()
             };
-            left_out(&row, "input_bytes", ValueOf::Input);
+            let _ = left_out(&row, "input_bytes", ValueOf::Input);
             let mut view = run_view(run_id, &row)?;
 
             let statement = self.store.prep.in_tx(&client, &sql.run_steps).await?;
@@ -372,20 +376,26 @@ impl Client {
                 .query(&client, &[&run_id.0, &last, &value_bytes])
                 .await?
             {
-                left_out(
+                let over = left_out(
                     &row,
                     "output_bytes",
                     ValueOf::Output {
                         step_id: row.get("id"),
                     },
                 );
-                view.steps.push(step_view(&row)?);
+                let mut step = step_view(&row)?;
+                if over {
+                    // An output there was, though not read: `Some`, as an
+                    // output that is JSON `null` reads.
+                    step.output = Some(Value::Null);
+                }
+                view.steps.push(step);
             }
 
             let first_step = view.steps.first().map_or(i64::MAX, |step| step.id);
             let statement = self.store.prep.in_tx(&client, &sql.run_events).await?;
             for row in statement
-                .query(&client, &[&run_id.0, &last, &first_step])
+                .query(&client, &[&run_id.0, &last, &first_step, &pause_marks])
                 .await?
             {
                 view.events.push(event_view(&row)?);
@@ -397,7 +407,7 @@ impl Client {
                 .await?
             {
                 let id = crate::SignalId(row.get("id"));
-                left_out(&row, "payload_bytes", ValueOf::Payload { signal_id: id });
+                let _ = left_out(&row, "payload_bytes", ValueOf::Payload { signal_id: id });
                 view.signals.push(SignalView {
                     id,
                     name: row.get("name"),

@@ -97,14 +97,16 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// These limits with inputs of at most `bytes` (at least 1).
+    /// These limits with inputs of at most `bytes` (at least 1; at most
+    /// [`MAX_JSONB_BYTES`], what Postgres stores, whatever is set).
     #[must_use]
     pub fn input_bytes(mut self, bytes: usize) -> Self {
         self.input_bytes = bytes.max(1);
         self
     }
 
-    /// These limits with signal payloads of at most `bytes` (at least 1).
+    /// These limits with signal payloads of at most `bytes` (at least 1; at
+    /// most [`MAX_JSONB_BYTES`]).
     #[must_use]
     pub fn signal_payload_bytes(mut self, bytes: usize) -> Self {
         self.signal_payload_bytes = bytes.max(1);
@@ -170,6 +172,7 @@ fn check_json(value: &Value, what: &str, max_bytes: usize) -> Result<(), String>
             "{what} is at most {MAX_SIGNAL_PAYLOAD_DEPTH} levels of arrays and objects deep"
         ));
     }
+    let max_bytes = max_bytes.min(MAX_JSONB_BYTES);
     if serde_json::to_vec(value).map_or(true, |json| json.len() > max_bytes) {
         return Err(format!("{what} is at most {} of JSON", size(max_bytes)));
     }
@@ -181,14 +184,19 @@ fn check_json(value: &Value, what: &str, max_bytes: usize) -> Result<(), String>
     Ok(())
 }
 
-/// `bytes` as people write it: `1 MiB`, `256 KiB`, `1000 bytes`.
+/// `bytes` as people write it: `1 MiB`, `256 KiB`, `1000 bytes`, `1 byte`.
 fn size(bytes: usize) -> String {
     match bytes {
-        b if b % (1024 * 1024) == 0 => format!("{} MiB", b / (1024 * 1024)),
-        b if b % 1024 == 0 => format!("{} KiB", b / 1024),
+        1 => "1 byte".to_owned(),
+        b if b > 0 && b % (1024 * 1024) == 0 => format!("{} MiB", b / (1024 * 1024)),
+        b if b > 0 && b % 1024 == 0 => format!("{} KiB", b / 1024),
         b => format!("{b} bytes"),
     }
 }
+
+/// The most JSON a value may have whatever the limits say: Postgres refuses
+/// a `jsonb` over 255 MiB with a raw error.
+pub const MAX_JSONB_BYTES: usize = 255 * 1024 * 1024;
 
 /// How many levels of arrays and objects `value` nests (a scalar is 0), counted
 /// up to one past [`MAX_SIGNAL_PAYLOAD_DEPTH`]. Not recursive, so a payload

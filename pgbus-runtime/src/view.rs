@@ -62,10 +62,12 @@ pub struct RunView {
 /// payloads) but a page of them is not small.
 ///
 /// The events are the latest `last`, and beside them the older ones the
-/// timeline of the kept attempts needs: their `step_started` and
-/// `step_waiting` events (the latest `4 × last`) and the run's `paused`,
-/// `resumed`, `cancelled` and `finished` events (the latest `2 × last`, so
-/// the latest `last` paused periods).
+/// timeline of the kept attempts needs: each kept attempt's first
+/// `step_started` and its latest [`RunRead::MARKS_PER_ATTEMPT`] (8)
+/// `step_started` and `step_waiting` events (an attempt parked more often
+/// than that draws its earlier parks as time ran), and the run's latest
+/// `2 × last + 1` `paused`, `resumed`, `cancelled` and `finished` events
+/// (the latest `last` paused periods and the run's end).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RunRead {
@@ -81,13 +83,35 @@ impl RunRead {
     /// [`Client::run`](crate::Client::run)'s bound: the latest 1,000 of each.
     pub const DEFAULT_LAST: usize = 1_000;
 
-    /// The latest `last` of each (at least 1), values whole.
+    /// The most a read keeps of each part: a larger `last` reads this many.
+    pub const MAX_LAST: usize = 1_000_000;
+
+    /// How many of its latest starts and parks each kept attempt keeps,
+    /// beside its first start.
+    pub const MARKS_PER_ATTEMPT: usize = 8;
+
+    /// The latest `last` of each (1 to [`RunRead::MAX_LAST`]), values whole.
     #[must_use]
     pub fn latest(last: usize) -> Self {
         Self {
-            last: last.max(1),
+            last: last.clamp(1, Self::MAX_LAST),
             value_bytes: None,
         }
+    }
+
+    /// How many of each part this read keeps: `last` within 1 and
+    /// [`RunRead::MAX_LAST`].
+    #[must_use]
+    pub fn kept(&self) -> usize {
+        self.last.clamp(1, Self::MAX_LAST)
+    }
+
+    /// How many of the run's `paused`, `resumed`, `cancelled` and
+    /// `finished` events this read keeps: the latest `kept` paused periods
+    /// and the run's end.
+    #[must_use]
+    pub fn pause_marks(&self) -> usize {
+        2 * self.kept() + 1
     }
 
     /// Values longer than `bytes` of JSON text are left out
@@ -105,27 +129,41 @@ impl RunRead {
         fn keep_last<T>(list: &mut Vec<T>, last: usize) {
             list.drain(..list.len().saturating_sub(last));
         }
-        let last = self.last.max(1);
+        let last = self.kept();
         view.counts = RunCounts::of(&view);
         keep_last(&mut view.steps, last);
         keep_last(&mut view.signals, last);
         keep_last(&mut view.batches, last);
         let first_step = view.steps.first().map_or(i64::MAX, |s| s.id);
         let latest_from = view.events.len().saturating_sub(last);
-        let mut marks = 4 * last;
-        let mut ends = 2 * last;
-        // From the newest back, so each allowance keeps the latest.
+        let mut ends = self.pause_marks();
+        let mark_of = |event: &EventView| {
+            event
+                .step_id
+                .filter(|&id| id >= first_step)
+                .filter(|_| matches!(event.event.as_str(), "step_started" | "step_waiting"))
+        };
         let mut keep = vec![false; view.events.len()];
+        // Each kept attempt's first start.
+        let mut started = std::collections::HashSet::new();
+        for (i, event) in view.events.iter().enumerate() {
+            if event.event == "step_started" && mark_of(event).is_some_and(|id| started.insert(id))
+            {
+                keep[i] = true;
+            }
+        }
+        // From the newest back, so each allowance keeps the latest.
+        let mut marks: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
         for (i, event) in view.events.iter().enumerate().rev() {
             if i >= latest_from {
                 keep[i] = true;
             }
-            if marks > 0
-                && event.step_id.is_some_and(|id| id >= first_step)
-                && matches!(event.event.as_str(), "step_started" | "step_waiting")
-            {
-                marks -= 1;
-                keep[i] = true;
+            if let Some(step_id) = mark_of(event) {
+                let seen = marks.entry(step_id).or_default();
+                if *seen < Self::MARKS_PER_ATTEMPT {
+                    *seen += 1;
+                    keep[i] = true;
+                }
             }
             if ends > 0
                 && matches!(

@@ -242,9 +242,14 @@ impl Dashboard {
             .unwrap_or_else(|| panic!("the dashboard said: {first}"))
             .trim_end_matches('/')
             .to_owned();
-        let made = !extra
-            .iter()
-            .any(|a| ["--token", "--token-file", "--no-token"].contains(a));
+        // It makes a token unless given one (an empty `--token` is none).
+        let given = extra
+            .windows(2)
+            .any(|w| w[0] == "--token" && !w[1].is_empty());
+        let made = !given
+            && !extra
+                .iter()
+                .any(|a| ["--token-file", "--no-token"].contains(a));
         let link = made.then(|| {
             let second = lines.next().expect("a second line").expect("readable");
             second

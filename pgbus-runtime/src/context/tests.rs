@@ -58,3 +58,26 @@ fn a_payload_with_a_nul_is_refused_and_a_bad_name_first() {
             .is_some_and(|r| r.starts_with("a signal name"))
     );
 }
+
+#[test]
+fn the_limits_words_name_the_configured_size() {
+    let refusal = |limits: Limits, input: &Value| match limits.check_input(input) {
+        Err(crate::Error::InvalidInput { reason }) => reason,
+        other => panic!("{other:?}"),
+    };
+    let tiny = Limits::default().input_bytes(0);
+    assert_eq!(tiny.input_bytes, 1, "at least one byte");
+    assert_eq!(
+        refusal(tiny, &json!("ab")),
+        "an input is at most 1 byte of JSON"
+    );
+    assert!(tiny.check_input(&json!(1)).is_ok());
+    let zero = Limits {
+        input_bytes: 0,
+        ..Limits::default()
+    };
+    assert_eq!(
+        refusal(zero, &json!(1)),
+        "an input is at most 0 bytes of JSON"
+    );
+}

@@ -1,7 +1,9 @@
 //! A pooled connection whose statement in flight is cancelled when the
-//! future using it is dropped: an operator page or command that gives up
-//! (a timed-out request, a closed browser tab, Ctrl-C) must not leave its
-//! query running, or waiting on a lock, on the server.
+//! future using it is dropped: an operator page that gives up (a timed-out
+//! request, a closed browser tab) must not leave its query running, or
+//! waiting on a lock, on the server. (A process that exits at once, as the
+//! command does on Ctrl-C, sends nothing: its statement ends at its
+//! timeouts.)
 //!
 //! Dropping a tokio-postgres future does not stop the server's work: the
 //! statement runs on until it ends or a timeout ends it, holding a backend

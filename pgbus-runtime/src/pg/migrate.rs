@@ -75,6 +75,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0009_paused_runs.sql",
         sql: include_str!("../../migrations/0009_paused_runs.sql"),
     },
+    Migration {
+        version: 10,
+        name: "0010_signals_by_run.sql",
+        sql: include_str!("../../migrations/0010_signals_by_run.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

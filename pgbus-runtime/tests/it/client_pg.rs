@@ -354,3 +354,105 @@ async fn input_and_payload_sizes_are_settings() {
         .run_id;
     assert_eq!(t.run(run).await.input, big_input);
 }
+
+/// A bounded read in the database keeps exactly what `RunRead::cut` keeps
+/// of the whole run (the memory store's read), on a run shaped to strain
+/// it: two attempts with one start each, a third that parked 500 times,
+/// 300 pauses, an end, 40 signals and outputs of every size. Every kept
+/// attempt keeps its first start, and the latest N paused periods survive
+/// the end event.
+#[tokio::test]
+async fn a_bounded_read_keeps_what_the_cut_of_the_whole_run_keeps() {
+    let t = TestDb::new().await;
+    let client = t.client();
+    let run = client
+        .start::<Anything>(&serde_json::json!({"note": "x".repeat(300)}))
+        .await
+        .expect("start")
+        .run_id;
+    t.execute(
+        "WITH steps AS (
+             INSERT INTO {schema}.steps (run_id, workflow, step_name, attempt, status, outcome,
+                 queue, priority, scheduled_at, started_at, finished_at, output, created_at)
+             SELECT $1, 'client.anything', 's' || n, 1, 'completed', 'completed', 'default', 0,
+                 now(), now(), now(), to_jsonb(repeat('o', n * 100)), now()
+             FROM generate_series(1, 3) AS n
+             RETURNING id, step_name
+         )
+         INSERT INTO {schema}.events (run_id, step_id, step_name, attempt, event, actor, created_at)
+         SELECT $1, id, step_name, 1, kind, 'worker', now()
+         FROM steps, LATERAL (
+             SELECT 'step_started' AS kind
+             UNION ALL
+             SELECT 'step_waiting' FROM generate_series(1, 500) WHERE step_name = 's3'
+         ) AS marks",
+        &[&run.0],
+    )
+    .await;
+    t.execute(
+        "INSERT INTO {schema}.events (run_id, event, actor, created_at)
+         SELECT $1, kind, 'ops', now() + make_interval(secs => n * 2 + k)
+         FROM generate_series(1, 300) AS n, (VALUES ('paused', 0), ('resumed', 1)) AS e(kind, k)
+         ORDER BY n, k",
+        &[&run.0],
+    )
+    .await;
+    t.execute(
+        "INSERT INTO {schema}.events (run_id, event, actor, created_at)
+         VALUES ($1, 'finished', 'worker', now() + interval '1 hour')",
+        &[&run.0],
+    )
+    .await;
+    for n in 0..40_i32 {
+        client
+            .signal(
+                run,
+                "poke",
+                &"p".repeat(usize::try_from(n).unwrap_or(0) * 20),
+            )
+            .await
+            .expect("signal");
+    }
+    let whole = client
+        .run_with(run, pgbus_runtime::RunRead::latest(usize::MAX))
+        .await
+        .expect("the whole run");
+    assert_eq!(
+        whole.counts.events,
+        i64::try_from(whole.events.len()).expect("small"),
+        "nothing cut"
+    );
+    for read in [
+        pgbus_runtime::RunRead::latest(1),
+        pgbus_runtime::RunRead::latest(2).value_bytes(250),
+        pgbus_runtime::RunRead::latest(3).value_bytes(100),
+        pgbus_runtime::RunRead::latest(10).value_bytes(400),
+        pgbus_runtime::RunRead::latest(1_000),
+    ] {
+        let read_here = client.run_with(run, read).await.expect("a bounded read");
+        assert_eq!(read_here, read.cut(whole.clone()), "{read:?}");
+        let started: std::collections::HashSet<i64> = read_here
+            .events
+            .iter()
+            .filter(|e| e.event == "step_started")
+            .filter_map(|e| e.step_id)
+            .collect();
+        assert!(
+            read_here
+                .steps
+                .iter()
+                .filter(|s| s.started_at.is_some())
+                .all(|s| started.contains(&s.id)),
+            "{read:?}: every kept attempt keeps its start"
+        );
+        let periods = pgbus_runtime::timeline::paused_periods(
+            &read_here,
+            chrono::Utc::now() + chrono::Duration::days(1),
+        )
+        .len();
+        assert!(
+            periods >= read.kept().min(300),
+            "{read:?}: {periods} paused periods"
+        );
+    }
+}
