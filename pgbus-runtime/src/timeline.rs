@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::engine::{RunStatus, StepOutcome};
+use crate::engine::{EventKind, RunStatus, StepOutcome};
 use crate::view::{EventView, RunView, StepView};
 
 /// What a piece of time was spent on.
@@ -132,9 +132,9 @@ impl Marks {
             if only.is_some_and(|only| only != step_id) {
                 continue;
             }
-            let list = match event.event.as_str() {
-                "step_started" => &mut marks.entry(step_id).or_default().starts,
-                "step_waiting" => &mut marks.entry(step_id).or_default().parks,
+            let list = match EventKind::parse(&event.event) {
+                Some(EventKind::StepStarted) => &mut marks.entry(step_id).or_default().starts,
+                Some(EventKind::StepWaiting) => &mut marks.entry(step_id).or_default().parks,
                 _ => continue,
             };
             list.push(event.created_at);
@@ -304,9 +304,9 @@ pub fn paused_periods(view: &RunView, now: DateTime<Utc>) -> Vec<Segment> {
         }
     };
     for event in events {
-        match event.event.as_str() {
-            "paused" if paused_at.is_none() => paused_at = Some(event.created_at),
-            "resumed" | "cancelled" | "finished" => {
+        match EventKind::parse(&event.event) {
+            Some(EventKind::Paused) if paused_at.is_none() => paused_at = Some(event.created_at),
+            Some(EventKind::Resumed | EventKind::Cancelled | EventKind::Finished) => {
                 if let Some(from) = paused_at.take() {
                     close(from, event.created_at, false);
                 }

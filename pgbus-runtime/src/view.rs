@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::context::RunId;
-use crate::engine::{RunStatus, StepOutcome, StepStatus};
+use crate::engine::{EventKind, RunStatus, StepOutcome, StepStatus};
 
 /// A run with its step attempts and events, oldest first: the latest of
 /// each as a [`RunRead`] bounds them ([`RunView::counts`] says how many
@@ -141,13 +141,14 @@ impl RunRead {
             event
                 .step_id
                 .filter(|&id| id >= first_step)
-                .filter(|_| matches!(event.event.as_str(), "step_started" | "step_waiting"))
+                .filter(|_| EventKind::parse(&event.event).is_some_and(EventKind::marks_an_attempt))
         };
         let mut keep = vec![false; view.events.len()];
         // Each kept attempt's first start.
         let mut started = std::collections::HashSet::new();
         for (i, event) in view.events.iter().enumerate() {
-            if event.event == "step_started" && mark_of(event).is_some_and(|id| started.insert(id))
+            if event.event == EventKind::StepStarted
+                && mark_of(event).is_some_and(|id| started.insert(id))
             {
                 keep[i] = true;
             }
@@ -165,12 +166,7 @@ impl RunRead {
                     keep[i] = true;
                 }
             }
-            if ends > 0
-                && matches!(
-                    event.event.as_str(),
-                    "paused" | "resumed" | "cancelled" | "finished"
-                )
-            {
+            if ends > 0 && EventKind::parse(&event.event).is_some_and(EventKind::bounds_a_pause) {
                 ends -= 1;
                 keep[i] = true;
             }
@@ -263,7 +259,12 @@ impl RunCounts {
         Self {
             attempts: count(view.steps.len()),
             events: count(view.events.len()),
-            pauses: count(view.events.iter().filter(|e| e.event == "paused").count()),
+            pauses: count(
+                view.events
+                    .iter()
+                    .filter(|e| e.event == EventKind::Paused)
+                    .count(),
+            ),
             signals: count(view.signals.len()),
             batches: count(view.batches.len()),
         }

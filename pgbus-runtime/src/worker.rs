@@ -71,6 +71,11 @@ pub struct WorkerBuilder {
 /// [`WorkerBuilder::eager_steps`]).
 pub const DEFAULT_EAGER_STEPS: usize = 16;
 
+/// The stall horizon of a step without a `timeout`, by default: how long a
+/// claimed attempt may run before a sweep takes it for stalled. The worker's
+/// default and the testkit's one value.
+pub const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_mins(5);
+
 /// How long finished and cancelled runs are kept by default: 30 days, so the
 /// longest insight window (30 d) still sees every run it counts.
 pub const DEFAULT_RETENTION: Duration = Duration::from_hours(24 * 30);
@@ -125,7 +130,7 @@ impl WorkerBuilder {
             queues: Vec::new(),
             concurrency: 8,
             poll_interval: Duration::from_secs(1),
-            stall_threshold: Duration::from_mins(5),
+            stall_threshold: DEFAULT_STALL_THRESHOLD,
             shutdown_grace: Duration::from_secs(30),
             notifications: true,
             listen_url: None,

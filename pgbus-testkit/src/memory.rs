@@ -12,8 +12,8 @@ use pgbus_runtime::engine::{
     stalled_result,
 };
 use pgbus_runtime::{
-    BatchView, ChildRun, Error, EventView, RunCounts, RunFilter, RunId, RunRead, RunSummary,
-    RunView, SignalId, SignalView, StepView, WorkflowDefinition,
+    BatchView, ChildRun, Error, EventKind, EventView, RunCounts, RunFilter, RunId, RunRead,
+    RunSummary, RunView, SignalId, SignalView, StepView, WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -161,7 +161,7 @@ impl MemoryStore {
             return Ok((existing.summary.id, false));
         }
         let id = self.create_run(definition, index, entry, input, key, None);
-        self.event(id, None, "started", "client", None);
+        self.event(id, None, EventKind::Started, "client", None);
         Ok((id, true))
     }
 
@@ -224,7 +224,10 @@ impl MemoryStore {
             step.view.status = StepStatus::InProgress;
             step.view.started_at = Some(now);
             step.view.worker_id = Some(worker.to_owned());
-            let stall_ms = step.timeout_ms.unwrap_or(300_000);
+            let stall_ms = step.timeout_ms.unwrap_or(
+                i64::try_from(pgbus_runtime::worker::DEFAULT_STALL_THRESHOLD.as_millis())
+                    .unwrap_or(i64::MAX),
+            );
             step.view.stall_at = now.checked_add_signed(chrono::Duration::milliseconds(stall_ms));
             step.clone()
         })?;
@@ -232,7 +235,13 @@ impl MemoryStore {
         run.summary.status = RunStatus::Performing;
         run.summary.updated_at = now;
         let input = run.input.clone();
-        self.event(step.run_id, Some(&step), "step_started", worker, None);
+        self.event(
+            step.run_id,
+            Some(&step),
+            EventKind::StepStarted,
+            worker,
+            None,
+        );
         let cancellation = CancellationToken::new();
         self.tokens.insert(step_id, cancellation.clone());
         let wait_for =
@@ -269,7 +278,7 @@ impl MemoryStore {
         let timed_out_before = step.reattempts > 0
             && self.runs.get(&step.run_id.0).is_some_and(|run| {
                 run.events.iter().any(|e| {
-                    e.event == "wait_timed_out"
+                    e.event == EventKind::WaitTimedOut
                         && e.step_name.as_deref() == Some(step.view.step_name.as_str())
                         && e.attempt == Some(step.view.attempt - 1)
                 })
@@ -458,7 +467,7 @@ impl MemoryStore {
             plan.events.insert(
                 0,
                 EventSpec {
-                    event: "stall_detected",
+                    event: EventKind::StallDetected,
                     about_step: true,
                     reason: Some(detection.to_owned()),
                     details: None,
@@ -731,7 +740,13 @@ impl MemoryStore {
                 None,
                 Some(batch_id),
             );
-            self.event(id, None, "started", actor, Some("fan_out".to_owned()));
+            self.event(
+                id,
+                None,
+                EventKind::Started,
+                actor,
+                Some("fan_out".to_owned()),
+            );
             self.set_details(Some(serde_json::json!({
                 "parent_run_id": claim.run_id,
                 "batch_id": batch_id,
@@ -790,7 +805,7 @@ impl MemoryStore {
         self.event(
             batch.run_id,
             Some(&step),
-            "batch_resolved",
+            EventKind::BatchResolved,
             actor,
             Some(batch.view.status.clone()),
         );
@@ -842,7 +857,13 @@ impl MemoryStore {
                         run.cancelled_at = Some(now);
                     }
                     self.cancel_open_steps(child);
-                    self.event(child, None, "cancelled", actor, Some(reason.clone()));
+                    self.event(
+                        child,
+                        None,
+                        EventKind::Cancelled,
+                        actor,
+                        Some(reason.clone()),
+                    );
                     self.set_details(Some(serde_json::json!({ "cancelled_with": run_id })));
                 }
             }
@@ -932,7 +953,7 @@ impl MemoryStore {
         self.event(
             claim.run_id,
             step.as_ref(),
-            "late_completion_ignored",
+            EventKind::LateCompletionIgnored,
             TESTKIT_WORKER,
             None,
         );
@@ -975,7 +996,7 @@ impl MemoryStore {
         self.event(
             run_id,
             None,
-            "signal_received",
+            EventKind::SignalReceived,
             "client",
             Some(name.to_owned()),
         );
@@ -1371,7 +1392,7 @@ impl MemoryStore {
         &mut self,
         run_id: RunId,
         step: Option<&Step>,
-        event: &str,
+        event: EventKind,
         actor: &str,
         reason: Option<String>,
     ) {
@@ -1386,7 +1407,7 @@ impl MemoryStore {
                 step_id: step.map(|s| s.view.id),
                 step_name: step.map(|s| s.view.step_name.clone()),
                 attempt: step.map(|s| s.view.attempt),
-                event: event.to_owned(),
+                event: event.as_str().to_owned(),
                 actor: actor.to_owned(),
                 reason,
                 details: None,

@@ -16,9 +16,11 @@ use crate::error::{StepError, cap_message};
 use crate::fan_out::ChildRun;
 use crate::flow::Flow;
 
+mod event;
 mod operator;
 mod status;
 
+pub use event::EventKind;
 pub use operator::{Action, ActionPlan, ActionRun, IllegalMove, LatestStep, plan_action};
 pub use status::{RunStatus, StepOutcome, StepStatus, UnknownStatus};
 
@@ -368,7 +370,7 @@ pub fn plan_park(run: &RunState, park: &Park) -> ParkPlan {
     };
     ParkPlan {
         run_status,
-        events: vec![step_event("step_waiting", Some(reason))],
+        events: vec![step_event(EventKind::StepWaiting, Some(reason))],
     }
 }
 
@@ -511,8 +513,8 @@ pub struct NewStep {
 /// An event row to insert.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventSpec {
-    /// One of the event names of the design (`step_completed`, `paused`, ...).
-    pub event: &'static str,
+    /// Its kind.
+    pub event: EventKind,
     /// Whether the event is about the attempt that ended (its step id, name and
     /// attempt are filled in) or about the run.
     pub about_step: bool,
@@ -559,7 +561,7 @@ pub fn plan_outcome(
     let step_index = definition.entry(&attempt.step_name).map(|(i, _)| i);
     let mut events: Vec<EventSpec> = gate_event(result.gate).into_iter().collect();
     if failed {
-        events.push(step_event("step_failed", None));
+        events.push(step_event(EventKind::StepFailed, None));
     }
 
     let held = run.status == RunStatus::Paused;
@@ -588,9 +590,9 @@ pub fn plan_outcome(
                 StepOutcome::Completed
             };
             if let Verb::Skip { reason } = &result.verb {
-                events.push(step_event("step_skipped", Some(reason.clone())));
+                events.push(step_event(EventKind::StepSkipped, Some(reason.clone())));
             } else if !failed {
-                events.push(step_event("step_completed", None));
+                events.push(step_event(EventKind::StepCompleted, None));
             }
             advance(
                 definition,
@@ -605,18 +607,18 @@ pub fn plan_outcome(
         Verb::Finish => {
             plan.step_outcome = StepOutcome::FinishedEarly;
             if !failed {
-                events.push(step_event("step_completed", None));
+                events.push(step_event(EventKind::StepCompleted, None));
             }
             finish(&mut plan, &mut events);
         }
         Verb::Pause { reason } => {
             plan.step_outcome = StepOutcome::Paused;
             if !failed {
-                events.push(step_event("step_completed", None));
+                events.push(step_event(EventKind::StepCompleted, None));
             }
             plan.run_status = RunStatus::Paused;
             plan.run_error.clone_from(&result.error);
-            events.push(run_event("paused", Some(reason.clone())));
+            events.push(run_event(EventKind::Paused, Some(reason.clone())));
         }
         Verb::Cancel { reason } => {
             plan.step_status = StepStatus::Cancelled;
@@ -625,12 +627,12 @@ pub fn plan_outcome(
             plan.cancel_open_steps = true;
             // About the step: the attempt that cancelled the run is named, and
             // every recorded outcome has an event of its own attempt.
-            events.push(step_event("cancelled", Some(reason.clone())));
+            events.push(step_event(EventKind::Cancelled, Some(reason.clone())));
         }
         Verb::Reattempt { wait_ms } => {
             plan.step_status = StepStatus::Failed;
             plan.step_outcome = StepOutcome::Reattempted;
-            events.push(step_event("step_reattempted", None));
+            events.push(step_event(EventKind::StepReattempted, None));
             let (queue, priority, timeout_ms) = step_placement(definition, step_index);
             plan.next = Some(NewStep {
                 step_name: attempt.step_name.clone(),
@@ -664,9 +666,9 @@ fn gate_event(gate: Option<Gate>) -> Option<EventSpec> {
     match gate? {
         Gate::Signal { id, fresh: true } => Some(EventSpec {
             details: Some(serde_json::json!({ "signal_id": id })),
-            ..step_event("signal_consumed", None)
+            ..step_event(EventKind::SignalConsumed, None)
         }),
-        Gate::TimedOut => Some(step_event("wait_timed_out", None)),
+        Gate::TimedOut => Some(step_event(EventKind::WaitTimedOut, None)),
         Gate::Signal { fresh: false, .. } => None,
     }
 }
@@ -740,7 +742,7 @@ fn advance(
 
 fn finish(plan: &mut Plan, events: &mut Vec<EventSpec>) {
     plan.run_status = RunStatus::Finished;
-    events.push(run_event("finished", None));
+    events.push(run_event(EventKind::Finished, None));
 }
 
 /// The first attempt of entry `index`: its queue, priority, timeout and wait.
@@ -779,7 +781,7 @@ fn step_placement(
     (queue, priority, timeout_ms)
 }
 
-fn step_event(event: &'static str, reason: Option<String>) -> EventSpec {
+fn step_event(event: EventKind, reason: Option<String>) -> EventSpec {
     EventSpec {
         event,
         about_step: true,
@@ -788,7 +790,7 @@ fn step_event(event: &'static str, reason: Option<String>) -> EventSpec {
     }
 }
 
-fn run_event(event: &'static str, reason: Option<String>) -> EventSpec {
+fn run_event(event: EventKind, reason: Option<String>) -> EventSpec {
     EventSpec {
         event,
         about_step: false,

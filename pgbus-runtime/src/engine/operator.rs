@@ -13,7 +13,7 @@
 //! | cancel | `ready`, `performing`, `paused` | run `cancelled`, every open row cancelled; a running body's completion is ignored |
 //! | skip | `paused` | the step resume would run is skipped and the run advances: a scheduled row becomes `skipped`; a failed step is passed over; a step that is running or one that completed (nothing left to skip) is an illegal move |
 
-use super::{EventSpec, NewStep, PlannedStep, RunStatus, StepOutcome, StepStatus};
+use super::{EventKind, EventSpec, NewStep, PlannedStep, RunStatus, StepOutcome, StepStatus};
 
 /// An operator's move on a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -173,17 +173,17 @@ pub fn plan_action(
                 return Err(IllegalMove::AlreadyPaused);
             }
             plan.run_status = RunStatus::Paused;
-            plan.events.push(run_event("paused", reason));
+            plan.events.push(run_event(EventKind::Paused, reason));
         }
         Action::Cancel => {
             plan.run_status = RunStatus::Cancelled;
             plan.cancel_open_steps = true;
-            plan.events.push(run_event("cancelled", reason));
+            plan.events.push(run_event(EventKind::Cancelled, reason));
         }
         Action::Resume => {
             require_paused(run)?;
             plan.clear_error = true;
-            plan.events.push(run_event("resumed", reason));
+            plan.events.push(run_event(EventKind::Resumed, reason));
             match &run.latest {
                 None => plan.run_status = RunStatus::Ready,
                 Some(latest) => match latest.status {
@@ -233,14 +233,14 @@ pub fn plan_action(
                 StepStatus::Failed | StepStatus::Cancelled => {}
             }
             plan.events.push(EventSpec {
-                event: "step_skipped",
+                event: EventKind::StepSkipped,
                 about_step: true,
                 reason: reason.clone(),
                 details: None,
             });
             advance(run, &latest.step_name, &mut plan)?;
             if plan.run_status != RunStatus::Finished {
-                plan.events.push(run_event("resumed", reason));
+                plan.events.push(run_event(EventKind::Resumed, reason));
             }
         }
     }
@@ -277,13 +277,13 @@ fn advance(run: &ActionRun, current: &str, plan: &mut ActionPlan) -> Result<(), 
         }
         None => {
             plan.run_status = RunStatus::Finished;
-            plan.events.push(run_event("finished", None));
+            plan.events.push(run_event(EventKind::Finished, None));
         }
     }
     Ok(())
 }
 
-fn run_event(event: &'static str, reason: Option<String>) -> EventSpec {
+fn run_event(event: EventKind, reason: Option<String>) -> EventSpec {
     EventSpec {
         event,
         about_step: false,

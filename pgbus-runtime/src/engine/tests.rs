@@ -71,7 +71,7 @@ fn error() -> Option<ErrorRecord> {
 }
 
 fn events(plan: &Plan) -> Vec<&'static str> {
-    plan.events.iter().map(|e| e.event).collect()
+    plan.events.iter().map(|e| e.event.as_str()).collect()
 }
 
 #[test]
@@ -180,7 +180,7 @@ fn each_verb_follows_the_outcome_table() {
             (outcome, run),
             "{verb:?} with an error"
         );
-        assert_eq!(failed.events[0].event, "step_failed");
+        assert_eq!(failed.events[0].event.as_str(), "step_failed");
     }
 }
 

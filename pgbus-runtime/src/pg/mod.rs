@@ -96,6 +96,12 @@ macro_rules! statements {
                 }
             }
         }
+
+        /// Every statement's file name and text, unrendered.
+        #[cfg(test)]
+        pub(crate) fn sql_sources() -> Vec<(&'static str, &'static str)> {
+            vec![$(($file, include_str!(concat!("sql/", $file))),)*]
+        }
     };
 }
 

@@ -1389,7 +1389,7 @@ impl EventRows {
                 .iter()
                 .map(|e| e.about_step.then_some(step.attempt))
                 .collect(),
-            events: events.iter().map(|e| e.event).collect(),
+            events: events.iter().map(|e| e.event.as_str()).collect(),
             reasons: events.iter().map(|e| e.reason.clone()).collect(),
             details: events.iter().map(|e| e.details.clone()).collect(),
         }
@@ -1423,7 +1423,7 @@ struct RunChange<'a> {
 /// The `stall_detected` event a sweep writes before its plan's.
 fn stall_event(detection: &str) -> EventSpec {
     EventSpec {
-        event: "stall_detected",
+        event: crate::engine::EventKind::StallDetected,
         about_step: true,
         reason: Some(detection.to_owned()),
         details: None,

@@ -36,7 +36,7 @@ fn run(status: RunStatus, latest: Option<LatestStep>) -> ActionRun {
 fn events(plan: &ActionPlan) -> Vec<(&str, bool)> {
     plan.events
         .iter()
-        .map(|e| (e.event, e.about_step))
+        .map(|e| (e.event.as_str(), e.about_step))
         .collect()
 }
 
