@@ -369,7 +369,7 @@ impl Client {
                 over.is_some()
             };
             let _ = left_out(&row, "input_bytes", ValueOf::Input);
-            let mut view = run_view(run_id, &row)?;
+            let mut view = run_view(&row)?;
 
             let statement = self.store.prep.in_tx(&client, &sql.run_steps).await?;
             for row in statement
@@ -575,35 +575,27 @@ impl Client {
             )
             .await;
         client.finish();
-        rows?
-            .iter()
-            .map(|row| {
-                Ok(RunSummary {
-                    id: RunId(row.get("id")),
-                    workflow: row.get("workflow"),
-                    status: parse_stored::<RunStatus>(&row.get::<_, String>("status"))?,
-                    current_step: row.get("current_step"),
-                    created_at: row.get("created_at"),
-                    updated_at: row.get("updated_at"),
-                    finished_at: row.get("finished_at"),
-                })
-            })
-            .collect()
+        rows?.iter().map(run_summary).collect()
     }
 }
 
+/// A run's row as listed (`list_runs.sql`) or read (`get_run.sql`).
+fn run_summary(row: &tokio_postgres::Row) -> Result<RunSummary, Error> {
+    Ok(RunSummary {
+        id: RunId(row.get("id")),
+        workflow: row.get("workflow"),
+        status: parse_stored::<RunStatus>(&row.get::<_, String>("status"))?,
+        current_step: row.get("current_step"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+        finished_at: row.get("finished_at"),
+    })
+}
+
 /// A run's row as read by `get_run.sql`, without its lists.
-fn run_view(run_id: RunId, row: &tokio_postgres::Row) -> Result<RunView, Error> {
+fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
     Ok(RunView {
-        run: RunSummary {
-            id: run_id,
-            workflow: row.get("workflow"),
-            status: parse_stored::<RunStatus>(&row.get::<_, String>("status"))?,
-            current_step: row.get("current_step"),
-            created_at: row.get("created_at"),
-            updated_at: row.get("updated_at"),
-            finished_at: row.get("finished_at"),
-        },
+        run: run_summary(row)?,
         definition_digest: row.get("definition_digest"),
         options_digest: row.get("options_digest"),
         input: json(row, "input")?.unwrap_or(Value::Null),
