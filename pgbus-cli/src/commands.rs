@@ -60,10 +60,9 @@ impl Cut {
             batches: total(view.counts.batches),
             paused: total(view.counts.pauses),
         };
+        // The read kept the latest `show` attempts, signals and batches
+        // already; only the events came with older ones, for the timeline.
         let keep_last = |len: usize| len.saturating_sub(show);
-        view.steps.drain(..keep_last(view.steps.len()));
-        view.signals.drain(..keep_last(view.signals.len()));
-        view.batches.drain(..keep_last(view.batches.len()));
         // Before the events go: the paused periods need all of them. Then
         // the latest `show` of those periods too.
         let mut segments = timeline(view, now);
