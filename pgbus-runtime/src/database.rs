@@ -161,6 +161,14 @@ impl Database {
         }
     }
 
+    /// This database as a [`Store`](crate::store::Store): what a
+    /// [`Runner`](crate::store::Runner) drives, and what the testkit's
+    /// conformance suite checks against the memory store.
+    #[must_use]
+    pub fn store(&self) -> crate::store::PgStore {
+        self.store.clone()
+    }
+
     /// A worker builder on this database.
     #[must_use]
     pub fn worker(&self) -> WorkerBuilder {

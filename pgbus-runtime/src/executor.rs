@@ -4,14 +4,11 @@
 //! lock; a panic anywhere in it is caught and becomes a step error.
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use serde_json::Value;
-
-use chrono::{DateTime, Utc};
 
 use crate::context::{RunId, Signal, StepCx};
 use crate::definition::{Entry, EntryKind, OnTimeout, WaitFor, WorkflowDefinition};
@@ -23,75 +20,29 @@ use crate::error::{
     BadInput, FanOutFailed, Panicked, StepError, StepNotDefined, Timeout, WaitTimedOut,
 };
 use crate::fan_out::{ChildRun, FanOut};
+use crate::store::Claim;
 use crate::workflow::{StepFuture, Workflow};
 
-/// What an attempt starts from.
+/// What an attempt starts from: the claim, and the sizes a fan-out child's
+/// input may have.
 #[derive(Debug, Clone)]
 pub struct AttemptInput {
-    /// The run.
-    pub run_id: RunId,
-    /// The durable step name of the row.
-    pub step_name: String,
-    /// The attempt number, from 1.
-    pub attempt: i32,
-    /// Consecutive reattempts of this step before this attempt.
-    pub reattempts: i32,
-    /// The run's input as stored.
-    pub input: Value,
-    /// Outputs of earlier steps by durable name.
-    pub outputs: BTreeMap<String, Value>,
-    /// The step's timeout in milliseconds, if it has one.
-    pub timeout_ms: Option<i64>,
+    /// The claimed attempt: the row, what its body and gate read, and its
+    /// cancellation.
+    pub claim: Claim,
     /// The sizes a fan-out child's input may have.
     pub limits: crate::context::Limits,
-    /// Why the stored input or outputs could not be read back, if they could not:
-    /// the attempt then fails with an [`Unstorable`](crate::error::Unstorable)
-    /// error for the policies.
-    pub unreadable: Option<String>,
-    /// Cancelled when the attempt loses its claim while it runs; handed to the
-    /// body's [`StepCx`].
-    pub cancellation: tokio_util::sync::CancellationToken,
-    /// For a `wait_for` step: the run's signals of the name it waits for that
-    /// are not consumed, or were consumed by an earlier attempt of this step, in
-    /// the order they were sent.
-    pub signals: Vec<StoredSignal>,
-    /// When the row first parked (`None` if it never did): its `wait_timeout`
-    /// counts from here.
-    pub waiting_since: Option<DateTime<Utc>>,
-    /// When it was claimed, on the store's clock: the gate decides a timeout
-    /// by this time, never a worker's clock.
-    pub claimed_at: Option<DateTime<Utc>>,
-    /// For a fan_out step: the latest batch of any attempt of it.
-    pub batch: Option<BatchState>,
-    /// Whether this is a reattempt of an attempt whose wait timed out: it
-    /// sees the timeout again (with `on_timeout = "run"`, the body runs without
-    /// a signal again), as a retried step sees the recorded result of a wait
-    /// that timed out in DBOS and Temporal.
-    pub timed_out_before: bool,
 }
 
 impl AttemptInput {
     /// An attempt of `step_name` with nothing else known: no input, outputs,
-    /// signals or batch. For tests of single steps; the worker and the testkit
-    /// fill in what their store holds.
+    /// signals or batch, claimed now. For tests of single steps; the worker
+    /// and the testkit hand over what their store's claim holds.
     #[must_use]
     pub fn new(run_id: RunId, step_name: impl Into<String>, attempt: i32) -> Self {
         Self {
-            run_id,
-            step_name: step_name.into(),
-            attempt,
-            reattempts: 0,
-            input: Value::Null,
-            outputs: BTreeMap::new(),
-            timeout_ms: None,
+            claim: Claim::new(run_id, "", step_name, attempt, chrono::Utc::now()),
             limits: crate::context::Limits::default(),
-            unreadable: None,
-            cancellation: tokio_util::sync::CancellationToken::new(),
-            signals: Vec::new(),
-            waiting_since: None,
-            claimed_at: None,
-            batch: None,
-            timed_out_before: false,
         }
     }
 }
@@ -99,16 +50,28 @@ impl AttemptInput {
 /// A registered workflow with its type erased, as a worker holds it.
 pub(crate) trait ErasedWorkflow: Send + Sync + 'static {
     fn definition(&self) -> &'static WorkflowDefinition;
-    fn attempt(&self, input: AttemptInput) -> futures_util::future::BoxFuture<'_, AttemptResult>;
+    fn attempt(
+        &self,
+        input: AttemptInput,
+        fault: Fault,
+    ) -> futures_util::future::BoxFuture<'_, AttemptResult>;
 }
+
+/// Asked, once the guards let the body through, whether to fail the attempt
+/// instead (see [`run_attempt_with_fault`]): how the testkit injects failures.
+pub(crate) type Fault = Box<dyn FnOnce() -> Option<StepError> + Send>;
 
 impl<W: Workflow> ErasedWorkflow for W {
     fn definition(&self) -> &'static WorkflowDefinition {
         W::DEFINITION
     }
 
-    fn attempt(&self, input: AttemptInput) -> futures_util::future::BoxFuture<'_, AttemptResult> {
-        Box::pin(run_attempt(self, input))
+    fn attempt(
+        &self,
+        input: AttemptInput,
+        fault: Fault,
+    ) -> futures_util::future::BoxFuture<'_, AttemptResult> {
+        Box::pin(run_attempt_with_fault(self, input, fault))
     }
 }
 
@@ -128,12 +91,13 @@ pub async fn run_attempt_with_fault<W: Workflow>(
     fault: impl FnOnce() -> Option<StepError>,
 ) -> AttemptResult {
     let definition = W::DEFINITION;
-    let (index, entry) = match locate(definition, &input.step_name) {
+    let claim = &input.claim;
+    let (index, entry) = match locate(definition, &claim.step_name) {
         Ok(found) => found,
         Err(ended) => return ended,
     };
 
-    if let Some(reason) = &input.unreadable {
+    if let Some(reason) = &claim.unreadable {
         let error = StepError::from(crate::error::Unstorable {
             reason: format!(
                 "the run's stored input, outputs or signals cannot be read back: {reason}"
@@ -145,11 +109,11 @@ pub async fn run_attempt_with_fault<W: Workflow>(
             entry,
             None,
             &error,
-            input.reattempts,
+            claim.reattempts,
             None,
         );
     }
-    let typed: W::Input = match serde_json::from_value(input.input.clone()) {
+    let typed: W::Input = match serde_json::from_value(claim.input.clone()) {
         Ok(typed) => typed,
         Err(source) => {
             let error = StepError::from(BadInput {
@@ -162,17 +126,17 @@ pub async fn run_attempt_with_fault<W: Workflow>(
                 entry,
                 None,
                 &error,
-                input.reattempts,
+                claim.reattempts,
                 None,
             );
         }
     };
-    let attempt = u32::try_from(input.attempt).unwrap_or(1);
-    let mut cx = StepCx::new(typed, input.run_id, input.step_name.clone(), attempt)
-        .with_outputs(input.outputs.clone())
-        .with_cancellation(input.cancellation.clone());
+    let attempt = u32::try_from(claim.attempt).unwrap_or(1);
+    let mut cx = StepCx::new(typed, claim.run_id, claim.step_name.clone(), attempt)
+        .with_outputs(claim.outputs.clone())
+        .with_cancellation(claim.cancellation.clone());
 
-    if let Some(ended) = guards(workflow, definition, entry, &cx, input.reattempts) {
+    if let Some(ended) = guards(workflow, definition, entry, &cx, claim.reattempts) {
         return ended;
     }
     let mut gate = None;
@@ -194,19 +158,19 @@ pub async fn run_attempt_with_fault<W: Workflow>(
                     entry,
                     Some(&cx),
                     &error,
-                    input.reattempts,
+                    claim.reattempts,
                     None,
                 );
             }
         }
     }
-    if let Some(decided) = batch_decides(entry, input.batch.clone()) {
+    if let Some(decided) = batch_decides(entry, claim.batch.clone()) {
         return decided;
     }
 
     let (outcome, children) = match fault() {
         Some(fault) => (Err(fault), Vec::new()),
-        None => run_body(workflow, index, &mut cx, input.timeout_ms, input.limits).await,
+        None => run_body(workflow, index, &mut cx, claim.timeout_ms, input.limits).await,
     };
     let output = cx.take_output();
     let mut result = match outcome {
@@ -220,7 +184,7 @@ pub async fn run_attempt_with_fault<W: Workflow>(
             entry,
             Some(&cx),
             &error,
-            input.reattempts,
+            claim.reattempts,
             output,
         ),
     };
@@ -257,7 +221,7 @@ fn pass_gate<W: Workflow>(
     cx: &StepCx<W::Input>,
     input: &AttemptInput,
 ) -> Passed {
-    let candidates = input.signals.iter().filter(|s| s.name == wait.signal);
+    let candidates = input.claim.signals.iter().filter(|s| s.name == wait.signal);
     if let Some(before) = candidates.clone().find(|s| s.taken_before) {
         return Passed::Signal(
             signal_of(before),
@@ -267,7 +231,7 @@ fn pass_gate<W: Workflow>(
             },
         );
     }
-    if input.timed_out_before {
+    if input.claim.timed_out_before {
         return Passed::TimedOut;
     }
     let mut turned_down_to = None;
@@ -297,8 +261,11 @@ fn pass_gate<W: Workflow>(
     // them (the park wakes the row at once) before deciding on the timeout.
     let more_pending = looked_at >= SIGNAL_PAGE;
     if !more_pending
-        && let Some(now) = input.claimed_at
-        && wait_expired(input.waiting_since, wait.timeout_ms, now)
+        && wait_expired(
+            input.claim.waiting_since,
+            wait.timeout_ms,
+            input.claim.claimed_at,
+        )
     {
         return Passed::TimedOut;
     }

@@ -6,21 +6,21 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument as _, Level, debug, error, info, info_span, warn};
+use tracing::{Level, debug, error, info, warn};
 
 use crate::connection::Connector;
 use crate::database::Database;
 use crate::engine::{AttemptResult, RunStatus, StepOutcome};
 use crate::error::{Error, display_chain};
-use crate::executor::{AttemptInput, ErasedWorkflow};
-use crate::pg::store::{Claimed, Ended, Handoff, PgStore};
+use crate::executor::ErasedWorkflow;
+use crate::store::{Attempted, Claim, Ended, Observe, PgStore, Runner, SweepSettings};
 use crate::workflow::Workflow;
 
 /// An error a policy chose to report, handed to the worker's error hook after the
@@ -378,18 +378,25 @@ impl WorkerBuilder {
             None if self.db.transaction_pooler() => None,
             None => self.db.connector.clone(),
         };
+        let id = format!("worker-{}", uuid::Uuid::new_v4());
+        let runner = registry.into_values().fold(
+            Runner::new(self.db.store.clone(), id.clone())
+                .queues(queues.clone())
+                .stall_threshold_ms(capped_ms(self.stall_threshold))
+                .limits(self.db.store.limits),
+            Runner::register_erased,
+        );
         Ok(Worker {
             inner: Arc::new(Inner {
                 store: self.db.store.clone(),
                 upkeep: self.db.with_own_pool(UPKEEP_CONNECTIONS)?,
                 listen,
-                registry,
+                runner,
                 queues,
                 workflows,
-                id: format!("worker-{}", uuid::Uuid::new_v4()),
+                id,
                 concurrency: self.concurrency,
                 poll_interval: self.poll_interval,
-                stall_threshold_ms: capped_ms(self.stall_threshold),
                 shutdown_grace: self.shutdown_grace,
                 notifications: self.notifications,
                 error_hook: self.error_hook,
@@ -450,13 +457,13 @@ struct Inner {
     /// [`WorkerBuilder::listen_url`]'s; `None` for a pool handed in alone, or
     /// behind a pooler without a direct URL (the worker then polls).
     listen: Option<Arc<Connector>>,
-    registry: HashMap<&'static str, Arc<dyn ErasedWorkflow>>,
+    /// The step loop over `store`, with the registered workflows.
+    runner: Runner<PgStore>,
     queues: Vec<String>,
     workflows: Vec<String>,
     id: String,
     concurrency: usize,
     poll_interval: Duration,
-    stall_threshold_ms: i64,
     shutdown_grace: Duration,
     notifications: bool,
     error_hook: Option<ErrorHook>,
@@ -792,67 +799,32 @@ impl Worker {
     /// Database errors.
     pub async fn sweep(&self) -> Result<SweepReport, Error> {
         let inner = &self.inner;
-        let mut report = SweepReport::default();
-        for (claim, worker_id, detection) in inner.upkeep.stalled(inner.lost_worker_ms, 100).await?
-        {
-            let registered = inner.registry.get(claim.workflow.as_str());
-            let definition =
-                registered.map_or(&crate::__private::STAND_IN_DEFINITION, |w| w.definition());
-            let result = crate::engine::stalled_result(
-                inner.stall_action,
-                registered.is_some(),
-                &claim.step_name,
-                claim.attempt,
-                &detection,
-            );
-            match inner
-                .upkeep
-                .sweep_attempt(definition, &claim, &worker_id, &result, &detection)
-                .await?
-            {
-                // A sweep passes no handoff, so it never continues a run.
-                Ended::Applied(plan) | Ended::Continued(plan, _) => {
-                    report.repaired += 1;
-                    metrics::counter!("pgbus_stalls_total", "detection" => detection.clone())
-                        .increment(1);
-                    metrics::counter!("pgbus_sweep_repairs_total", "repair" => "stalled_attempt")
-                        .increment(1);
-                    if let Some(record) = &result.error {
-                        // The sweep runs outside any attempt's span: say which.
-                        let _span = info_span!(
-                            "pgbus.sweep",
-                            pgbus.workflow = %claim.workflow,
-                            pgbus.run_id = %claim.run_id,
-                            pgbus.step = %claim.step_name,
-                            pgbus.attempt = claim.attempt,
-                            pgbus.stalled_worker = %worker_id,
-                        )
-                        .entered();
-                        let message = if plan.step_outcome == StepOutcome::Reattempted {
-                            "stalled attempt repaired; the step runs again"
-                        } else {
-                            "stalled attempt ended by the stall action"
-                        };
-                        self.report(
-                            &claim,
-                            &result,
-                            record,
-                            failure_level(plan.step_outcome),
-                            message,
-                        );
-                    }
+        let settings = SweepSettings {
+            stall_action: inner.stall_action,
+            lost_ms: inner.lost_worker_ms,
+            retention_ms: inner.retention_ms,
+            stalled_limit: 100,
+            batch_limit: 100,
+            retention_batch: RETENTION_BATCH,
+            retention_batches: RETENTION_BATCHES,
+        };
+        let mut report = crate::store::sweep(
+            &inner.upkeep,
+            &settings,
+            |workflow| inner.runner.definition(workflow),
+            |repaired| {
+                if let Some(record) = &repaired.result.error {
+                    self.report(
+                        &repaired.stalled.claim,
+                        repaired.result,
+                        record,
+                        failure_level(repaired.plan.step_outcome),
+                        crate::store::repair_message(repaired.plan),
+                    );
                 }
-                // A sweep never parks; a fence it lost is an attempt that
-                // ended meanwhile.
-                Ended::Late | Ended::Parked => report.left_alone += 1,
-            }
-        }
-        report.batches_resolved = inner.upkeep.resolve_batches(100).await?;
-        if report.batches_resolved > 0 {
-            metrics::counter!("pgbus_batches_resolved_total").increment(report.batches_resolved);
-            metrics::counter!("pgbus_sweep_repairs_total", "repair" => "batch")
-                .increment(report.batches_resolved);
-        }
+            },
+        )
+        .await?;
         if inner.run_gauges {
             let counts = inner.upkeep.run_status_counts().await?;
             for status in [RunStatus::Ready, RunStatus::Performing, RunStatus::Paused] {
@@ -861,26 +833,11 @@ impl Worker {
                     .find(|(s, _)| s == status.as_str())
                     .map_or(0, |(_, n)| *n);
                 #[allow(clippy::cast_precision_loss)] // run counts far below 2^52
-                metrics::gauge!("pgbus_runs", "status" => status.as_str()).set(runs as f64);
-            }
-        }
-        if let Some(retention_ms) = inner.retention_ms {
-            for _ in 0..RETENTION_BATCHES {
-                let deleted = inner
-                    .upkeep
-                    .delete_expired_runs(retention_ms, RETENTION_BATCH)
-                    .await?;
-                report.runs_deleted += deleted;
-                if deleted < u64::try_from(RETENTION_BATCH).unwrap_or(0) {
-                    break;
-                }
+                metrics::gauge!(crate::metric::RUNS, "status" => status.as_str()).set(runs as f64);
             }
         }
         let silent_ms = capped_ms(WORKER_ROW_EXPIRY).max(inner.lost_worker_ms);
         report.workers_removed = inner.upkeep.delete_workers(None, Some(silent_ms)).await?;
-        if report.runs_deleted > 0 {
-            metrics::counter!("pgbus_runs_deleted_total").increment(report.runs_deleted);
-        }
         Ok(report)
     }
 
@@ -935,23 +892,15 @@ impl Worker {
 
     /// Claims up to `limit` attempts and puts each on the running list before
     /// returning, so a heartbeat never takes a fresh claim for an orphan.
-    async fn claim(&self, limit: usize) -> Result<Vec<(Claimed, Running)>, Error> {
-        let inner = &self.inner;
+    async fn claim(&self, limit: usize) -> Result<Vec<(Claim, Running)>, Error> {
         self.ensure_registered().await?;
-        let claimed = inner
-            .store
-            .claim(
-                &inner.queues,
-                &inner.workflows,
-                i64::try_from(limit).unwrap_or(i64::MAX),
-                &inner.id,
-                inner.stall_threshold_ms,
-            )
-            .await?;
+        let inner = &self.inner;
+        let claimed = inner.runner.claim(&inner.queues, limit).await?;
+        let hooks = Hooks(self);
         Ok(claimed
             .into_iter()
             .map(|claim| {
-                let running = Running::new(Arc::clone(&self.inner), claim.step_id);
+                let running = hooks.track(&claim);
                 (claim, running)
             })
             .collect())
@@ -962,252 +911,12 @@ impl Worker {
     /// [`WorkerBuilder::eager_steps`]) and `stopping` is not set, runs that one
     /// too, up to the eager limit.
     /// Returns how many attempts ran (the claimed one and those taken eagerly).
-    async fn run_claim(&self, claim: Claimed, running: Running, stopping: &AtomicBool) -> usize {
+    async fn run_claim(&self, claim: Claim, running: Running, stopping: &AtomicBool) -> usize {
         let inner = &self.inner;
-        let Some(workflow) = inner.registry.get(claim.workflow.as_str()) else {
-            // Claims filter on registered workflows, so this cannot happen; leave
-            // the row to the sweep rather than guess.
-            error!(pgbus.workflow = %claim.workflow, "claimed a step of an unregistered workflow");
-            return 0;
-        };
-        let (mut claim, mut running) = (claim, running);
-        let mut eager_left = inner.eager_steps;
-        let mut ran = 0;
-        loop {
-            let eager = (eager_left > 0).then_some(stopping);
-            ran += 1;
-            let Some(next) = self.run_attempt(workflow, &claim, &running, eager).await else {
-                return ran;
-            };
-            // On the running list before the old entry leaves it; the row is
-            // committed already, and a heartbeat between the two sees it as
-            // a suspect only (orphans need two heartbeats).
-            let next_running = Running::new(Arc::clone(&self.inner), next.step_id);
-            drop(std::mem::replace(&mut running, next_running));
-            claim = *next;
-            eager_left -= 1;
-        }
-    }
-
-    /// Runs `claim`'s attempt in its span and records the outcome; returns the
-    /// next step when the outcome handed it to this worker (only with `eager`,
-    /// the worker's stopping flag, not set when the outcome is recorded).
-    async fn run_attempt(
-        &self,
-        workflow: &Arc<dyn ErasedWorkflow>,
-        claim: &Claimed,
-        running: &Running,
-        eager: Option<&AtomicBool>,
-    ) -> Option<Box<Claimed>> {
-        let span = info_span!(
-            "pgbus.step",
-            pgbus.workflow = %claim.workflow,
-            pgbus.run_id = %claim.run_id,
-            pgbus.step = %claim.step_name,
-            pgbus.attempt = claim.attempt,
-        );
-        async {
-            let pickup = (claim.started_at - claim.scheduled_at)
-                .to_std()
-                .unwrap_or_default();
-            metrics::histogram!("pgbus_step_pickup_latency_seconds", "workflow" => claim.workflow.clone())
-                .record(pickup.as_secs_f64());
-            debug!("step started");
-            let began = Instant::now();
-            let cancellation = running.cancellation.clone();
-            let result = workflow
-                .attempt(AttemptInput {
-                    run_id: claim.run_id,
-                    step_name: claim.step_name.clone(),
-                    attempt: claim.attempt,
-                    reattempts: claim.reattempts,
-                    input: claim.input.clone(),
-                    outputs: claim.outputs.clone(),
-                    timeout_ms: claim.timeout_ms,
-                    limits: self.inner.store.limits,
-                    unreadable: claim.unreadable.clone(),
-                    cancellation,
-                    signals: claim.signals.clone(),
-                    waiting_since: claim.waiting_since,
-                    claimed_at: Some(claim.started_at),
-                    batch: claim.batch.clone(),
-                    timed_out_before: claim.timed_out_before,
-                })
-                .await;
-            let ran = began.elapsed();
-            self.finish(workflow.definition(), claim, &result, ran, eager)
-                .await
-        }
-        .instrument(span)
-        .await
-    }
-
-    /// Records an attempt's outcome; reports after commit.
-    ///
-    /// While the database is away (a restart, a terminated backend, a network
-    /// error) it retries, from 50 ms doubling up to 1 s between tries, until the
-    /// outcome is stored or the worker drops the task at the end of its shutdown
-    /// grace. It does not give up sooner: the body has run, and an outcome
-    /// never recorded would leave the attempt in progress under a live,
-    /// heartbeating worker until its stall horizon (five minutes by default),
-    /// and then run the step again or pause the run. Retrying late is safe: if
-    /// the sweep took the attempt meanwhile, the fence turns the retry into a
-    /// late completion.
-    async fn finish(
-        &self,
-        definition: &'static crate::WorkflowDefinition,
-        claim: &Claimed,
-        result: &AttemptResult,
-        ran: Duration,
-        eager: Option<&AtomicBool>,
-    ) -> Option<Box<Claimed>> {
-        let inner = &self.inner;
-        let mut failures = Failures::with_pauses(Duration::from_millis(50), Duration::from_secs(1));
-        let mut result = std::borrow::Cow::Borrowed(result);
-        // Whether a try offered the handoff: decided when the outcome is
-        // recorded, not when the body started, so a worker that began stopping
-        // meanwhile takes no new step. Once offered, offered on every retry:
-        // the store hands on only in a first try, and a retry puts back a step
-        // a try whose reply was lost had handed on.
-        let mut offered = false;
-        let ended = loop {
-            offered |= eager.is_some_and(|stopping| !stopping.load(Ordering::Acquire));
-            let handoff = offered.then_some(Handoff {
-                queues: &inner.queues,
-                stall_threshold_ms: inner.stall_threshold_ms,
-            });
-            match inner
-                .store
-                .end_attempt(
-                    definition,
-                    claim,
-                    &inner.id,
-                    &result,
-                    failures.count > 0,
-                    handoff,
-                )
-                .await
-            {
-                Ok(ended) => break ended,
-                // An outage, or no connection to be had (a refused login
-                // included): the outcome itself was never judged, so it waits.
-                Err(error) if error.is_transient() || error.is_connection_failure() => {
-                    if failures.record() {
-                        warn!(
-                            error = %display_chain(&error),
-                            "could not record the step's outcome yet; retrying until the database answers"
-                        );
-                    } else {
-                        debug!(error = %display_chain(&error), pgbus.failures = failures.count, "still cannot record the step's outcome");
-                    }
-                    tokio::time::sleep(failures.pause()).await;
-                }
-                Err(error) if !matches!(result, std::borrow::Cow::Owned(_)) => {
-                    // The outcome itself cannot be stored (an output or text
-                    // Postgres refuses): record the attempt as failed with that
-                    // reason and no output, so the run pauses instead of hanging.
-                    warn!(error = %display_chain(&error), "the step's outcome could not be stored; pausing the run");
-                    result = std::borrow::Cow::Owned(unstorable(&error));
-                }
-                Err(error) => {
-                    error!(
-                        error = %display_chain(&error),
-                        "could not record the step's outcome; the sweep will find the attempt"
-                    );
-                    return None;
-                }
-            }
-        };
-        if failures.count > 0 {
-            info!(
-                pgbus.failures = failures.count,
-                "the database answers again; the step's outcome is settled"
-            );
-        }
-        let result = result.as_ref();
-        match ended {
-            Ended::Late if failures.count > 0 => {
-                warn!(
-                    "late completion ignored: the attempt was stalled, cancelled or claimed again while the database was away, or a try whose reply was lost with the connection had recorded it"
-                );
-            }
-            Ended::Late => {
-                warn!(
-                    "late completion ignored: the attempt was stalled, cancelled or claimed again"
-                );
-            }
-            Ended::Parked => {
-                metrics::histogram!(
-                    "pgbus_step_duration_seconds",
-                    "workflow" => claim.workflow.clone(),
-                    "step" => claim.step_name.clone()
-                )
-                .record(ran.as_secs_f64());
-                metrics::counter!(
-                    "pgbus_steps_parked_total",
-                    "workflow" => claim.workflow.clone(),
-                    "step" => claim.step_name.clone()
-                )
-                .increment(1);
-                debug!(
-                    pgbus.elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
-                    "step waiting"
-                );
-            }
-            Ended::Applied(plan) => self.applied(claim, result, &plan, ran),
-            Ended::Continued(plan, next) => {
-                self.applied(claim, result, &plan, ran);
-                return Some(next);
-            }
-        }
-        None
-    }
-
-    /// Metrics, the log line and error reports of an applied outcome.
-    fn applied(
-        &self,
-        claim: &Claimed,
-        result: &AttemptResult,
-        plan: &crate::engine::Plan,
-        ran: Duration,
-    ) {
-        metrics::histogram!(
-            "pgbus_step_duration_seconds",
-            "workflow" => claim.workflow.clone(),
-            "step" => claim.step_name.clone()
-        )
-        .record(ran.as_secs_f64());
-        metrics::counter!(
-            "pgbus_steps_total",
-            "workflow" => claim.workflow.clone(),
-            "step" => claim.step_name.clone(),
-            "outcome" => plan.step_outcome.as_str()
-        )
-        .increment(1);
-        debug!(
-            pgbus.outcome = plan.step_outcome.as_str(),
-            pgbus.run_status = plan.run_status.as_str(),
-            pgbus.elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
-            "step ended"
-        );
-        if let (true, Some(error)) = (result.report, &result.error) {
-            self.report(
-                claim,
-                result,
-                error,
-                failure_level(plan.step_outcome),
-                "step failed",
-            );
-        }
-        if let Some(error) = &result.handler_error {
-            self.report(
-                claim,
-                result,
-                error,
-                Level::ERROR,
-                "exception handler failed; the run is paused",
-            );
-        }
+        inner
+            .runner
+            .run_claim(claim, running, &Hooks(self), inner.eager_steps, stopping)
+            .await
     }
 
     /// A `tracing` event at `level` and the error hook, after commit. The
@@ -1215,7 +924,7 @@ impl Worker {
     /// break or a terminal escape in it cannot forge or hide log lines.
     fn report(
         &self,
-        claim: &Claimed,
+        claim: &Claim,
         result: &AttemptResult,
         error: &crate::engine::ErrorRecord,
         level: Level,
@@ -1251,27 +960,62 @@ impl Worker {
     }
 }
 
+/// The worker as the observer of its runner's attempts: each on the running
+/// list while it runs, and error reports after commit.
+struct Hooks<'a>(&'a Worker);
+
+impl Observe for Hooks<'_> {
+    type Tracked = Running;
+
+    fn track(&self, claim: &Claim) -> Running {
+        Running::new(
+            Arc::clone(&self.0.inner),
+            claim.step_id,
+            claim.cancellation.clone(),
+        )
+    }
+
+    fn attempted(&self, attempted: &Attempted<'_>) {
+        let Some(Ended::Applied(plan) | Ended::Continued(plan, _)) = attempted.ended else {
+            return;
+        };
+        let (claim, result) = (attempted.claim, attempted.result);
+        if let (true, Some(error)) = (result.report, &result.error) {
+            self.0.report(
+                claim,
+                result,
+                error,
+                failure_level(plan.step_outcome),
+                "step failed",
+            );
+        }
+        if let Some(error) = &result.handler_error {
+            self.0.report(
+                claim,
+                result,
+                error,
+                Level::ERROR,
+                "exception handler failed; the run is paused",
+            );
+        }
+    }
+}
+
 /// An attempt on the worker's running list for as long as it lives: taken off
 /// when its task ends, or is dropped at shutdown.
 struct Running {
     inner: Arc<Inner>,
     step_id: i64,
-    cancellation: CancellationToken,
 }
 
 impl Running {
-    fn new(inner: Arc<Inner>, step_id: i64) -> Self {
-        let cancellation = CancellationToken::new();
+    fn new(inner: Arc<Inner>, step_id: i64, cancellation: CancellationToken) -> Self {
         inner
             .running
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(step_id, cancellation.clone());
-        Self {
-            inner,
-            step_id,
-            cancellation,
-        }
+            .insert(step_id, cancellation);
+        Self { inner, step_id }
     }
 }
 
@@ -1299,20 +1043,6 @@ pub fn capped_ms(duration: Duration) -> i64 {
     .unwrap_or(i64::MAX)
 }
 
-/// What is recorded when an attempt's outcome cannot be stored as it is.
-fn unstorable(error: &Error) -> AttemptResult {
-    let error = crate::StepError::from(crate::error::Unstorable {
-        reason: crate::error::display_chain(error),
-    });
-    AttemptResult::failed(
-        crate::engine::Verb::Pause {
-            reason: error.message(),
-        },
-        &error,
-        true,
-    )
-}
-
 /// Consecutive failures of one kind of database call, and the growing pause
 /// between tries: from `first_pause`, doubling, up to `longest_pause`, each cut
 /// by up to a quarter at random so workers that failed together do not come back
@@ -1320,8 +1050,8 @@ fn unstorable(error: &Error) -> AttemptResult {
 /// a connection or server going away, `error` otherwise), the others only at
 /// `debug`, and the recovery once at `info`: one outage, one line each way,
 /// however long it lasts.
-struct Failures {
-    count: u32,
+pub(crate) struct Failures {
+    pub(crate) count: u32,
     first_pause: Duration,
     longest_pause: Duration,
 }
@@ -1334,7 +1064,7 @@ impl Default for Failures {
 }
 
 impl Failures {
-    const fn with_pauses(first_pause: Duration, longest_pause: Duration) -> Self {
+    pub(crate) const fn with_pauses(first_pause: Duration, longest_pause: Duration) -> Self {
         Self {
             count: 0,
             first_pause,
@@ -1358,13 +1088,13 @@ impl Failures {
     }
 
     /// Counts a failure; whether it is the first of a streak.
-    fn record(&mut self) -> bool {
+    pub(crate) fn record(&mut self) -> bool {
         self.count = self.count.saturating_add(1);
         self.count == 1
     }
 
     /// The pause after the failures counted so far.
-    fn pause(&self) -> Duration {
+    pub(crate) fn pause(&self) -> Duration {
         let doublings = self.count.saturating_sub(1).min(16);
         let full = self
             .first_pause

@@ -1,37 +1,24 @@
 //! The test environment: the engine and the memory store on a virtual clock.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone as _, Utc};
-use futures_util::future::BoxFuture;
+use futures_util::FutureExt as _;
 use pgbus_runtime::engine::{
-    Action, ErrorRecord, RunStatus, StallAction, StepOutcome, StepStatus, Verb,
+    Action, AttemptState, ErrorRecord, RunState, RunStatus, StallAction, StepOutcome, StepStatus,
+    Verb, plan_outcome,
 };
-use pgbus_runtime::executor::{AttemptInput, run_attempt_with_fault};
+use pgbus_runtime::store::{Attempted, Claim, Ended, Observe, Runner, SweepSettings};
 use pgbus_runtime::{
     Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, Started, StepError, SweepReport,
-    Workflow, WorkflowDefinition,
+    Workflow,
 };
 use serde_json::Value;
 
-use crate::memory::{Claim, MemoryStore};
+use crate::memory::{MemoryStore, TESTKIT_WORKER};
 use pgbus_runtime::worker::capped_ms;
-
-/// Asked for an injected fault once the guards let the body through.
-type FaultSource = Box<dyn FnOnce() -> Option<StepError> + Send>;
-
-type Runner = Arc<
-    dyn Fn(AttemptInput, FaultSource) -> BoxFuture<'static, pgbus_runtime::engine::AttemptResult>
-        + Send
-        + Sync,
->;
-
-struct Registered {
-    definition: &'static WorkflowDefinition,
-    run: Runner,
-}
 
 struct Fault {
     workflow: String,
@@ -104,8 +91,8 @@ pub struct StepRecord {
 /// # });
 /// ```
 pub struct TestEnv {
-    store: Mutex<MemoryStore>,
-    workflows: HashMap<&'static str, Registered>,
+    /// The step loop over the memory store, with the registered workflows.
+    runner: Runner<MemoryStore>,
     faults: Arc<Mutex<Vec<Fault>>>,
     stall_action: StallAction,
     lost_worker_threshold: Duration,
@@ -117,7 +104,7 @@ impl std::fmt::Debug for TestEnv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TestEnv")
             .field("now", &self.now())
-            .field("workflows", &self.workflows.keys().collect::<Vec<_>>())
+            .field("workflows", &self.runner.workflows())
             .finish_non_exhaustive()
     }
 }
@@ -149,10 +136,14 @@ impl TestEnv {
     /// An empty environment whose clock starts at `now`.
     #[must_use]
     pub fn starting_at(now: DateTime<Utc>) -> Self {
+        let faults: Arc<Mutex<Vec<Fault>>> = Arc::new(Mutex::new(Vec::new()));
+        let hook = Arc::clone(&faults);
+        let runner = Runner::new(MemoryStore::starting_at(now), TESTKIT_WORKER).faults(Arc::new(
+            move |claim: &Claim| take_fault(&hook, &claim.workflow, &claim.step_name),
+        ));
         Self {
-            store: Mutex::new(MemoryStore::new(now)),
-            workflows: HashMap::new(),
-            faults: Arc::new(Mutex::new(Vec::new())),
+            runner,
+            faults,
             stall_action: StallAction::default(),
             lost_worker_threshold: Duration::from_secs(30),
             retention: Some(pgbus_runtime::worker::DEFAULT_RETENTION),
@@ -166,6 +157,8 @@ impl TestEnv {
     #[must_use]
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self.runner.store().set_limits(limits);
+        self.runner = self.runner.limits(limits);
         self
     }
 
@@ -207,7 +200,7 @@ impl TestEnv {
     ) -> Result<pgbus_runtime::SignalId, Error> {
         let payload = serde_json::to_value(payload)?;
         self.limits.check_signal(name, &payload)?;
-        self.store().signal(run_id, name, payload)
+        self.store().rows().signal(run_id, name, payload)
     }
 
     /// Pauses a run, as `Client::pause`.
@@ -254,7 +247,7 @@ impl TestEnv {
         pgbus_runtime::client::check_actor(actor)?;
         pgbus_runtime::client::check_reason(reason)?;
         let reason = pgbus_runtime::error::cap_message(reason);
-        self.store().act(run_id, action, actor, &reason)
+        self.store().rows().act(run_id, action, actor, &reason)
     }
 
     /// Claims the next due step for a worker that dies at once (as if killed with
@@ -262,49 +255,45 @@ impl TestEnv {
     /// `performing`, until [`TestEnv::sweep`] finds it, after the lost-worker
     /// threshold (`worker_lost`) or the step's stall horizon (`timeout`).
     /// Returns the run whose step was claimed, if any was due.
+    #[allow(clippy::must_use_candidate)] // called for its effect; the run is a convenience
     pub fn crash_next(&self) -> Option<RunId> {
-        let registered: Vec<&str> = self.workflows.keys().copied().collect();
-        self.store().crash_next(&registered)
+        let queues = self.runner.claimed_queues();
+        self.store()
+            .rows()
+            .crash_next(&self.runner.claimer(&queues))
     }
 
     /// Sweeps once, as `Worker::sweep`: stalled attempts end with the stall
     /// action, a `StepStalled` error and a `stall_detected` event; finished and
     /// cancelled runs older than the retention are deleted.
     pub fn sweep(&self) -> SweepReport {
-        let definitions = self
-            .workflows
-            .iter()
-            .map(|(name, registered)| (*name, registered.definition))
-            .collect();
-        let (repaired, deleted, batches_resolved) = self.store().sweep(
-            &definitions,
-            self.stall_action,
-            capped_ms(self.lost_worker_threshold),
-            self.retention.map(capped_ms),
+        let settings = SweepSettings {
+            stall_action: self.stall_action,
+            lost_ms: capped_ms(self.lost_worker_threshold),
+            retention_ms: self.retention.map(capped_ms),
+            stalled_limit: i64::MAX,
+            batch_limit: i64::MAX,
+            retention_batch: i64::MAX,
+            retention_batches: 1,
+        };
+        let sweep = pgbus_runtime::store::sweep(
+            self.store(),
+            &settings,
+            |workflow| self.runner.definition(workflow),
+            |_| {},
         );
-        let mut report = SweepReport::default();
-        report.repaired = repaired;
-        report.runs_deleted = deleted as u64;
-        report.batches_resolved = batches_resolved;
-        report
+        match sweep.now_or_never() {
+            Some(Ok(report)) => report,
+            // The memory store neither waits nor fails.
+            Some(Err(_)) | None => SweepReport::default(),
+        }
     }
 
     /// Registers a workflow value; as a worker, the environment runs only steps of
     /// registered workflows. A second value with the same name replaces the first.
     #[must_use]
     pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
-        let workflow = Arc::new(workflow);
-        let run: Runner = Arc::new(move |input, fault| {
-            let workflow = Arc::clone(&workflow);
-            Box::pin(async move { run_attempt_with_fault(&*workflow, input, fault).await })
-        });
-        self.workflows.insert(
-            W::DEFINITION.name,
-            Registered {
-                definition: W::DEFINITION,
-                run,
-            },
-        );
+        self.runner = self.runner.register(workflow);
         self
     }
 
@@ -316,7 +305,7 @@ impl TestEnv {
     pub fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
         self.limits.check_input(&input)?;
-        let (run_id, created) = self.store().start_run(W::DEFINITION, input, None)?;
+        let (run_id, created) = self.store().rows().start_run(W::DEFINITION, input, None)?;
         Ok(Started::new(run_id, created))
     }
 
@@ -335,22 +324,25 @@ impl TestEnv {
         pgbus_runtime::client::check_key(key)?;
         let input = serde_json::to_value(input)?;
         self.limits.check_input(&input)?;
-        let (run_id, created) = self.store().start_run(W::DEFINITION, input, Some(key))?;
+        let (run_id, created) = self
+            .store()
+            .rows()
+            .start_run(W::DEFINITION, input, Some(key))?;
         Ok(Started::new(run_id, created))
     }
 
     /// The virtual time.
     #[must_use]
     pub fn now(&self) -> DateTime<Utc> {
-        self.store().now
+        self.store().now()
     }
 
     /// Moves the virtual clock forward; steps whose time has come become due. A
     /// jump past the last time the clock can show (year 262143) stops there.
     pub fn advance(&self, by: Duration) {
-        let mut store = self.store();
+        let mut rows = self.store().rows();
         let by = chrono::Duration::from_std(by).unwrap_or(chrono::Duration::MAX);
-        store.now = store
+        rows.now = rows
             .now
             .checked_add_signed(by)
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
@@ -380,9 +372,21 @@ impl TestEnv {
     /// Runs the first due step (by priority, then due time), if any, and returns
     /// how it ended.
     pub async fn run_next(&self) -> Option<StepRecord> {
-        let registered: Vec<&str> = self.workflows.keys().copied().collect();
-        let claim = self.store().claim(&registered)?;
-        Some(self.run_claim(claim).await)
+        let queues = self.runner.claimed_queues();
+        let claim = self.runner.claim(&queues, 1).await.ok()?.pop()?;
+        let recorder = Recorder {
+            store: self.store(),
+            record: Mutex::new(None),
+        };
+        // No handoff: each call runs one attempt.
+        let stopping = AtomicBool::new(true);
+        self.runner
+            .run_claim(claim, (), &recorder, 0, &stopping)
+            .await;
+        recorder
+            .record
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs due steps until none is due at the current virtual time. Stops after
@@ -406,16 +410,15 @@ impl TestEnv {
     /// waiting (the call returns): only [`TestEnv::signal`] or its children
     /// ending wake it. Stops after `10_000` attempts to end a runaway loop.
     pub async fn run_to_completion(&self) -> Vec<StepRecord> {
-        let registered: Vec<&str> = self.workflows.keys().copied().collect();
         let mut records = Vec::new();
         while records.len() < MAX_ATTEMPTS_PER_CALL {
             if let Some(record) = self.run_next().await {
                 records.push(record);
                 continue;
             }
-            let mut store = self.store();
-            match store.next_due(&registered) {
-                Some(due) if due > store.now => store.now = due,
+            let mut rows = self.store().rows();
+            match rows.next_due(self.runner.workflows()) {
+                Some(due) if due > rows.now => rows.now = due,
                 _ => break,
             }
         }
@@ -428,8 +431,9 @@ impl TestEnv {
     /// `late_completion_ignored` event. Call it while a body is running (from a
     /// body, or while `run_next` runs in another task). Returns whether a step of
     /// the run was in progress.
+    #[allow(clippy::must_use_candidate)] // called for its effect
     pub fn lose_claim(&self, run_id: RunId) -> bool {
-        self.store().lose_claim(run_id)
+        self.store().rows().lose_claim(run_id)
     }
 
     /// A run with its latest 1,000 step attempts, events, signals and
@@ -438,7 +442,7 @@ impl TestEnv {
     /// # Errors
     /// [`Error::RunNotFound`].
     pub fn run(&self, run_id: RunId) -> Result<RunView, Error> {
-        self.store().run(run_id, RunRead::default())
+        self.store().rows().run(run_id, RunRead::default())
     }
 
     /// A run as `read` bounds it, as `Client::run_with` reads it.
@@ -446,7 +450,7 @@ impl TestEnv {
     /// # Errors
     /// [`Error::RunNotFound`].
     pub fn run_with(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
-        self.store().run(run_id, read)
+        self.store().rows().run(run_id, read)
     }
 
     /// Runs, newest first, as `Client::list_runs`, and with its shape: a
@@ -455,95 +459,87 @@ impl TestEnv {
     /// # Errors
     /// None in memory today; the `Result` is `Client::list_runs`'s.
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
-        Ok(self.store().list_runs(filter))
+        Ok(self.store().rows().list_runs(filter))
     }
 
-    async fn run_claim(&self, claim: Claim) -> StepRecord {
-        let at = self.now();
-        let Some(registered) = self.workflows.get(claim.workflow.as_str()) else {
-            unreachable!("claims only take registered workflows");
-        };
-        let faults = Arc::clone(&self.faults);
-        let (workflow, step) = (claim.workflow.clone(), claim.step_name.clone());
-        let fault: FaultSource = Box::new(move || take_fault(&faults, &workflow, &step));
-        let result = (registered.run)(
-            AttemptInput {
-                run_id: claim.run_id,
-                step_name: claim.step_name.clone(),
-                attempt: claim.attempt,
-                reattempts: claim.reattempts,
-                input: claim.input.clone(),
-                outputs: claim.outputs.clone(),
-                timeout_ms: claim.timeout_ms,
-                limits: self.limits,
-                unreadable: None,
-                cancellation: claim.cancellation.clone(),
-                signals: claim.signals.clone(),
-                waiting_since: claim.waiting_since,
-                claimed_at: Some(claim.claimed_at),
-                batch: claim.batch.clone(),
-                timed_out_before: claim.timed_out_before,
-            },
-            fault,
-        )
-        .await;
-        let state = pgbus_runtime::engine::RunState {
-            step_names: None,
-            step_plan: None,
-            status: self
-                .store()
-                .run_status(claim.run_id)
-                .unwrap_or(RunStatus::Cancelled),
-        };
-        // What the attempt left is read under the same lock as its outcome is
-        // applied: a step woken at its park may be claimed by another task at
-        // once, and the record says how this attempt ended, not what came next.
-        let (applied, run_status, parked_as) = {
-            let mut store = self.store();
-            let applied = store.end_attempt(registered.definition, &claim, &result);
-            let run_status = store
-                .run_status(claim.run_id)
-                .unwrap_or(RunStatus::Cancelled);
-            let parked_as = store
-                .step_status(claim.step_id)
-                .filter(|_| result.park.is_some() && applied.is_some());
-            (applied, run_status, parked_as)
-        };
-        let late = applied.is_none();
-        let plan = applied.unwrap_or_else(|| {
-            pgbus_runtime::engine::plan_outcome(
-                registered.definition,
-                &state,
-                &pgbus_runtime::engine::AttemptState {
-                    step_name: claim.step_name.clone(),
-                    attempt: claim.attempt,
-                    reattempts: claim.reattempts,
+    /// The memory store the environment drives: what a suite runs against
+    /// beside the Postgres store, through the store contract.
+    #[must_use]
+    pub const fn store(&self) -> &MemoryStore {
+        self.runner.store()
+    }
+}
+
+/// Builds the [`StepRecord`] of the attempt a `run_next` ran.
+struct Recorder<'a> {
+    store: &'a MemoryStore,
+    record: Mutex<Option<StepRecord>>,
+}
+
+impl Observe for Recorder<'_> {
+    type Tracked = ();
+
+    fn track(&self, _claim: &Claim) {}
+
+    fn attempted(&self, attempted: &Attempted<'_>) {
+        let (claim, result) = (attempted.claim, attempted.result);
+        let (status, outcome, run_status, late) = match attempted.ended {
+            Some(Ended::Applied(plan) | Ended::Continued(plan, _)) => (
+                plan.step_status,
+                Some(plan.step_outcome),
+                plan.run_status,
+                false,
+            ),
+            Some(Ended::Parked(parked)) => (
+                if parked.woken {
+                    StepStatus::Scheduled
+                } else {
+                    StepStatus::Waiting
                 },
-                &result,
-            )
-        });
-        StepRecord {
+                None,
+                parked.run_status,
+                false,
+            ),
+            // Lost its fence: what the plan would have been, beside the run
+            // as it is.
+            Some(Ended::Late) | None => {
+                let run_status = self
+                    .store
+                    .rows()
+                    .run_status(claim.run_id)
+                    .unwrap_or(RunStatus::Cancelled);
+                let plan = plan_outcome(
+                    attempted.definition,
+                    &RunState {
+                        step_names: None,
+                        step_plan: None,
+                        status: run_status,
+                    },
+                    &AttemptState {
+                        step_name: claim.step_name.clone(),
+                        attempt: claim.attempt,
+                        reattempts: claim.reattempts,
+                    },
+                    result,
+                );
+                let outcome = result.park.is_none().then_some(plan.step_outcome);
+                (plan.step_status, outcome, run_status, true)
+            }
+        };
+        *self.record.lock().unwrap_or_else(PoisonError::into_inner) = Some(StepRecord {
             run_id: claim.run_id,
-            workflow: claim.workflow,
-            step: claim.step_name,
+            workflow: claim.workflow.clone(),
+            step: claim.step_name.clone(),
             attempt: claim.attempt,
-            verb: result.verb,
-            status: parked_as.unwrap_or(plan.step_status),
-            outcome: if result.park.is_some() {
-                None
-            } else {
-                Some(plan.step_outcome)
-            },
+            verb: result.verb.clone(),
+            status,
+            outcome,
             run_status,
-            error: result.error,
-            output: result.output,
-            at,
+            error: result.error.clone(),
+            output: result.output.clone(),
+            at: claim.claimed_at,
             late,
-        }
-    }
-
-    fn store(&self) -> MutexGuard<'_, MemoryStore> {
-        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+        });
     }
 }
 

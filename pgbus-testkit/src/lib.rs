@@ -11,5 +11,5 @@ pub mod pgbouncer;
 
 pub use env::{MAX_ATTEMPTS_PER_CALL, StepRecord, TestEnv, default_start};
 pub use harness::{StepHarness, StepRun};
-pub use memory::TESTKIT_WORKER;
+pub use memory::{MemoryStore, TESTKIT_WORKER};
 pub use pg::{TestDatabase, test_database_url};

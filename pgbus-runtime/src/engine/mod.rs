@@ -17,10 +17,12 @@ use crate::fan_out::ChildRun;
 use crate::flow::Flow;
 
 mod event;
+mod handoff;
 mod operator;
 mod status;
 
 pub use event::EventKind;
+pub use handoff::{carries_over, continued_claim, hands_off, stall_event, unstorable_result};
 pub use operator::{Action, ActionPlan, ActionRun, IllegalMove, LatestStep, plan_action};
 pub use status::{RunStatus, StepOutcome, StepStatus, UnknownStatus};
 

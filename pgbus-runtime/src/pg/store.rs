@@ -18,12 +18,13 @@ use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{
     Action, ActionRun, AttemptResult, AttemptState, BatchState, ErrorRecord, EventSpec, Gate,
-    LatestStep, NewStep, Park, Plan, PlannedStep, RunState, RunStatus, StepStatus, StoredSignal,
-    first_attempt, plan_action, plan_outcome, plan_park,
+    LatestStep, NewStep, Park, PlannedStep, RunState, RunStatus, StoredSignal, carries_over,
+    continued_claim, first_attempt, hands_off, plan_action, plan_outcome, plan_park, stall_event,
 };
 use crate::error::Error;
 use crate::fan_out::ChildRun;
 use crate::pg::cancel::Guarded;
+use crate::store::{Claim, Ended, Handoff, Parked};
 
 /// How many times a transaction is tried when Postgres reports a serialization
 /// failure or a deadlock.
@@ -64,10 +65,11 @@ macro_rules! in_tx {
     }};
 }
 
-/// Pool, schema, rendered statements and clock: everything a client or worker
-/// needs to talk to one pgbus schema.
+/// The Postgres store: pool, schema, rendered statements and clock, everything
+/// a client or worker needs to talk to one pgbus schema. Implements
+/// [`Store`](crate::store::Store); from [`Database::store`](crate::Database::store).
 #[derive(Clone, Debug)]
-pub(crate) struct PgStore {
+pub struct PgStore {
     pub(crate) pool: Pool,
     /// How statements are sent, and the parameter types learned so far.
     pub(crate) prep: Preparer,
@@ -81,88 +83,22 @@ pub(crate) struct PgStore {
     pub(crate) limits: crate::context::Limits,
 }
 
-/// A step attempt a worker claimed.
-#[derive(Debug, Clone)]
-pub(crate) struct Claimed {
-    pub(crate) step_id: i64,
-    pub(crate) run_id: RunId,
-    pub(crate) workflow: String,
-    pub(crate) step_name: String,
-    pub(crate) attempt: i32,
-    pub(crate) reattempts: i32,
-    pub(crate) scheduled_at: DateTime<Utc>,
-    pub(crate) started_at: DateTime<Utc>,
-    pub(crate) timeout_ms: Option<i64>,
-    pub(crate) input: Value,
-    /// Why the input or earlier outputs could not be read, if they could not.
-    pub(crate) unreadable: Option<String>,
-    pub(crate) outputs: BTreeMap<String, Value>,
-    /// When the row first parked, if it did.
-    pub(crate) waiting_since: Option<DateTime<Utc>>,
-    /// For a step that waits for a signal: the signals its gate may take.
-    pub(crate) signals: Vec<StoredSignal>,
-    /// For a fan_out step: the latest batch of any attempt of it.
-    pub(crate) batch: Option<BatchState>,
-    /// Whether the attempt before this reattempt timed out waiting.
-    pub(crate) timed_out_before: bool,
-}
-
-impl Claimed {
-    /// The step columns of a claim or sweep row; no input or outputs (the sweep
-    /// needs none, the claim fills them in).
-    fn from_step_row(row: &tokio_postgres::Row) -> Self {
-        Self {
-            step_id: row.get("id"),
-            run_id: RunId(row.get("run_id")),
-            workflow: row.get("workflow"),
-            step_name: row.get("step_name"),
-            attempt: row.get("attempt"),
-            reattempts: row.get("reattempts"),
-            scheduled_at: row.get("scheduled_at"),
-            started_at: row.get("started_at"),
-            timeout_ms: row.get("timeout_ms"),
-            input: Value::Null,
-            unreadable: None,
-            outputs: BTreeMap::new(),
-            waiting_since: None,
-            signals: Vec::new(),
-            batch: None,
-            timed_out_before: false,
-        }
+/// The step columns of a claim or sweep row as a claim; no input or outputs
+/// (the sweep needs none, the claim fills them in).
+fn claim_of_step_row(row: &tokio_postgres::Row) -> Claim {
+    Claim {
+        step_id: row.get("id"),
+        reattempts: row.get("reattempts"),
+        scheduled_at: row.get("scheduled_at"),
+        timeout_ms: row.get("timeout_ms"),
+        ..Claim::new(
+            RunId(row.get("run_id")),
+            row.get::<_, String>("workflow"),
+            row.get::<_, String>("step_name"),
+            row.get("attempt"),
+            row.get("started_at"),
+        )
     }
-}
-
-/// What ending an attempt did.
-#[derive(Debug)]
-pub(crate) enum Ended {
-    /// The plan was applied.
-    Applied(Box<Plan>),
-    /// The plan was applied, and its next step, due at once, was claimed for
-    /// the same worker in the same transaction (see [`Handoff`]).
-    Continued(Box<Plan>, Box<Claimed>),
-    /// The attempt parked its row as `waiting` (for a signal or its batch).
-    Parked,
-    /// The attempt had lost its fence (stalled, cancelled or claimed again):
-    /// nothing changed but a `late_completion_ignored` event.
-    Late,
-}
-
-/// What lets an outcome claim the run's next step for the worker that ran the
-/// attempt, in the outcome's own transaction, when that step is due at once:
-/// the worker then runs it in the same slot without a claim of its own (one
-/// commit per step instead of two, and no pickup wait). The step must be on one
-/// of `queues`, be a first attempt (no gate inputs from earlier attempts to
-/// read) and wait for no signal; the run must stay `ready` (not held by a pause).
-/// The step is written `in_progress` with the worker's id and stall horizon and
-/// a `step_started` event, exactly as a claim writes it, so a worker that dies
-/// meanwhile leaves it to the sweep like any claim. Offered on a retried
-/// outcome too: a retry hands nothing on, and if it finds its outcome recorded
-/// by a try whose reply was lost, it puts back in the queue the step that try
-/// handed on (`release_handoff.sql`), which nothing would otherwise run.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Handoff<'a> {
-    pub(crate) queues: &'a [String],
-    pub(crate) stall_threshold_ms: i64,
 }
 
 impl PgStore {
@@ -280,7 +216,7 @@ impl PgStore {
         limit: i64,
         worker_id: &str,
         stall_threshold_ms: i64,
-    ) -> Result<Vec<Claimed>, Error> {
+    ) -> Result<Vec<Claim>, Error> {
         let now = self.clock.now();
         in_tx!(self.pool, |tx| self.claim_in(
             &tx,
@@ -303,7 +239,7 @@ impl PgStore {
         worker_id: &str,
         stall_threshold_ms: i64,
         now: Option<DateTime<Utc>>,
-    ) -> Result<Vec<Claimed>, Error> {
+    ) -> Result<Vec<Claim>, Error> {
         let statement = self.prep.in_tx(tx, &self.sql.claim).await?;
         let rows = statement
             .query(
@@ -346,7 +282,7 @@ impl PgStore {
             if wait_name.is_some() || row.get::<_, bool>("has_batches") {
                 gated.push((row.get::<_, i64>("id"), wait_name));
             }
-            claimed.push(Claimed {
+            claimed.push(Claim {
                 input,
                 unreadable,
                 outputs: match outputs {
@@ -354,7 +290,7 @@ impl PgStore {
                     _ => BTreeMap::new(),
                 },
                 waiting_since: row.get("waiting_since"),
-                ..Claimed::from_step_row(row)
+                ..claim_of_step_row(row)
             });
         }
         if !gated.is_empty() {
@@ -377,7 +313,7 @@ impl PgStore {
         &self,
         tx: &Transaction<'_>,
         gated: &[(i64, Option<String>)],
-        claimed: &mut [Claimed],
+        claimed: &mut [Claim],
     ) -> Result<(), Error> {
         let ids: Vec<i64> = gated.iter().map(|(id, _)| *id).collect();
         let names: Vec<Option<&str>> = gated.iter().map(|(_, name)| name.as_deref()).collect();
@@ -425,7 +361,7 @@ impl PgStore {
     pub(crate) async fn end_attempt(
         &self,
         definition: &'static WorkflowDefinition,
-        claimed: &Claimed,
+        claimed: &Claim,
         worker_id: &str,
         result: &AttemptResult,
         retrying: bool,
@@ -444,7 +380,7 @@ impl PgStore {
     pub(crate) async fn sweep_attempt(
         &self,
         definition: &'static WorkflowDefinition,
-        claimed: &Claimed,
+        claimed: &Claim,
         worker_id: &str,
         result: &AttemptResult,
         detection: &str,
@@ -469,7 +405,7 @@ impl PgStore {
         &self,
         lost_ms: i64,
         limit: i64,
-    ) -> Result<Vec<(Claimed, String, String)>, Error> {
+    ) -> Result<Vec<(Claim, String, String)>, Error> {
         let mut client = self.pool.get().await?;
         let statement = self.prep.on(&mut client, &self.sql.stalled).await?;
         let rows = statement
@@ -479,7 +415,7 @@ impl PgStore {
             .iter()
             .map(|row| {
                 (
-                    Claimed::from_step_row(row),
+                    claim_of_step_row(row),
                     row.get("worker_id"),
                     row.get("detection"),
                 )
@@ -549,7 +485,7 @@ impl PgStore {
         &self,
         tx: &Transaction<'_>,
         definition: &'static WorkflowDefinition,
-        claimed: &Claimed,
+        claimed: &Claim,
         worker_id: &str,
         result: &AttemptResult,
         now: Option<DateTime<Utc>>,
@@ -588,7 +524,7 @@ impl PgStore {
         let offered = handoff.is_some();
         let handoff = handoff.filter(|h| {
             matches!(ending, Ending::Outcome { retrying: false })
-                && hands_off(&plan, run_state.step_plan.as_deref(), h)
+                && hands_off(&plan, run_state.step_plan.as_deref(), h.queues)
                 && carries_over(claimed, result)
         });
         if let Some(detection) = sweep {
@@ -716,7 +652,7 @@ impl PgStore {
         &self,
         tx: &Transaction<'_>,
         run: &tokio_postgres::Row,
-        claimed: &Claimed,
+        claimed: &Claim,
         worker_id: &str,
         result: &AttemptResult,
         park: &Park,
@@ -757,7 +693,18 @@ impl PgStore {
             return self
                 .fenced_off(tx, claimed, worker_id, result, ending, now, false)
                 .await
-                .map(|recorded| if recorded { Ended::Parked } else { Ended::Late });
+                .map(|recorded| {
+                    if recorded {
+                        // Recorded by a try whose reply was lost: how it
+                        // parked is not known here; the row says.
+                        Ended::Parked(Parked {
+                            woken: false,
+                            run_status: plan.run_status,
+                        })
+                    } else {
+                        Ended::Late
+                    }
+                });
         };
         let db_now: DateTime<Utc> = parked.get(0);
         let woken: bool = parked.get("woken");
@@ -796,7 +743,10 @@ impl PgStore {
         };
         self.apply_change(tx, &change, &step, worker_id, db_now)
             .await?;
-        Ok(Ended::Parked)
+        Ok(Ended::Parked(Parked {
+            woken,
+            run_status: plan.run_status,
+        }))
     }
 
     /// Creates a batch of `children` for the parked attempt `claimed`, in one
@@ -804,7 +754,7 @@ impl PgStore {
     async fn start_children(
         &self,
         tx: &Transaction<'_>,
-        claimed: &Claimed,
+        claimed: &Claim,
         worker_id: &str,
         children: &[ChildRun],
         now: DateTime<Utc>,
@@ -1066,7 +1016,7 @@ impl PgStore {
     async fn fenced_off(
         &self,
         tx: &Transaction<'_>,
-        claimed: &Claimed,
+        claimed: &Claim,
         worker_id: &str,
         result: &AttemptResult,
         ending: Ending<'_>,
@@ -1118,7 +1068,7 @@ impl PgStore {
     async fn release_handoff(
         &self,
         tx: &Transaction<'_>,
-        claimed: &Claimed,
+        claimed: &Claim,
         worker_id: &str,
     ) -> Result<(), Error> {
         let statement = self.prep.in_tx(tx, &self.sql.release_handoff).await?;
@@ -1420,87 +1370,6 @@ struct RunChange<'a> {
     claim_next: Option<(&'a str, i64)>,
 }
 
-/// The `stall_detected` event a sweep writes before its plan's.
-fn stall_event(detection: &str) -> EventSpec {
-    EventSpec {
-        event: crate::engine::EventKind::StallDetected,
-        about_step: true,
-        reason: Some(detection.to_owned()),
-        details: None,
-    }
-}
-
-/// The claim of the step an outcome handed on (see [`Handoff`]): what a claim
-/// of it would read, the run's input and the outputs of its completed or
-/// skipped steps, this one's included, carried over from `claimed`.
-fn continued_claim(
-    claimed: &Claimed,
-    plan: &Plan,
-    next: &NewStep,
-    result: &AttemptResult,
-    kept_output: Option<Value>,
-    step_id: i64,
-    now: DateTime<Utc>,
-) -> Claimed {
-    let mut outputs = claimed.outputs.clone();
-    if matches!(
-        plan.step_status,
-        StepStatus::Completed | StepStatus::Skipped
-    ) && let Some(output) = result.output.clone().or(kept_output)
-    {
-        outputs.insert(claimed.step_name.clone(), output);
-    }
-    Claimed {
-        step_id,
-        run_id: claimed.run_id,
-        workflow: claimed.workflow.clone(),
-        step_name: next.step_name.clone(),
-        attempt: next.attempt,
-        reattempts: next.reattempts,
-        scheduled_at: now,
-        started_at: now,
-        timeout_ms: next.timeout_ms,
-        input: claimed.input.clone(),
-        unreadable: None,
-        outputs,
-        waiting_since: None,
-        signals: Vec::new(),
-        batch: None,
-        timed_out_before: false,
-    }
-}
-
-/// Whether what a claim of the next step would read from the database can be
-/// carried over from memory as it is: not when this attempt's claim could not
-/// read the run's input or outputs (a claim of the next one would fail it the
-/// same way), nor when the output is nested deeper than a signal payload may
-/// be (the driver reads back at most 128 levels; such a step goes through the
-/// queue, whose claim decides as for any run).
-fn carries_over(claimed: &Claimed, result: &AttemptResult) -> bool {
-    claimed.unreadable.is_none()
-        && result.output.as_ref().is_none_or(|output| {
-            crate::context::depth(output) <= crate::context::MAX_SIGNAL_PAYLOAD_DEPTH
-        })
-}
-
-/// Whether an outcome's `plan` may hand its next step to the worker (see
-/// [`Handoff`]). `step_plan`: the run's stored plan (`None` for a run started
-/// before plans were stored: not handed off).
-fn hands_off(plan: &Plan, step_plan: Option<&[PlannedStep]>, handoff: &Handoff<'_>) -> bool {
-    let Some(next) = &plan.next else {
-        return false;
-    };
-    plan.run_status == RunStatus::Ready
-        && next.delay_ms == 0
-        && next.attempt == 1
-        && handoff.queues.contains(&next.queue)
-        && step_plan.is_some_and(|steps| {
-            steps
-                .iter()
-                .any(|s| s.name == next.step_name && s.wait_for.is_none())
-        })
-}
-
 /// The gate's columns of a claim row: the signals a `wait_for` step may take and
 /// a parked fan_out attempt's batch.
 fn gate_columns(
@@ -1598,5 +1467,6 @@ pub(crate) fn check_count(statement: &'static str, expected: i64, found: i64) ->
     }
 }
 
+mod contract;
 #[cfg(test)]
 mod tests;

@@ -292,7 +292,7 @@ async fn claim_one(
     queues: &[String],
     workflows: &[String],
     worker: &str,
-) -> Claimed {
+) -> Claim {
     store
         .claim(queues, workflows, 1, worker, 60_000)
         .await
@@ -301,7 +301,7 @@ async fn claim_one(
 }
 
 /// Ends `claim` (worker `w1`) as completed with no output, offering `handoff`.
-async fn end_plain(store: &PgStore, claim: &Claimed, handoff: Option<Handoff<'_>>) -> Ended {
+async fn end_plain(store: &PgStore, claim: &Claim, handoff: Option<Handoff<'_>>) -> Ended {
     store
         .end_attempt(
             Eager::DEFINITION,
@@ -392,7 +392,7 @@ async fn an_outcome_hands_its_worker_the_next_step_only_when_it_is_plainly_due_n
     assert_eq!(second.step_name, "second");
     assert_eq!((second.attempt, second.reattempts), (1, 0));
     assert_eq!(second.outputs.get("first"), Some(&output));
-    assert_eq!((second.scheduled_at, second.started_at), (now, now));
+    assert_eq!((second.scheduled_at, second.claimed_at), (now, now));
     assert_eq!(
         step_row(&db, run, "second").await,
         (

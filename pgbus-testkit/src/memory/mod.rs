@@ -7,15 +7,20 @@ use chrono::{DateTime, Utc};
 use pgbus_runtime::context::CancellationToken;
 use pgbus_runtime::engine::{
     Action, ActionRun, AttemptResult, AttemptState, BatchState, ErrorRecord, EventSpec, Gate,
-    LatestStep, NewStep, Park, ParkWait, Plan, PlannedStep, RunState, RunStatus, StallAction,
-    StepOutcome, StepStatus, StoredSignal, first_attempt, plan_action, plan_outcome, plan_park,
-    stalled_result,
+    LatestStep, NewStep, Park, ParkWait, Plan, PlannedStep, RunState, RunStatus, StepOutcome,
+    StepStatus, StoredSignal, carries_over, continued_claim, first_attempt, hands_off, plan_action,
+    plan_outcome, plan_park, stall_event,
 };
+use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, Parked, Stalled};
 use pgbus_runtime::{
-    BatchView, ChildRun, Error, EventKind, EventView, RunCounts, RunFilter, RunId, RunRead,
+    BatchView, ChildRun, Error, EventKind, EventView, Limits, RunCounts, RunFilter, RunId, RunRead,
     RunSummary, RunView, SignalId, SignalView, StepView, WorkflowDefinition,
 };
 use serde_json::Value;
+
+mod contract;
+
+pub use contract::MemoryStore;
 
 /// The actor the memory store writes on events a worker would write.
 pub const TESTKIT_WORKER: &str = "testkit";
@@ -51,7 +56,7 @@ struct Step {
     timeout_ms: Option<i64>,
     /// Parked with no end of its own: waiting for a signal without a
     /// `wait_timeout`, or for its batch. Its due time (36500 days on) only parks
-    /// it again, so [`MemoryStore::next_due`] leaves it out.
+    /// it again, so [`Rows::next_due`] leaves it out.
     open_ended: bool,
     /// The highest signal id its gate turned down (`steps.signals_seen_to`).
     signals_seen_to: Option<i64>,
@@ -64,29 +69,9 @@ struct BatchRow {
     view: BatchView,
 }
 
-/// The worker a crashed claim names, with a number ([`MemoryStore::crash_next`]):
+/// The worker a crashed claim names, with a number ([`Rows::crash_next`]):
 /// it stopped heartbeating at the claim.
 pub(crate) const CRASHED_WORKER: &str = "crashed";
-
-/// A claimed attempt, as the memory store hands it out.
-#[derive(Debug, Clone)]
-pub(crate) struct Claim {
-    pub(crate) step_id: i64,
-    pub(crate) run_id: RunId,
-    pub(crate) workflow: String,
-    pub(crate) step_name: String,
-    pub(crate) attempt: i32,
-    pub(crate) reattempts: i32,
-    pub(crate) timeout_ms: Option<i64>,
-    pub(crate) input: Value,
-    pub(crate) outputs: BTreeMap<String, Value>,
-    pub(crate) cancellation: CancellationToken,
-    pub(crate) signals: Vec<StoredSignal>,
-    pub(crate) waiting_since: Option<DateTime<Utc>>,
-    pub(crate) claimed_at: DateTime<Utc>,
-    pub(crate) batch: Option<BatchState>,
-    pub(crate) timed_out_before: bool,
-}
 
 /// The run-level changes of an outcome or action plan.
 struct Change<'a> {
@@ -100,14 +85,14 @@ struct Change<'a> {
 
 /// Runs (each with its events and signals), step rows and batches in memory.
 #[derive(Debug)]
-pub(crate) struct MemoryStore {
+pub(crate) struct Rows {
     pub(crate) now: DateTime<Utc>,
     runs: BTreeMap<i64, Run>,
     steps: BTreeMap<i64, Step>,
     /// The rows a claim may take (`scheduled` and `waiting`), as (priority,
     /// due time, id): the order claims take them in.
     due: BTreeSet<(i16, DateTime<Utc>, i64)>,
-    /// The run of the last event written, for [`MemoryStore::set_details`].
+    /// The run of the last event written, for [`Rows::set_details`].
     last_event: Option<RunId>,
     next_run: i64,
     next_step: i64,
@@ -119,9 +104,11 @@ pub(crate) struct MemoryStore {
     next_signal: i64,
     batches: BTreeMap<i64, BatchRow>,
     next_batch: i64,
+    /// The sizes of inputs and signal payloads accepted.
+    pub(crate) limits: Limits,
 }
 
-impl MemoryStore {
+impl Rows {
     pub(crate) fn new(now: DateTime<Utc>) -> Self {
         Self {
             now,
@@ -137,6 +124,7 @@ impl MemoryStore {
             next_signal: 1,
             batches: BTreeMap::new(),
             next_batch: 1,
+            limits: Limits::default(),
         }
     }
 
@@ -210,24 +198,18 @@ impl MemoryStore {
         id
     }
 
-    /// The due step that a claim would take first, for workflows in `registered`:
-    /// lowest priority number, then earliest due, then oldest row; runs `ready`.
-    pub(crate) fn claim(&mut self, registered: &[&str]) -> Option<Claim> {
-        self.claim_as(registered, TESTKIT_WORKER)
-    }
-
-    /// Claims the next due step as `worker` would.
-    fn claim_as(&mut self, registered: &[&str], worker: &str) -> Option<Claim> {
+    /// As `claim.sql`, one row: the due step a claim takes first, for
+    /// `claimer`'s workflows and queues: lowest priority number, then earliest
+    /// due, then oldest row; runs `ready`.
+    pub(crate) fn claim(&mut self, claimer: &Claimer<'_>) -> Option<Claim> {
         let now = self.now;
-        let step_id = self.next_claimable(registered)?;
+        let worker = claimer.worker_id;
+        let step_id = self.next_claimable(claimer.workflows, Some(claimer.queues))?;
         let step = self.update_step(step_id, |step| {
             step.view.status = StepStatus::InProgress;
             step.view.started_at = Some(now);
             step.view.worker_id = Some(worker.to_owned());
-            let stall_ms = step.timeout_ms.unwrap_or(
-                i64::try_from(pgbus_runtime::worker::DEFAULT_STALL_THRESHOLD.as_millis())
-                    .unwrap_or(i64::MAX),
-            );
+            let stall_ms = step.timeout_ms.unwrap_or(claimer.stall_threshold_ms);
             step.view.stall_at = now.checked_add_signed(chrono::Duration::milliseconds(stall_ms));
             step.clone()
         })?;
@@ -285,27 +267,30 @@ impl MemoryStore {
             });
         Some(Claim {
             step_id,
-            run_id: step.run_id,
-            workflow: step.workflow.clone(),
-            step_name: step.view.step_name.clone(),
-            attempt: step.view.attempt,
             reattempts: step.reattempts,
+            scheduled_at: step.view.scheduled_at,
             timeout_ms: step.timeout_ms,
             input,
             outputs: self.outputs(step.run_id),
-            cancellation,
-            signals,
             waiting_since: step.view.waiting_since,
-            claimed_at: now,
+            signals,
             batch,
             timed_out_before,
+            cancellation,
+            ..Claim::new(
+                step.run_id,
+                step.workflow.clone(),
+                step.view.step_name.clone(),
+                step.view.attempt,
+                now,
+            )
         })
     }
 
     /// The row a claim takes first: lowest priority number, then earliest due,
     /// then oldest, among the due rows of registered workflows whose run is
     /// `ready`.
-    fn next_claimable(&self, registered: &[&str]) -> Option<i64> {
+    fn next_claimable(&self, registered: &[String], queues: Option<&[String]>) -> Option<i64> {
         let now = self.now;
         let mut from = (i16::MIN, DateTime::<Utc>::MIN_UTC, i64::MIN);
         loop {
@@ -321,7 +306,8 @@ impl MemoryStore {
                     break;
                 }
                 let claimable = self.steps.get(&id).is_some_and(|step| {
-                    registered.contains(&step.workflow.as_str())
+                    registered.contains(&step.workflow)
+                        && queues.is_none_or(|queues| queues.contains(&step.view.queue))
                         && self
                             .runs
                             .get(&step.run_id.0)
@@ -394,9 +380,12 @@ impl MemoryStore {
     /// progress under a worker named after [`CRASHED_WORKER`], whose heartbeat
     /// stopped now. Returns the
     /// run, if a step was due.
-    pub(crate) fn crash_next(&mut self, registered: &[&str]) -> Option<RunId> {
+    pub(crate) fn crash_next(&mut self, claimer: &Claimer<'_>) -> Option<RunId> {
         let worker = format!("{CRASHED_WORKER}-{}", self.crashed.len() + 1);
-        let claim = self.claim_as(registered, &worker)?;
+        let claim = self.claim(&Claimer {
+            worker_id: &worker,
+            ..*claimer
+        })?;
         self.tokens.remove(&claim.step_id);
         let now = self.now;
         self.crashed.insert(worker, now);
@@ -408,13 +397,13 @@ impl MemoryStore {
     /// its own (a signal without a timeout, a batch) is not counted: only a
     /// signal or its children wake it, and a clock jumped to its far due time
     /// would only park it again.
-    pub(crate) fn next_due(&self, registered: &[&str]) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_due(&self, registered: &[String]) -> Option<DateTime<Utc>> {
         self.steps
             .values()
             .filter(|step| {
                 (step.view.status == StepStatus::Scheduled
                     || (step.view.status == StepStatus::Waiting && !step.open_ended))
-                    && registered.contains(&step.workflow.as_str())
+                    && registered.contains(&step.workflow)
                     && self
                         .runs
                         .get(&step.run_id.0)
@@ -424,30 +413,23 @@ impl MemoryStore {
             .min()
     }
 
-    /// As the Postgres store's `end_attempt`: fence, plan, apply. `None` when the
-    /// attempt lost its fence (a late completion).
+    /// As the Postgres store's `end_attempt`: ends an attempt fenced on
+    /// `worker`'s claim; for the sweep (`detection` given) with a
+    /// `stall_detected` event first, and no late-completion event when the
+    /// fence fails.
     pub(crate) fn end_attempt(
-        &mut self,
-        definition: &'static WorkflowDefinition,
-        claim: &Claim,
-        result: &AttemptResult,
-    ) -> Option<Plan> {
-        self.end_attempt_as(definition, claim, result, TESTKIT_WORKER, None)
-    }
-
-    /// Ends an attempt fenced on `worker`'s claim; for the sweep (`detection`
-    /// given) with a `stall_detected` event first, and no late-completion event
-    /// when the fence fails.
-    fn end_attempt_as(
         &mut self,
         definition: &'static WorkflowDefinition,
         claim: &Claim,
         result: &AttemptResult,
         worker: &str,
         detection: Option<&str>,
-    ) -> Option<Plan> {
+    ) -> Ended {
         let now = self.now;
-        let run = self.runs.get(&claim.run_id.0)?;
+        let Some(run) = self.runs.get(&claim.run_id.0) else {
+            // The run was deleted (retention) while the step ran.
+            return Ended::Late;
+        };
         let state = RunState {
             status: run.summary.status,
             step_names: Some(run.step_names.clone()),
@@ -464,21 +446,13 @@ impl MemoryStore {
             result,
         );
         if let Some(detection) = detection {
-            plan.events.insert(
-                0,
-                EventSpec {
-                    event: EventKind::StallDetected,
-                    about_step: true,
-                    reason: Some(detection.to_owned()),
-                    details: None,
-                },
-            );
+            plan.events.insert(0, stall_event(detection));
         }
         let actor = if detection.is_some() { "sweep" } else { worker };
         if let (Some(park), None) = (&result.park, detection) {
             return self
                 .park(claim, result, park, worker, &state)
-                .then_some(plan);
+                .map_or(Ended::Late, Ended::Parked);
         }
         let fenced = self.steps.get_mut(&claim.step_id).filter(|step| {
             step.view.status == StepStatus::InProgress
@@ -486,11 +460,10 @@ impl MemoryStore {
                 && step.view.worker_id.as_deref() == Some(worker)
         });
         let Some(step) = fenced else {
-            if detection.is_some() {
-                return None;
+            if detection.is_none() {
+                self.late(claim, result);
             }
-            self.late(claim, result);
-            return None;
+            return Ended::Late;
         };
         step.view.status = plan.step_status;
         step.view.outcome = Some(plan.step_outcome);
@@ -532,7 +505,62 @@ impl MemoryStore {
             Some(&step),
             actor,
         );
-        Some(plan)
+        Ended::Applied(Box::new(plan))
+    }
+
+    /// As `insert_step.sql` with a worker id: when the engine lets `plan` hand
+    /// its next step (just inserted, due now) to the worker that ran `claim`,
+    /// that row is claimed for it in the same transition (`in_progress`, its
+    /// stall horizon, a `step_started` event, the run `performing`), and the
+    /// claim it runs comes back with the plan.
+    pub(crate) fn hand_off(
+        &mut self,
+        claim: &Claim,
+        result: &AttemptResult,
+        worker: &str,
+        plan: Box<Plan>,
+        handoff: Handoff<'_>,
+    ) -> Ended {
+        let now = self.now;
+        let Some(run) = self.runs.get(&claim.run_id.0) else {
+            return Ended::Applied(plan);
+        };
+        let (Some(next), Some(&next_id)) = (plan.next.as_ref(), run.step_ids.last()) else {
+            return Ended::Applied(plan);
+        };
+        if !hands_off(&plan, Some(&run.step_plan), handoff.queues) || !carries_over(claim, result) {
+            return Ended::Applied(plan);
+        }
+        let kept_output = self
+            .steps
+            .get(&claim.step_id)
+            .and_then(|step| step.view.output.clone());
+        let stall_ms = next.timeout_ms.unwrap_or(handoff.stall_threshold_ms);
+        let Some(step) = self.update_step(next_id, |step| {
+            step.view.status = StepStatus::InProgress;
+            step.view.started_at = Some(now);
+            step.view.worker_id = Some(worker.to_owned());
+            step.view.stall_at = now.checked_add_signed(chrono::Duration::milliseconds(stall_ms));
+            step.clone()
+        }) else {
+            return Ended::Applied(plan);
+        };
+        if let Some(run) = self.runs.get_mut(&claim.run_id.0) {
+            run.summary.status = RunStatus::Performing;
+        }
+        self.event(
+            claim.run_id,
+            Some(&step),
+            EventKind::StepStarted,
+            worker,
+            None,
+        );
+        let continued = Claim {
+            cancellation: CancellationToken::new(),
+            ..continued_claim(claim, &plan, next, result, kept_output, next_id, now)
+        };
+        self.tokens.insert(next_id, continued.cancellation.clone());
+        Ended::Continued(plan, Box::new(continued))
     }
 
     /// The run-level part of an outcome or action: open rows, the next row, the
@@ -597,7 +625,7 @@ impl MemoryStore {
 
     /// As `park_step.sql` (and `start_children.sql` for a new batch): parks the
     /// claimed row as `waiting`, same attempt; `false` when the fence failed
-    /// (a late completion, recorded as such).
+    /// (a late completion, recorded as such), else how it parked.
     fn park(
         &mut self,
         claim: &Claim,
@@ -605,7 +633,7 @@ impl MemoryStore {
         park: &Park,
         worker: &str,
         state: &RunState,
-    ) -> bool {
+    ) -> Option<Parked> {
         let now = self.now;
         let fenced = self.steps.get(&claim.step_id).is_some_and(|step| {
             step.view.status == StepStatus::InProgress
@@ -614,7 +642,7 @@ impl MemoryStore {
         });
         if !fenced {
             self.late(claim, result);
-            return false;
+            return None;
         }
         let plan = plan_park(state, park);
         let wait = park.wait();
@@ -652,9 +680,7 @@ impl MemoryStore {
             }
             step.clone()
         });
-        let Some(step) = parked else {
-            return false;
-        };
+        let step = parked?;
         self.tokens.remove(&claim.step_id);
         let mut events = plan.events;
         if let Park::Batch { children } = park {
@@ -677,7 +703,10 @@ impl MemoryStore {
             Some(&step),
             worker,
         );
-        true
+        Some(Parked {
+            woken,
+            run_status: plan.run_status,
+        })
     }
 
     /// What `park_step.sql` checks under the run's lock: whether an unconsumed
@@ -904,7 +933,7 @@ impl MemoryStore {
 
     /// As `resolve_batches.sql`, for the sweep: open batches whose children all
     /// ended are counted again from the children and resolved. Returns how many.
-    fn resolve_batches(&mut self) -> u64 {
+    pub(crate) fn resolve_batches(&mut self, limit: i64) -> u64 {
         let now = self.now;
         let stuck: Vec<i64> = self
             .batches
@@ -916,6 +945,7 @@ impl MemoryStore {
                 })
             })
             .map(|b| b.view.id)
+            .take(usize::try_from(limit).unwrap_or(0))
             .collect();
         let mut resolved = 0;
         for batch_id in stuck {
@@ -1091,113 +1121,104 @@ impl MemoryStore {
         Ok(plan.run_status)
     }
 
-    /// As the worker's sweep: ends stalled attempts (past `stall_at`: `timeout`;
-    /// held by a crashed worker silent for longer than `lost_ms`: `worker_lost`)
-    /// with `action`, then deletes finished and cancelled runs last changed more
-    /// than `retention_ms` ago. `definitions` are the registered workflows.
-    /// Returns (repaired, runs deleted, batches resolved).
-    pub(crate) fn sweep(
-        &mut self,
-        definitions: &BTreeMap<&str, &'static WorkflowDefinition>,
-        action: StallAction,
-        lost_ms: i64,
-        retention_ms: Option<i64>,
-    ) -> (usize, usize, u64) {
+    /// As `stalled.sql`: up to `limit` attempts in progress past their stall
+    /// horizon (`timeout`), or held by a crashed worker silent for longer than
+    /// `lost_ms` (`worker_lost`).
+    pub(crate) fn stalled(&self, lost_ms: i64, limit: i64) -> Vec<Stalled> {
         let now = self.now;
-        let before = |ms: i64| {
-            now.checked_sub_signed(chrono::Duration::milliseconds(ms))
-                .unwrap_or(DateTime::<Utc>::MIN_UTC)
-        };
-        let lost_before = before(lost_ms);
-        let stalled: Vec<(i64, &'static str)> = self
-            .steps
+        let lost_before = before(now, lost_ms);
+        self.steps
             .iter()
             .filter(|(_, step)| step.view.status == StepStatus::InProgress)
             .filter_map(|(id, step)| {
-                if step.view.stall_at.is_some_and(|at| at <= now) {
-                    return Some((*id, "timeout"));
-                }
-                let silent_since = step
-                    .view
-                    .worker_id
-                    .as_deref()
-                    .and_then(|worker| self.crashed.get(worker));
-                silent_since
-                    .is_some_and(|since| *since < lost_before)
-                    .then_some((*id, "worker_lost"))
+                let detection = if step.view.stall_at.is_some_and(|at| at <= now) {
+                    "timeout"
+                } else {
+                    let silent_since = step
+                        .view
+                        .worker_id
+                        .as_deref()
+                        .and_then(|worker| self.crashed.get(worker));
+                    if silent_since.is_none_or(|since| *since >= lost_before) {
+                        return None;
+                    }
+                    "worker_lost"
+                };
+                let claim = Claim {
+                    step_id: *id,
+                    reattempts: step.reattempts,
+                    scheduled_at: step.view.scheduled_at,
+                    timeout_ms: step.timeout_ms,
+                    waiting_since: step.view.waiting_since,
+                    ..Claim::new(
+                        step.run_id,
+                        step.workflow.clone(),
+                        step.view.step_name.clone(),
+                        step.view.attempt,
+                        step.view.started_at.unwrap_or(now),
+                    )
+                };
+                Some(Stalled {
+                    claim,
+                    worker_id: step.view.worker_id.clone().unwrap_or_default(),
+                    detection: detection.to_owned(),
+                })
             })
+            .take(usize::try_from(limit).unwrap_or(0))
+            .collect()
+    }
+
+    /// Ends a stalled attempt for the sweep (its body told first), as the
+    /// Postgres store's `sweep_attempt`.
+    pub(crate) fn sweep_attempt(
+        &mut self,
+        definition: &'static WorkflowDefinition,
+        stalled: &Stalled,
+        result: &AttemptResult,
+    ) -> Ended {
+        if let Some(token) = self.tokens.remove(&stalled.claim.step_id) {
+            token.cancel();
+        }
+        self.end_attempt(
+            definition,
+            &stalled.claim,
+            result,
+            &stalled.worker_id,
+            Some(&stalled.detection),
+        )
+    }
+
+    /// As `delete_expired_runs.sql`: deletes up to `limit` finished and
+    /// cancelled runs last changed more than `retention_ms` ago, with their
+    /// rows. Returns how many.
+    pub(crate) fn delete_expired_runs(&mut self, retention_ms: i64, limit: i64) -> u64 {
+        let expired_before = before(self.now, retention_ms);
+        let expired: Vec<i64> = self
+            .runs
+            .iter()
+            .filter(|(_, run)| {
+                run.summary.status.is_terminal() && run.summary.updated_at < expired_before
+            })
+            .map(|(id, _)| *id)
+            .take(usize::try_from(limit).unwrap_or(0))
             .collect();
-        let mut repaired = 0;
-        for (id, detection) in stalled {
-            let Some(step) = self.steps.get(&id).cloned() else {
+        let mut deleted = 0;
+        for id in expired {
+            let Some(run) = self.runs.remove(&id) else {
                 continue;
             };
-            let registered = definitions.get(step.workflow.as_str()).copied();
-            let definition = registered.unwrap_or(&pgbus_runtime::__private::STAND_IN_DEFINITION);
-            let result = stalled_result(
-                action,
-                registered.is_some(),
-                &step.view.step_name,
-                step.view.attempt,
-                detection,
-            );
-            let claim = Claim {
-                step_id: id,
-                run_id: step.run_id,
-                workflow: step.workflow.clone(),
-                step_name: step.view.step_name.clone(),
-                attempt: step.view.attempt,
-                reattempts: step.reattempts,
-                timeout_ms: step.timeout_ms,
-                input: Value::Null,
-                outputs: BTreeMap::new(),
-                cancellation: CancellationToken::new(),
-                signals: Vec::new(),
-                waiting_since: step.view.waiting_since,
-                claimed_at: now,
-                batch: None,
-                timed_out_before: false,
-            };
-            let worker = step.view.worker_id.clone().unwrap_or_default();
-            if let Some(token) = self.tokens.remove(&id) {
-                token.cancel();
-            }
-            if self
-                .end_attempt_as(definition, &claim, &result, &worker, Some(detection))
-                .is_some()
-            {
-                repaired += 1;
-            }
-        }
-        let resolved = self.resolve_batches();
-        let mut deleted = 0;
-        if let Some(retention_ms) = retention_ms {
-            let expired_before = before(retention_ms);
-            let expired: Vec<i64> = self
-                .runs
-                .iter()
-                .filter(|(_, run)| {
-                    run.summary.status.is_terminal() && run.summary.updated_at < expired_before
-                })
-                .map(|(id, _)| *id)
-                .collect();
-            for id in expired {
-                let Some(run) = self.runs.remove(&id) else {
-                    continue;
-                };
-                for step in run.step_ids {
-                    if let Some(row) = self.steps.remove(&step)
-                        && let Some(key) = due_key(step, &row)
-                    {
-                        self.due.remove(&key);
-                    }
-                    self.tokens.remove(&step);
+            for step in run.step_ids {
+                if let Some(row) = self.steps.remove(&step)
+                    && let Some(key) = due_key(step, &row)
+                {
+                    self.due.remove(&key);
                 }
-                self.batches.retain(|_, batch| batch.run_id.0 != id);
-                deleted += 1;
+                self.tokens.remove(&step);
             }
+            self.batches.retain(|_, batch| batch.run_id.0 != id);
+            deleted += 1;
         }
-        (repaired, deleted, resolved)
+        deleted
     }
 
     /// Moves the in-progress claim of `run_id` to another worker, as a sweep or a
@@ -1260,11 +1281,6 @@ impl MemoryStore {
     /// A run's status, if it exists.
     pub(crate) fn run_status(&self, run_id: RunId) -> Option<RunStatus> {
         self.runs.get(&run_id.0).map(|run| run.summary.status)
-    }
-
-    /// A step row's status, if it exists.
-    pub(crate) fn step_status(&self, step_id: i64) -> Option<StepStatus> {
-        self.steps.get(&step_id).map(|step| step.view.status)
     }
 
     /// As `Client::list_runs`.
@@ -1437,6 +1453,12 @@ fn run_plan_wait_for(run: &Run, step: &str) -> Option<String> {
 }
 
 /// `at` plus `ms` milliseconds, stopping at the last time the clock can show.
+/// `ms` milliseconds before `now`, or the earliest time.
+fn before(now: DateTime<Utc>, ms: i64) -> DateTime<Utc> {
+    now.checked_sub_signed(chrono::Duration::milliseconds(ms))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
 fn add_ms(at: DateTime<Utc>, ms: u64) -> DateTime<Utc> {
     at.checked_add_signed(chrono::Duration::milliseconds(
         i64::try_from(ms).unwrap_or(i64::MAX),

@@ -1,0 +1,126 @@
+//! The Postgres store under the store contract: each verb the statement or
+//! transaction of `pg/store.rs` (and the client's reads) that carries it.
+
+use serde_json::Value;
+
+use super::PgStore;
+use crate::client::{Client, check_actor, check_reason};
+use crate::context::{RunId, SignalId};
+use crate::definition::WorkflowDefinition;
+use crate::engine::{Action, AttemptResult, RunStatus};
+use crate::error::Error;
+use crate::store::{Claim, Claimer, Ended, Handoff, Stalled, Store};
+use crate::view::{RunFilter, RunRead, RunSummary, RunView};
+
+impl Store for PgStore {
+    async fn start_run(
+        &self,
+        definition: &'static WorkflowDefinition,
+        input: &Value,
+        key: Option<&str>,
+    ) -> Result<(RunId, bool), Error> {
+        if let Some(key) = key {
+            crate::client::check_key(key)?;
+        }
+        self.limits.check_input(input)?;
+        Self::start_run(self, definition, input, key).await
+    }
+
+    async fn claim(&self, claimer: &Claimer<'_>, limit: usize) -> Result<Vec<Claim>, Error> {
+        Self::claim(
+            self,
+            claimer.queues,
+            claimer.workflows,
+            i64::try_from(limit).unwrap_or(i64::MAX),
+            claimer.worker_id,
+            claimer.stall_threshold_ms,
+        )
+        .await
+    }
+
+    async fn end_attempt(
+        &self,
+        definition: &'static WorkflowDefinition,
+        claim: &Claim,
+        worker_id: &str,
+        result: &AttemptResult,
+        retrying: bool,
+        handoff: Option<Handoff<'_>>,
+    ) -> Result<Ended, Error> {
+        Self::end_attempt(
+            self, definition, claim, worker_id, result, retrying, handoff,
+        )
+        .await
+    }
+
+    async fn stalled(&self, lost_ms: i64, limit: i64) -> Result<Vec<Stalled>, Error> {
+        Ok(Self::stalled(self, lost_ms, limit)
+            .await?
+            .into_iter()
+            .map(|(claim, worker_id, detection)| Stalled {
+                claim,
+                worker_id,
+                detection,
+            })
+            .collect())
+    }
+
+    async fn sweep_attempt(
+        &self,
+        definition: &'static WorkflowDefinition,
+        stalled: &Stalled,
+        result: &AttemptResult,
+    ) -> Result<Ended, Error> {
+        Self::sweep_attempt(
+            self,
+            definition,
+            &stalled.claim,
+            &stalled.worker_id,
+            result,
+            &stalled.detection,
+        )
+        .await
+    }
+
+    async fn resolve_batches(&self, limit: i64) -> Result<u64, Error> {
+        Self::resolve_batches(self, limit).await
+    }
+
+    async fn delete_expired_runs(&self, retention_ms: i64, limit: i64) -> Result<u64, Error> {
+        Self::delete_expired_runs(self, retention_ms, limit).await
+    }
+
+    async fn signal(&self, run_id: RunId, name: &str, payload: &Value) -> Result<SignalId, Error> {
+        self.limits.check_signal(name, payload)?;
+        Self::signal(self, run_id, name, payload).await
+    }
+
+    async fn act(
+        &self,
+        run_id: RunId,
+        action: Action,
+        actor: &str,
+        reason: &str,
+    ) -> Result<RunStatus, Error> {
+        check_actor(actor)?;
+        check_reason(reason)?;
+        let reason = crate::error::cap_message(reason);
+        Self::act(self, run_id, action, actor, &reason).await
+    }
+
+    async fn run(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
+        Client {
+            store: self.clone(),
+        }
+        .run_with(run_id, read)
+        .await
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
+        Client {
+            store: self.clone(),
+        }
+        .list_runs(filter)
+        .await
+    }
+}

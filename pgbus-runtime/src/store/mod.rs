@@ -1,0 +1,173 @@
+//! The store contract: what the engine needs of a place that keeps runs,
+//! and the one step loop that drives any store.
+//!
+//! The engine (`crate::engine`) decides every transition; a [`Store`] only
+//! reads, locks, fences and writes what a plan says, each transition atomic
+//! (one transaction under the run's lock in Postgres, one critical section in
+//! memory). Two stores implement it: the Postgres store a
+//! [`Database`](crate::Database) opens ([`Database::store`](crate::Database::store)),
+//! and the testkit's memory store. The testkit's conformance suite runs the same
+//! scenarios against both through this trait; a third store passes that suite
+//! or is not one.
+//!
+//! [`Runner`] is the step loop over a store: claim, run the attempt, record its
+//! outcome (retrying while the store is away), follow a handoff. The worker
+//! and the testkit's `TestEnv` are each a runner and what they add around it
+//! (a claim loop, heartbeats and notifications; a virtual clock and injected
+//! faults).
+
+mod claim;
+mod runner;
+mod sweep;
+
+use std::future::Future;
+
+use serde_json::Value;
+
+use crate::context::{RunId, SignalId};
+use crate::definition::WorkflowDefinition;
+use crate::engine::{Action, AttemptResult, Plan, RunStatus};
+use crate::error::Error;
+use crate::view::{RunFilter, RunRead, RunSummary, RunView};
+
+pub use crate::pg::store::PgStore;
+pub use claim::{Claim, Claimer, Handoff, Stalled};
+pub use runner::{Attempted, FaultHook, Observe, Runner};
+pub use sweep::{Repaired, SweepSettings, repair_message, sweep};
+
+/// What ending an attempt did.
+#[derive(Debug)]
+pub enum Ended {
+    /// The plan was applied.
+    Applied(Box<Plan>),
+    /// The plan was applied, and its next step, due at once, was claimed for
+    /// the same worker in the same transition (see [`Handoff`]).
+    Continued(Box<Plan>, Box<Claim>),
+    /// The attempt parked its row (for a signal or its batch).
+    Parked(Parked),
+    /// The attempt had lost its fence (stalled, cancelled or claimed again):
+    /// nothing changed but a `late_completion_ignored` event.
+    Late,
+}
+
+/// How a parked attempt left its row and run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parked {
+    /// Whether what it waits for had come already, so the row is due at once
+    /// (`scheduled`) instead of `waiting`.
+    pub woken: bool,
+    /// The run's status after the park.
+    pub run_status: RunStatus,
+}
+
+/// A place that keeps runs, steps, events, signals and batches, and applies the
+/// engine's plans to them. Every method is one atomic transition or one
+/// consistent read; each future is `Send` so a runner's tasks can hold it.
+///
+/// Errors: [`Error::Database`] and the connection errors for a store that is
+/// away (the runner retries an outcome on those, see
+/// [`Error::is_transient`]); the typed errors each verb documents otherwise.
+pub trait Store: Send + Sync + 'static {
+    /// Starts a run of `definition` with `input` (checked against the store's
+    /// limits), unless `key` names a run of the same workflow already:
+    /// `(run, created)`.
+    fn start_run(
+        &self,
+        definition: &'static WorkflowDefinition,
+        input: &Value,
+        key: Option<&str>,
+    ) -> impl Future<Output = Result<(RunId, bool), Error>> + Send;
+
+    /// Claims up to `limit` due steps for `claimer`: the lowest priority
+    /// number first, then the earliest due, then the oldest row; only rows
+    /// whose run is `ready`, of `claimer`'s workflows and queues. Each claimed
+    /// row is `in_progress` under `claimer.worker_id` with a `step_started`
+    /// event and a stall horizon (its timeout, else the claimer's threshold).
+    fn claim(
+        &self,
+        claimer: &Claimer<'_>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Claim>, Error>> + Send;
+
+    /// Ends `claim`'s attempt with `result`: fenced on the claim (same attempt,
+    /// same worker, still in progress), the plan decided by the engine under the
+    /// run's lock and applied. A park (`result.park`) keeps the row waiting.
+    /// `retrying`: an earlier try may have committed with its reply lost; a
+    /// failed fence is then that try's own change, not a late completion.
+    /// `handoff`: see [`Handoff`].
+    fn end_attempt(
+        &self,
+        definition: &'static WorkflowDefinition,
+        claim: &Claim,
+        worker_id: &str,
+        result: &AttemptResult,
+        retrying: bool,
+        handoff: Option<Handoff<'_>>,
+    ) -> impl Future<Output = Result<Ended, Error>> + Send;
+
+    /// Up to `limit` attempts the sweep should repair: in progress past their
+    /// stall horizon (`timeout`), or held by a worker silent for longer than
+    /// `lost_ms` or gone (`worker_lost`).
+    fn stalled(
+        &self,
+        lost_ms: i64,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<Stalled>, Error>> + Send;
+
+    /// Ends a stalled attempt for the sweep: fenced on the row's own claim,
+    /// with a `stall_detected` event before the plan's (see
+    /// [`engine::stall_event`](crate::engine::stall_event)); an attempt that
+    /// ended meanwhile is left alone ([`Ended::Late`], no event).
+    fn sweep_attempt(
+        &self,
+        definition: &'static WorkflowDefinition,
+        stalled: &Stalled,
+        result: &AttemptResult,
+    ) -> impl Future<Output = Result<Ended, Error>> + Send;
+
+    /// Resolves up to `limit` open batches whose children all ended but whose
+    /// parent was never woken; how many.
+    fn resolve_batches(&self, limit: i64) -> impl Future<Output = Result<u64, Error>> + Send;
+
+    /// Deletes up to `limit` finished or cancelled runs last changed more
+    /// than `retention_ms` ago, with their rows; how many.
+    fn delete_expired_runs(
+        &self,
+        retention_ms: i64,
+        limit: i64,
+    ) -> impl Future<Output = Result<u64, Error>> + Send;
+
+    /// Sends signal `name` with `payload` to `run_id`, waking a step waiting
+    /// for it. Errors: [`Error::RunNotFound`], [`Error::RunEnded`],
+    /// [`Error::InvalidSignal`].
+    fn signal(
+        &self,
+        run_id: RunId,
+        name: &str,
+        payload: &Value,
+    ) -> impl Future<Output = Result<SignalId, Error>> + Send;
+
+    /// An operator's pause, resume, cancel or skip of `run_id`, recorded with
+    /// `actor` and `reason`; the run's status after. Errors:
+    /// [`Error::RunNotFound`], [`Error::IllegalMove`](crate::Error).
+    fn act(
+        &self,
+        run_id: RunId,
+        action: Action,
+        actor: &str,
+        reason: &str,
+    ) -> impl Future<Output = Result<RunStatus, Error>> + Send;
+
+    /// A run as `read` bounds it. Errors: [`Error::RunNotFound`].
+    fn run(
+        &self,
+        run_id: RunId,
+        read: RunRead,
+    ) -> impl Future<Output = Result<RunView, Error>> + Send;
+
+    /// Runs matching `filter`, newest first, at most its limit.
+    fn list_runs(
+        &self,
+        filter: &RunFilter,
+    ) -> impl Future<Output = Result<Vec<RunSummary>, Error>> + Send;
+}

@@ -1,0 +1,133 @@
+//! The sweep over any store: stalled attempts, unresolved batches, retention.
+
+use tracing::info_span;
+
+use super::{Ended, Stalled, Store};
+use crate::definition::WorkflowDefinition;
+use crate::engine::{AttemptResult, Plan, StallAction, StepOutcome, stalled_result};
+use crate::error::Error;
+use crate::worker::SweepReport;
+
+/// How one sweep repairs and how much it does.
+#[derive(Debug, Clone, Copy)]
+pub struct SweepSettings {
+    /// What a stalled attempt's run does next.
+    pub stall_action: StallAction,
+    /// A worker silent for longer than this (ms) has lost its attempts.
+    pub lost_ms: i64,
+    /// Finished and cancelled runs older than this (ms) are deleted; `None`
+    /// keeps them.
+    pub retention_ms: Option<i64>,
+    /// At most this many stalled attempts per sweep.
+    pub stalled_limit: i64,
+    /// At most this many batches resolved per sweep.
+    pub batch_limit: i64,
+    /// Runs deleted per batch of retention, and at most this many batches.
+    pub retention_batch: i64,
+    /// See `retention_batch`.
+    pub retention_batches: usize,
+}
+
+/// A stalled attempt the sweep ended, for the owner's report.
+#[derive(Debug)]
+pub struct Repaired<'a> {
+    /// The attempt and who held it.
+    pub stalled: &'a Stalled,
+    /// What was recorded for it.
+    pub result: &'a AttemptResult,
+    /// The plan applied.
+    pub plan: &'a Plan,
+}
+
+/// Sweeps `store` once: each stalled attempt ends with a
+/// [`StepStalled`](crate::StepStalled) error, the stall action and a
+/// `stall_detected` event (fenced: one that ended meanwhile is left alone);
+/// batches whose children all ended are resolved; then retention. `definition`
+/// finds a registered workflow (an unregistered one's stalled run pauses, as a
+/// reattempt needs the definition). `repaired` hears of each repair.
+///
+/// # Errors
+/// The store's.
+pub async fn sweep<S: Store>(
+    store: &S,
+    settings: &SweepSettings,
+    definition: impl Fn(&str) -> Option<&'static WorkflowDefinition>,
+    repaired: impl Fn(&Repaired<'_>),
+) -> Result<SweepReport, Error> {
+    let mut report = SweepReport::default();
+    for stalled in store
+        .stalled(settings.lost_ms, settings.stalled_limit)
+        .await?
+    {
+        let claim = &stalled.claim;
+        let registered = definition(&claim.workflow);
+        let result = stalled_result(
+            settings.stall_action,
+            registered.is_some(),
+            &claim.step_name,
+            claim.attempt,
+            &stalled.detection,
+        );
+        let definition = registered.unwrap_or(&crate::__private::STAND_IN_DEFINITION);
+        match store.sweep_attempt(definition, &stalled, &result).await? {
+            // A sweep passes no handoff, so it never continues a run.
+            Ended::Applied(plan) | Ended::Continued(plan, _) => {
+                report.repaired += 1;
+                metrics::counter!(crate::metric::STALLS, "detection" => stalled.detection.clone())
+                    .increment(1);
+                metrics::counter!(crate::metric::SWEEP_REPAIRS, "repair" => "stalled_attempt")
+                    .increment(1);
+                // The sweep runs outside any attempt's span: say which.
+                let _span = info_span!(
+                    "pgbus.sweep",
+                    pgbus.workflow = %claim.workflow,
+                    pgbus.run_id = %claim.run_id,
+                    pgbus.step = %claim.step_name,
+                    pgbus.attempt = claim.attempt,
+                    pgbus.stalled_worker = %stalled.worker_id,
+                )
+                .entered();
+                repaired(&Repaired {
+                    stalled: &stalled,
+                    result: &result,
+                    plan: &plan,
+                });
+            }
+            // A sweep never parks; a fence it lost is an attempt that ended
+            // meanwhile.
+            Ended::Late | Ended::Parked(_) => report.left_alone += 1,
+        }
+    }
+    report.batches_resolved = store.resolve_batches(settings.batch_limit).await?;
+    if report.batches_resolved > 0 {
+        metrics::counter!(crate::metric::BATCHES_RESOLVED).increment(report.batches_resolved);
+        metrics::counter!(crate::metric::SWEEP_REPAIRS, "repair" => "batch")
+            .increment(report.batches_resolved);
+    }
+    if let Some(retention_ms) = settings.retention_ms {
+        for _ in 0..settings.retention_batches {
+            let deleted = store
+                .delete_expired_runs(retention_ms, settings.retention_batch)
+                .await?;
+            report.runs_deleted += deleted;
+            if deleted < u64::try_from(settings.retention_batch).unwrap_or(0) {
+                break;
+            }
+        }
+    }
+    if report.runs_deleted > 0 {
+        metrics::counter!(crate::metric::RUNS_DELETED).increment(report.runs_deleted);
+    }
+    Ok(report)
+}
+
+/// Whether a repair's outcome reattempts the step (a recovery under way)
+/// rather than ending the run's progress.
+#[must_use]
+pub fn repair_message(plan: &Plan) -> &'static str {
+    if plan.step_outcome == StepOutcome::Reattempted {
+        "stalled attempt repaired; the step runs again"
+    } else {
+        "stalled attempt ended by the stall action"
+    }
+}

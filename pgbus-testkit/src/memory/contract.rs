@@ -1,0 +1,152 @@
+//! The memory store under the store contract: each verb the `Rows` method
+//! that carries it, under one lock, so each is as atomic as the Postgres
+//! store's transaction.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use chrono::{DateTime, Utc};
+use pgbus_runtime::client::{check_actor, check_key, check_reason};
+use pgbus_runtime::engine::{Action, AttemptResult, RunStatus};
+use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, Stalled, Store};
+use pgbus_runtime::{
+    Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, SignalId, WorkflowDefinition,
+};
+use serde_json::Value;
+
+use super::Rows;
+
+/// The memory store: runs, steps, events, signals and batches in maps on a
+/// virtual clock, changed by the same engine plans as the Postgres store.
+/// Implements [`Store`]; a `TestEnv` drives one, and
+/// [`TestEnv::store`](crate::TestEnv::store) hands it out (for a suite that
+/// runs the same scenario against both stores).
+#[derive(Clone, Debug)]
+pub struct MemoryStore {
+    rows: Arc<Mutex<Rows>>,
+}
+
+impl MemoryStore {
+    /// An empty store whose clock reads `now`.
+    #[must_use]
+    pub fn starting_at(now: DateTime<Utc>) -> Self {
+        Self {
+            rows: Arc::new(Mutex::new(Rows::new(now))),
+        }
+    }
+
+    /// The virtual time.
+    #[must_use]
+    pub fn now(&self) -> DateTime<Utc> {
+        self.rows().now
+    }
+
+    /// Moves the virtual clock to `now` (never back: an earlier time is
+    /// ignored).
+    pub fn set_now(&self, now: DateTime<Utc>) {
+        let mut rows = self.rows();
+        if now > rows.now {
+            rows.now = now;
+        }
+    }
+
+    /// The sizes of inputs and signal payloads accepted.
+    pub fn set_limits(&self, limits: Limits) {
+        self.rows().limits = limits;
+    }
+
+    pub(crate) fn rows(&self) -> MutexGuard<'_, Rows> {
+        self.rows.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Store for MemoryStore {
+    async fn start_run(
+        &self,
+        definition: &'static WorkflowDefinition,
+        input: &Value,
+        key: Option<&str>,
+    ) -> Result<(RunId, bool), Error> {
+        if let Some(key) = key {
+            check_key(key)?;
+        }
+        let mut rows = self.rows();
+        rows.limits.check_input(input)?;
+        rows.start_run(definition, input.clone(), key)
+    }
+
+    async fn claim(&self, claimer: &Claimer<'_>, limit: usize) -> Result<Vec<Claim>, Error> {
+        let mut rows = self.rows();
+        Ok(std::iter::from_fn(|| rows.claim(claimer))
+            .take(limit)
+            .collect())
+    }
+
+    async fn end_attempt(
+        &self,
+        definition: &'static WorkflowDefinition,
+        claim: &Claim,
+        worker_id: &str,
+        result: &AttemptResult,
+        retrying: bool,
+        handoff: Option<Handoff<'_>>,
+    ) -> Result<Ended, Error> {
+        let mut rows = self.rows();
+        let ended = rows.end_attempt(definition, claim, result, worker_id, None);
+        // A retry never hands on (nothing is lost in memory, but the contract
+        // is the Postgres store's).
+        Ok(match (ended, handoff) {
+            (Ended::Applied(plan), Some(handoff)) if !retrying => {
+                rows.hand_off(claim, result, worker_id, plan, handoff)
+            }
+            (ended, _) => ended,
+        })
+    }
+
+    async fn stalled(&self, lost_ms: i64, limit: i64) -> Result<Vec<Stalled>, Error> {
+        Ok(self.rows().stalled(lost_ms, limit))
+    }
+
+    async fn sweep_attempt(
+        &self,
+        definition: &'static WorkflowDefinition,
+        stalled: &Stalled,
+        result: &AttemptResult,
+    ) -> Result<Ended, Error> {
+        Ok(self.rows().sweep_attempt(definition, stalled, result))
+    }
+
+    async fn resolve_batches(&self, limit: i64) -> Result<u64, Error> {
+        Ok(self.rows().resolve_batches(limit))
+    }
+
+    async fn delete_expired_runs(&self, retention_ms: i64, limit: i64) -> Result<u64, Error> {
+        Ok(self.rows().delete_expired_runs(retention_ms, limit))
+    }
+
+    async fn signal(&self, run_id: RunId, name: &str, payload: &Value) -> Result<SignalId, Error> {
+        let mut rows = self.rows();
+        rows.limits.check_signal(name, payload)?;
+        rows.signal(run_id, name, payload.clone())
+    }
+
+    async fn act(
+        &self,
+        run_id: RunId,
+        action: Action,
+        actor: &str,
+        reason: &str,
+    ) -> Result<RunStatus, Error> {
+        check_actor(actor)?;
+        check_reason(reason)?;
+        let reason = pgbus_runtime::error::cap_message(reason);
+        self.rows().act(run_id, action, actor, &reason)
+    }
+
+    async fn run(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
+        self.rows().run(run_id, read)
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
+        Ok(self.rows().list_runs(filter))
+    }
+}
