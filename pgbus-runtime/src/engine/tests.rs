@@ -2,6 +2,7 @@
 //! error, the outside-pause hold, and policy resolution.
 
 use super::*;
+use crate::definition::WorkflowDefinition;
 use crate::prelude::*;
 use crate::{GuardRef, Workflow};
 

@@ -1,0 +1,218 @@
+//! What each subcommand does.
+
+use chrono::{DateTime, Utc};
+use pgbus_runtime::{Clock, Database, Schema};
+
+use crate::output::Output;
+use crate::{Cli, Command};
+
+mod act;
+mod runs;
+mod show;
+mod stats;
+mod sweep;
+mod text;
+
+use act::{Verb, act, read_payload, signal};
+use runs::runs;
+use show::show_run;
+pub(crate) use show::{Cut, SHOWN, SHOWN_AT_MOST, VALUE_BYTES};
+use stats::stats;
+use sweep::sweep;
+pub(crate) use text::{clip, defang, time, took, value_text, visible};
+
+/// The statement timeout of every command but `migrate`, unless one is given:
+/// below the dashboard's 15 s page timeout, so the server has cancelled a
+/// page's query before the page gives up on it.
+const DEFAULT_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs the command line's command; its error, with a hint where one helps.
+pub(crate) async fn run(cli: Cli) -> Result<(), BoxError> {
+    let schema = cli.schema.clone();
+    let url = cli.database_url.clone();
+    execute(cli)
+        .await
+        .map_err(|error| hint(error, &url, &schema))
+}
+
+/// `error` with what an operator would ask next: which server, or whether
+/// the schema was migrated.
+fn hint(error: BoxError, url: &str, schema: &str) -> BoxError {
+    let text = chain(error.as_ref());
+    if text.contains("relation \"") && text.contains("does not exist") {
+        // The runtime's own hint names no schema; this one does.
+        let text = text.replace(
+            "; is the schema migrated? run `Database::migrate` (or `pgbus migrate`)",
+            "",
+        );
+        format!("{text} (is schema {schema} migrated? run `pgbus migrate`)").into()
+    } else if text.contains("could not get a database connection") {
+        // Through pgbus's own parser, so URLs with libpq's TLS settings
+        // (which tokio-postgres alone refuses) still say where they point.
+        let at = pgbus_runtime::connection::servers(url)
+            .ok()
+            .filter(|servers| !servers.is_empty())
+            .map(|servers| format!(" (server {})", servers.join(",")))
+            .unwrap_or_default();
+        format!("{text}{at}").into()
+    } else if text.contains("lock timeout") {
+        format!(
+            "{text} (another session holds a lock this command needs; `--lock-timeout` waits longer)"
+        )
+        .into()
+    } else if text.contains("statement timeout") {
+        format!("{text} (`--statement-timeout` allows longer)").into()
+    } else {
+        error
+    }
+}
+
+/// An error and its causes on one line.
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = cause.source();
+    }
+    line.replace('\n', " ")
+}
+
+/// The database's time: what stored times are on, whatever the host's clock
+/// says. Sent unnamed, so it also works behind a transaction-mode pooler.
+pub(crate) async fn db_now(db: &Database) -> Result<DateTime<Utc>, BoxError> {
+    let client = db.pool().get().await?;
+    Ok(client
+        .query_typed_one("SELECT clock_timestamp()", &[])
+        .await?
+        .get(0))
+}
+
+/// The access token in the first line of `path`, by the flag's rule.
+fn token_from_file(path: &std::path::Path) -> Result<String, BoxError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+    let first = text.lines().next().unwrap_or_default().trim();
+    if first.is_empty() {
+        // An empty token means none, which would turn the guard off.
+        return Err(format!(
+            "the token file {} holds no token on its first line",
+            path.display()
+        )
+        .into());
+    }
+    Ok(crate::parse_token(first).map_err(|e| format!("{}: {e}", path.display()))?)
+}
+
+/// The database, with the command's timeouts.
+async fn connect(cli: &Cli) -> Result<Database, BoxError> {
+    let schema = Schema::new(&cli.schema)?;
+    let builder = Database::builder(&cli.database_url)
+        .schema(schema)
+        .clock(Clock::Database);
+    let db = if cli.transaction_pooler {
+        builder.transaction_pooler(true).connect().await?
+    } else {
+        // No command waits on a lock or a slow query without end: the server
+        // cancels it, and the command says so in one line.
+        let statement_timeout = match &cli.command {
+            Command::Migrate => cli.statement_timeout,
+            _ => Some(cli.statement_timeout.unwrap_or(DEFAULT_STATEMENT_TIMEOUT)),
+        };
+        // Migrations wait for each other's advisory lock, as they should:
+        // `migrate` runs from many places at once.
+        let builder = if matches!(cli.command, Command::Migrate) {
+            builder
+        } else {
+            builder.lock_timeout(cli.lock_timeout)
+        };
+        match statement_timeout {
+            Some(timeout) => builder.statement_timeout(timeout),
+            None => builder,
+        }
+        .connect()
+        .await?
+    };
+    Ok(db)
+}
+
+async fn execute(cli: Cli) -> Result<(), BoxError> {
+    let db = connect(&cli).await?;
+    let out = Output::detect();
+    match cli.command {
+        Command::Migrate => {
+            db.migrate().await?;
+            out.line(&format!("schema {} is up to date", db.schema()))?;
+        }
+        Command::Runs(args) => runs(&db, out, args).await?,
+        Command::Show {
+            run,
+            json,
+            last,
+            value_bytes,
+        } => show_run(&db, out, run, json, last, value_bytes).await?,
+        Command::Pause(action) => act(&db, out, &action, Verb::Pause).await?,
+        Command::Resume(action) => act(&db, out, &action, Verb::Resume).await?,
+        Command::Cancel(action) => act(&db, out, &action, Verb::Cancel).await?,
+        Command::Skip(action) => act(&db, out, &action, Verb::Skip).await?,
+        Command::Signal {
+            run,
+            name,
+            payload,
+            payload_file,
+        } => {
+            let payload = match (payload, payload_file) {
+                (_, Some(path)) => Some(read_payload(&path)?),
+                (payload, None) => payload,
+            };
+            signal(&db, out, run, &name, payload).await?;
+        }
+        Command::Sweep {
+            stall_action,
+            lost_worker_threshold,
+            retention,
+        } => {
+            let retention = retention.and_then(|r| r.0);
+            sweep(&db, out, &stall_action, lost_worker_threshold, retention).await?;
+        }
+        Command::Dashboard {
+            bind,
+            token,
+            token_file,
+            no_token,
+            public_origin,
+            retention,
+        } => {
+            // An empty token (`PGBUS_DASHBOARD_TOKEN=`) is none given.
+            let token = token.filter(|t| !t.is_empty());
+            let token = match (token_file, token) {
+                (Some(path), _) => crate::dashboard::Token::Given(token_from_file(&path)?),
+                (None, Some(token)) => crate::dashboard::Token::Given(token),
+                (None, None) if no_token => crate::dashboard::Token::None,
+                (None, None) => crate::dashboard::Token::made(),
+            };
+            let settings = crate::dashboard::Settings {
+                bind,
+                token,
+                retention: retention.0,
+                public_origin,
+            };
+            crate::dashboard::serve(db, settings).await?;
+        }
+        Command::Stats {
+            window,
+            retention,
+            json,
+        } => stats(&db, out, window, retention, json).await?,
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

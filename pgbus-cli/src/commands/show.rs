@@ -1,0 +1,307 @@
+//! `pgbus show`, and how it and the dashboard's run page cut a run to the
+//! latest of each part.
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use comfy_table::Table;
+use pgbus_runtime::timeline::{Segment, timeline};
+use pgbus_runtime::view::{RunRead, RunView, ValueOf};
+use pgbus_runtime::{Database, RunId};
+
+use super::text::{json_visible, render};
+use super::{BoxError, clip, db_now, defang, time, took, value_text};
+use crate::output::Output;
+
+/// How many of a run's latest attempts, events and signals `show` and the
+/// dashboard's run page show unless asked for more (`--last`, `?show=`), and
+/// the most they show when asked: a view is bounded in rows and bytes,
+/// however long the run.
+pub(crate) const SHOWN: usize = 200;
+pub(crate) const SHOWN_AT_MOST: usize = 5_000;
+/// The most JSON text a value (the input, an output, a signal payload) may
+/// have to be read into a view; a longer one is named with its length.
+pub(crate) const VALUE_BYTES: usize = 16 * 1024;
+
+/// What a view of a run left out: how many there were of each list.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(crate) struct Cut {
+    /// How many of each were kept, at most.
+    pub(crate) show: usize,
+    pub(crate) attempts: usize,
+    pub(crate) events: usize,
+    pub(crate) signals: usize,
+    pub(crate) batches: usize,
+    /// The run's paused periods (bars of the chart's paused row).
+    pub(crate) paused: usize,
+}
+
+impl Cut {
+    /// How a run page or `show` reads a run: the latest `show` of each, and
+    /// values of at most `value_bytes` ([`VALUE_BYTES`] unless asked).
+    pub(crate) fn read(show: usize, value_bytes: usize) -> RunRead {
+        RunRead::latest(show).value_bytes(value_bytes)
+    }
+
+    /// The timeline at `now` of the attempts of `view` (read with
+    /// [`Cut::read`]), then the events cut to the latest `show` (the older
+    /// ones the timeline needed were read beside them), and the latest
+    /// `show` paused periods.
+    pub(crate) fn latest(
+        view: &mut RunView,
+        show: usize,
+        now: DateTime<Utc>,
+    ) -> (Self, Vec<Segment>) {
+        let total = |n: i64| usize::try_from(n).unwrap_or(usize::MAX);
+        let cut = Self {
+            show,
+            attempts: total(view.counts.attempts),
+            events: total(view.counts.events),
+            signals: total(view.counts.signals),
+            batches: total(view.counts.batches),
+            paused: total(view.counts.pauses),
+        };
+        // The read kept the latest `show` attempts, signals and batches
+        // already; only the events came with older ones, for the timeline.
+        let keep_last = |len: usize| len.saturating_sub(show);
+        // Before the events go: the paused periods need all of them. Then
+        // the latest `show` of those periods too.
+        let mut segments = timeline(view, now);
+        view.events.drain(..keep_last(view.events.len()));
+        let paused = |s: &Segment| s.step_id.is_none();
+        let mut drop_paused = keep_last(segments.iter().filter(|s| paused(s)).count());
+        segments.retain(|s| {
+            if drop_paused > 0 && paused(s) {
+                drop_paused -= 1;
+                false
+            } else {
+                true
+            }
+        });
+        (cut, segments)
+    }
+
+    /// Whether anything was left out.
+    pub(crate) fn left_out(&self) -> bool {
+        [
+            self.attempts,
+            self.events,
+            self.signals,
+            self.batches,
+            self.paused,
+        ]
+        .into_iter()
+        .any(|n| n > self.show)
+    }
+}
+
+/// `pgbus show`: the latest `last` of each part of `run`, values of at most
+/// `value_bytes`, as text or JSON.
+pub(super) async fn show_run(
+    db: &Database,
+    out: Output,
+    run: i64,
+    json: bool,
+    last: usize,
+    value_bytes: usize,
+) -> Result<(), BoxError> {
+    let mut view = db
+        .client()
+        .run_with(RunId(run), Cut::read(last, value_bytes))
+        .await?;
+    let now = db_now(db).await?;
+    if !json {
+        // JSON escapes what it must itself; text goes to a terminal.
+        defang(&mut view);
+    }
+    let (cut, segments) = Cut::latest(&mut view, last, now);
+    if json {
+        let value = serde_json::json!({ "run": view, "timeline": segments, "counts": cut });
+        out.emit(&format!(
+            "{}\n",
+            json_visible(&serde_json::to_string_pretty(&value)?)
+        ))?;
+    } else {
+        let mut text = show(out, &view, &segments, now);
+        if cut.left_out() {
+            let _ = writeln!(
+                text,
+                "\n(the latest {} of {} attempts, {} events, {} signals, {} batches and {} paused periods; `--last N` shows up to {})",
+                cut.show,
+                cut.attempts,
+                cut.events,
+                cut.signals,
+                cut.batches,
+                cut.paused,
+                SHOWN_AT_MOST
+            );
+        }
+        out.emit(&text)?;
+    }
+    Ok(())
+}
+
+/// The text of `pgbus show`.
+fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -> String {
+    let mut text = header(out, view);
+    let _ = writeln!(text, "\n{}", out.heading("steps"));
+    let _ = writeln!(text, "{}", render(&steps_table(out, view)));
+    let _ = writeln!(text, "\n{} (as of {})", out.heading("timeline"), time(now));
+    let _ = writeln!(text, "{}", render(&timeline_table(out, segments)));
+    if !view.signals.is_empty() {
+        let mut signals = out.table(&["id", "name", "sent", "consumed by step", "payload"]);
+        for signal in &view.signals {
+            signals.add_row(vec![
+                signal.id.0.to_string(),
+                signal.name.clone(),
+                time(signal.created_at),
+                signal
+                    .consumed_by
+                    .map_or_else(|| "-".to_owned(), |id| id.to_string()),
+                value_text(
+                    view,
+                    ValueOf::Payload {
+                        signal_id: signal.id,
+                    },
+                    &signal.payload,
+                    60,
+                ),
+            ]);
+        }
+        let _ = writeln!(text, "\n{}\n{}", out.heading("signals"), render(&signals));
+    }
+    if !view.batches.is_empty() {
+        let mut batches = out.table(&["id", "step", "status", "finished", "cancelled", "total"]);
+        for batch in &view.batches {
+            batches.add_row(vec![
+                batch.id.to_string(),
+                batch.parent_step_id.to_string(),
+                batch.status.clone(),
+                batch.finished.to_string(),
+                batch.cancelled.to_string(),
+                batch.total.to_string(),
+            ]);
+        }
+        let _ = writeln!(
+            text,
+            "\n{}\n{}",
+            out.heading("fan-out batches"),
+            render(&batches)
+        );
+    }
+    let mut events = out.table(&["id", "at", "event", "step", "actor", "reason"]);
+    for event in &view.events {
+        events.add_row(vec![
+            event.id.to_string(),
+            time(event.created_at),
+            event.event.clone(),
+            event.step_name.as_ref().map_or_else(
+                || "-".to_owned(),
+                |s| format!("{s}#{}", event.attempt.unwrap_or(0)),
+            ),
+            event.actor.clone(),
+            clip(event.reason.as_deref().unwrap_or_default(), 80),
+        ]);
+    }
+    let _ = writeln!(text, "\n{}\n{}", out.heading("events"), render(&events));
+    text
+}
+
+/// The run's own lines.
+fn header(out: Output, view: &RunView) -> String {
+    let mut text = String::new();
+    let run = &view.run;
+    let _ = writeln!(
+        text,
+        "{}  {}  {}",
+        out.heading(&format!("run {}", run.id.0)),
+        run.workflow,
+        run.status
+    );
+    let _ = writeln!(
+        text,
+        "current step {}; created {}, updated {}{}",
+        run.current_step.as_deref().unwrap_or("-"),
+        time(run.created_at),
+        time(run.updated_at),
+        run.finished_at
+            .map(|f| format!(", finished {}", time(f)))
+            .unwrap_or_default()
+    );
+    if let Some(class) = &view.error_class {
+        let _ = writeln!(
+            text,
+            "error {class}: {}",
+            view.error_message.as_deref().unwrap_or_default()
+        );
+    }
+    if let Some(key) = &view.idempotency_key {
+        let _ = writeln!(text, "idempotency key {key}");
+    }
+    if let Some(batch) = view.parent_batch_id {
+        let _ = writeln!(text, "child of fan-out batch {batch}");
+    }
+    let _ = writeln!(
+        text,
+        "input {}",
+        value_text(view, ValueOf::Input, &view.input, 200)
+    );
+    text
+}
+
+/// Every attempt of the run.
+fn steps_table(out: Output, view: &RunView) -> Table {
+    let mut steps = out.table(&[
+        "id", "step", "attempt", "status", "outcome", "started", "finished", "worker", "error",
+        "output",
+    ]);
+    for step in &view.steps {
+        let error = step.error_class.as_ref().map_or_else(String::new, |class| {
+            format!(
+                "{class}: {}",
+                step.error_message.as_deref().unwrap_or_default()
+            )
+        });
+        steps.add_row(vec![
+            step.id.to_string(),
+            step.step_name.clone(),
+            step.attempt.to_string(),
+            step.status.as_str().to_owned(),
+            step.outcome.map_or("-", |o| o.as_str()).to_owned(),
+            step.started_at.map_or_else(|| "-".to_owned(), time),
+            step.finished_at.map_or_else(|| "-".to_owned(), time),
+            step.worker_id.clone().unwrap_or_else(|| "-".to_owned()),
+            clip(&error, 60),
+            step.output.as_ref().map_or_else(
+                || "-".to_owned(),
+                |o| value_text(view, ValueOf::Output { step_id: step.id }, o, 60),
+            ),
+        ]);
+    }
+    steps
+}
+
+/// The timeline's pieces, one a line.
+fn timeline_table(out: Output, segments: &[Segment]) -> Table {
+    let mut pieces = out.table(&["step", "piece", "from", "to", "took", ""]);
+    for segment in segments {
+        let who = segment.step.as_ref().map_or_else(
+            || "(run)".to_owned(),
+            |step| format!("{step}#{}", segment.attempt.unwrap_or(0)),
+        );
+        let how = match (segment.open, segment.outcome) {
+            (true, _) => "still going".to_owned(),
+            (false, Some(outcome)) => outcome.as_str().to_owned(),
+            (false, None) => String::new(),
+        };
+        pieces.add_row(vec![
+            who,
+            segment.piece.as_str().to_owned(),
+            time(segment.from),
+            time(segment.to),
+            took(segment.duration()),
+            how,
+        ]);
+    }
+    pieces
+}

@@ -1,0 +1,73 @@
+//! `pgbus stats`: run counts per bucket of a window.
+
+use std::fmt::Write as _;
+
+use pgbus_runtime::Database;
+
+use super::text::{json_visible, render};
+use super::{BoxError, db_now, time};
+use crate::Retention;
+use crate::output::Output;
+
+pub(super) async fn stats(
+    db: &Database,
+    out: Output,
+    window: pgbus_runtime::window::Window,
+    retention: Retention,
+    json: bool,
+) -> Result<(), BoxError> {
+    let range = window.at(db_now(db).await?, retention.0);
+    let counts = db.client().run_counts(&range).await?;
+    if json {
+        let value = serde_json::json!({ "range": range, "buckets": counts });
+        out.emit(&format!(
+            "{}\n",
+            json_visible(&serde_json::to_string_pretty(&value)?)
+        ))?;
+        return Ok(());
+    }
+    let mut text = String::new();
+    let bucket =
+        pgbus_core::format_duration_ms(u64::try_from(range.bucket.as_millis()).unwrap_or(u64::MAX));
+    writeln!(
+        text,
+        "{} from {} to {}, in buckets of {bucket}",
+        out.heading(&format!("window {window}")),
+        time(range.from),
+        time(range.to)
+    )?;
+    if range.capped {
+        let kept = pgbus_core::format_duration_ms(
+            u64::try_from(retention.0.unwrap_or_default().as_millis()).unwrap_or(u64::MAX),
+        );
+        writeln!(
+            text,
+            "cut to {kept}, the retention age: ended runs last changed before then are deleted, so older buckets would undercount"
+        )?;
+    }
+    let mut table = out.table(&["bucket", "started", "finished", "paused", "cancelled"]);
+    let mut totals = [0_i64; 4];
+    for b in &counts {
+        let row = [b.started, b.finished, b.paused, b.cancelled];
+        for (total, n) in totals.iter_mut().zip(row) {
+            *total += n;
+        }
+        table.add_row(vec![
+            time(b.bucket),
+            b.started.to_string(),
+            b.finished.to_string(),
+            b.paused.to_string(),
+            b.cancelled.to_string(),
+        ]);
+    }
+    table.add_row(vec![
+        "total".to_owned(),
+        totals[0].to_string(),
+        totals[1].to_string(),
+        totals[2].to_string(),
+        totals[3].to_string(),
+    ]);
+    writeln!(text, "{}", render(&table))?;
+    out.emit(&text)?;
+    Ok(())
+}

@@ -1,0 +1,41 @@
+use super::text::{hidden, json_visible, visible};
+
+#[test]
+fn visible_escapes_what_acts_on_a_terminal_or_hides() {
+    for c in [
+        '\u{1b}',
+        '\r',
+        '\n',
+        '\u{7f}',
+        '\u{9b}',
+        '\u{202e}',
+        '\u{2066}',
+        '\u{200b}',
+        '\u{feff}',
+        '\u{061c}',
+        '\u{2028}',
+        '\u{2029}',
+        '\u{180e}',
+        '\u{034f}',
+        '\u{3164}',
+        '\u{fe0f}',
+        '\u{e0041}',
+    ] {
+        let shown = visible(&format!("a{c}b"));
+        assert!(!shown.contains(c), "{c:?}: {shown}");
+        assert_eq!(shown, format!("a\\u{{{:x}}}b", u32::from(c)));
+    }
+    assert_eq!(visible("Zoë — 注文 #7"), "Zoë — 注文 #7");
+}
+
+#[test]
+fn json_visible_keeps_the_value_and_hides_nothing() {
+    let value = serde_json::json!({
+        "note": "a\u{9b}31m\u{202e}b\u{200b}c\u{e0041}d",
+        "plain": "Zoë",
+    });
+    let text = json_visible(&serde_json::to_string_pretty(&value).unwrap_or_default());
+    assert!(!text.chars().any(|c| !c.is_ascii() && hidden(c)), "{text}");
+    let back: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    assert_eq!(back, value);
+}

@@ -1,0 +1,182 @@
+//! `#[step(...)]` and `#[fan_out(...)]` on a method: the marker attribute, its
+//! options and `wait_for`.
+
+use darling::Error;
+use darling::ast::NestedMeta;
+use darling::error::Accumulator;
+use pgbus_core::EntryKind;
+use syn::{Attribute, ImplItemFn, Meta};
+
+use super::on_exception::policy;
+use super::options::{self, OptionItem, Place};
+use super::ours::Ours;
+use super::signature::check_signature;
+use super::values::{PathArg, Text};
+use super::{RawEntry, RawStepArgs, RawWaitFor, nested};
+
+/// Handles one method: strips our attributes and, when it is a step, parses it.
+pub(super) fn step_method(
+    method: &mut ImplItemFn,
+    ours: &Ours,
+    errors: &mut Accumulator,
+) -> Option<RawEntry> {
+    let attrs = std::mem::take(&mut method.attrs);
+    let mut marker: Option<(EntryKind, Attribute)> = None;
+    for attr in attrs {
+        let kind = if ours.is(&attr, "step") {
+            EntryKind::Step
+        } else if ours.is(&attr, "fan_out") {
+            EntryKind::FanOut
+        } else if ours.is(&attr, "on_exception") {
+            errors.push(
+                Error::custom(
+                    "write a step's policies inside its attribute, e.g. `#[step(on_exception(...))]`; \
+                     a separate `#[on_exception]` belongs on the impl, below `#[workflow]`",
+                )
+                .with_span(attr.path()),
+            );
+            continue;
+        } else if ours.is(&attr, "workflow") {
+            errors.push(
+                Error::custom("`#[workflow]` goes on the impl block, not on a method")
+                    .with_span(attr.path()),
+            );
+            continue;
+        } else if attr.path().is_ident("cfg_attr") && mentions_ours(&attr) {
+            errors.push(conditional_step(&attr));
+            continue;
+        } else {
+            method.attrs.push(attr);
+            continue;
+        };
+        if let Some((first, _)) = &marker {
+            let message = if *first == kind {
+                format!(
+                    "duplicate `#[{}]` on one method; give it once",
+                    attribute_name(kind)
+                )
+            } else {
+                "a method is either a `#[step]` or a `#[fan_out]`, not both".to_owned()
+            };
+            errors.push(Error::custom(message).with_span(attr.path()));
+            continue;
+        }
+        marker = Some((kind, attr));
+    }
+
+    let (kind, attr) = marker?;
+    for attr in &method.attrs {
+        if attr.path().is_ident("cfg") {
+            errors.push(conditional_step(attr));
+        }
+    }
+    let place = if kind == EntryKind::FanOut {
+        Place::FanOut
+    } else {
+        Place::Step
+    };
+    let args = step_args(&attr, place, errors);
+    let signature = check_signature(method, kind, errors);
+    Some(RawEntry {
+        kind,
+        method: Some(method.sig.ident.clone()),
+        removed_name: None,
+        args,
+        signature,
+    })
+}
+
+pub(super) fn attribute_name(kind: EntryKind) -> &'static str {
+    match kind {
+        EntryKind::FanOut => "fan_out",
+        EntryKind::Step | EntryKind::Removed => "step",
+    }
+}
+
+fn step_args(attr: &Attribute, place: Place, errors: &mut Accumulator) -> RawStepArgs {
+    let mut args = RawStepArgs::default();
+    let metas = match &attr.meta {
+        Meta::Path(_) => return args,
+        Meta::List(list) => errors
+            .handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))
+            .unwrap_or_default(),
+        Meta::NameValue(nv) => {
+            errors.push(
+                Error::custom("write step options in parentheses, e.g. `#[step(wait = \"5s\")]`")
+                    .with_span(&nv.eq_token),
+            );
+            return args;
+        }
+    };
+    for option in options::read(&metas, place, errors) {
+        args.written.push(option.name.clone());
+        match option.name.as_str() {
+            "name" => args.name = option.parse(errors),
+            "wait" => args.wait = option.parse(errors),
+            "timeout" => args.timeout = option.parse(errors),
+            "skip_if" => args.skip_if = option.parse(errors),
+            "queue" => args.queue = option.parse(errors),
+            "priority" => args.priority = option.parse(errors),
+            "wait_for" => args.wait_for = wait_for(&option, errors),
+            "wait_timeout" => args.wait_timeout = option.parse(errors),
+            "on_timeout" => args.on_timeout = option.parse(errors),
+            "on_batch_failure" => args.on_batch_failure = option.parse(errors),
+            "on_exception" => args.policies.extend(policy(&option, errors)),
+            _ => {}
+        }
+    }
+    args
+}
+
+fn wait_for(option: &OptionItem<'_>, errors: &mut Accumulator) -> Option<RawWaitFor> {
+    let Some(list) = option.list() else {
+        // `wait_for = "name"`
+        return option.parse::<Text>(errors).map(|name| RawWaitFor {
+            name,
+            matches: None,
+        });
+    };
+    let metas =
+        errors.handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
+    let ((name, matches), reported) = nested(errors, |errors| {
+        let mut name = None;
+        let mut matches = None;
+        for inner in options::read(&metas, Place::WaitFor, errors) {
+            match inner.name.as_str() {
+                "name" => name = inner.parse::<Text>(errors),
+                "matches" => matches = inner.parse::<PathArg>(errors),
+                _ => {}
+            }
+        }
+        (name, matches)
+    });
+    if name.is_none() && !reported {
+        errors.push(
+            Error::custom("`wait_for(...)` needs the signal's name, e.g. `wait_for(name = \"payment.settled\")`")
+                .with_span(&list.path),
+        );
+    }
+    name.map(|name| RawWaitFor { name, matches })
+}
+
+/// `#[cfg]` on a step: attribute macros run before `cfg` is applied, and a step
+/// list that differs between builds would give runs started by one build a digest
+/// the other does not know.
+pub(super) fn conditional_step(attr: &Attribute) -> Error {
+    Error::custom(
+        "a step cannot be conditional: `#[cfg]` would give builds different step lists and \
+         digests; keep the step and decide at run time with `skip_if`",
+    )
+    .with_span(attr.path())
+}
+
+/// Whether a `#[cfg_attr(...)]` would add one of our attributes.
+fn mentions_ours(attr: &Attribute) -> bool {
+    let Meta::List(list) = &attr.meta else {
+        return false;
+    };
+    list.tokens.clone().into_iter().any(|tree| {
+        matches!(&tree, proc_macro2::TokenTree::Ident(ident)
+            if ["step", "fan_out", "on_exception", "workflow"].iter().any(|name| ident == name))
+    })
+}

@@ -1,0 +1,50 @@
+//! The client: start runs, read them back, list them.
+
+use crate::context::RunId;
+use crate::pg::store::PgStore;
+
+mod actions;
+mod checks;
+mod insights;
+mod reads;
+mod start;
+
+pub use checks::{check_actor, check_key, check_reason};
+pub use insights::{BucketCounts, OutcomeCount, StepTimings};
+
+/// Starts and reads runs. Cheap to clone; all clones share one pool.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub(crate) store: PgStore,
+}
+
+/// What a start did: the run, and whether this call created it. Every start
+/// returns one ([`Client::start`], [`Client::start_idempotent`], their `_in`
+/// and `_in_sqlx` forms, and the testkit's `TestEnv::start`), so code that
+/// starts runs reads the same with a key or without.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Started {
+    /// The run.
+    pub run_id: RunId,
+    /// `true` when this call created it (always, for a start without a key);
+    /// `false` when an earlier start with the same key did, and nothing was
+    /// started now.
+    pub created: bool,
+}
+
+impl Started {
+    /// What a start did: created `run_id` (`created`), or found it. For the
+    /// testkit's store; hidden, so a field added later breaks no caller.
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn new(run_id: RunId, created: bool) -> Self {
+        Self { run_id, created }
+    }
+}
+
+impl From<Started> for RunId {
+    fn from(started: Started) -> Self {
+        started.run_id
+    }
+}

@@ -1,0 +1,274 @@
+//! Reading runs back: one run in one snapshot, and lists of runs.
+
+use serde_json::Value;
+use tracing::instrument;
+
+use super::Client;
+use crate::context::RunId;
+use crate::engine::{RunStatus, StepOutcome, StepStatus};
+use crate::error::Error;
+use crate::pg::store::parse_stored;
+use crate::view::{
+    BatchView, EventView, Omitted, RunCounts, RunFilter, RunRead, RunSummary, RunView, SignalView,
+    StepView, ValueOf,
+};
+
+impl Client {
+    /// A run with its latest 1,000 step attempts, events, signals and
+    /// batches ([`RunRead::default`]), read in one snapshot (a read-only
+    /// repeatable-read transaction), so its parts agree with each other even
+    /// while workers move the run. [`RunView::counts`] says how many there
+    /// are in all; [`Client::run_with`] reads more or less.
+    ///
+    /// # Errors
+    /// [`Error::RunNotFound`], and database errors.
+    pub async fn run(&self, run_id: RunId) -> Result<RunView, Error> {
+        self.run_with(run_id, RunRead::default()).await
+    }
+
+    /// A run as `read` bounds it: its latest `read.last` attempts, events,
+    /// signals and batches (with the older events their timeline needs),
+    /// and values no longer than `read.value_bytes`, in one snapshot as
+    /// [`Client::run`] reads it. A run of any length costs a bounded read.
+    ///
+    /// # Errors
+    /// [`Error::RunNotFound`], and database errors.
+    #[instrument(skip_all, fields(pgbus.run_id = %run_id), err(level = "debug"))]
+    pub async fn run_with(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
+        let last = i64::try_from(read.kept()).unwrap_or(i64::MAX);
+        let pause_marks = i64::try_from(read.pause_marks()).unwrap_or(i64::MAX);
+        let value_bytes = read
+            .value_bytes
+            .map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX));
+        let mut guarded = self.store.guarded().await?;
+        let read = async {
+            let client = guarded
+                .build_transaction()
+                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await?;
+            let sql = &self.store.sql;
+            let statement = self.store.prep.in_tx(&client, &sql.get_run).await?;
+            let Some(row) = statement
+                .query_opt(&client, &[&run_id.0, &value_bytes])
+                .await?
+            else {
+                return Err(Error::RunNotFound { run_id });
+            };
+            let mut omitted = Vec::new();
+            // Whether the row's value was left out for its length.
+            let mut left_out = |row: &tokio_postgres::Row, column: &str, what: ValueOf| {
+                let bytes: Option<i64> = row.get(column);
+                let over = bytes.filter(|&b| value_bytes.is_some_and(|most| b > most));
+                if let Some(bytes) = over {
+                    omitted.push(Omitted::new(what, bytes));
+                }
+                over.is_some()
+            };
+            let _ = left_out(&row, "input_bytes", ValueOf::Input);
+            let mut view = run_view(&row)?;
+
+            let statement = self.store.prep.in_tx(&client, &sql.run_steps).await?;
+            for row in statement
+                .query(&client, &[&run_id.0, &last, &value_bytes])
+                .await?
+            {
+                let over = left_out(
+                    &row,
+                    "output_bytes",
+                    ValueOf::Output {
+                        step_id: row.get("id"),
+                    },
+                );
+                let mut step = step_view(&row)?;
+                if over {
+                    // An output there was, though not read: `Some`, as an
+                    // output that is JSON `null` reads.
+                    step.output = Some(Value::Null);
+                }
+                view.steps.push(step);
+            }
+
+            let first_step = view.steps.first().map_or(i64::MAX, |step| step.id);
+            let statement = self.store.prep.in_tx(&client, &sql.run_events).await?;
+            for row in statement
+                .query(&client, &[&run_id.0, &last, &first_step, &pause_marks])
+                .await?
+            {
+                view.events.push(event_view(&row)?);
+            }
+
+            let statement = self.store.prep.in_tx(&client, &sql.run_signals).await?;
+            for row in statement
+                .query(&client, &[&run_id.0, &last, &value_bytes])
+                .await?
+            {
+                let id = crate::SignalId(row.get("id"));
+                let _ = left_out(&row, "payload_bytes", ValueOf::Payload { signal_id: id });
+                view.signals.push(SignalView {
+                    id,
+                    name: row.get("name"),
+                    payload: json(&row, "payload")?.unwrap_or(Value::Null),
+                    created_at: row.get("created_at"),
+                    consumed_by: row.get("consumed_by"),
+                    consumed_at: row.get("consumed_at"),
+                });
+            }
+
+            let statement = self.store.prep.in_tx(&client, &sql.run_batches).await?;
+            for row in statement.query(&client, &[&run_id.0, &last]).await? {
+                view.batches.push(batch_view(&row));
+            }
+            client.commit().await?;
+            view.omitted = omitted;
+            Ok(view)
+        }
+        .await;
+        guarded.finish();
+        read
+    }
+
+    /// Runs matching `filter`, newest first.
+    ///
+    /// # Errors
+    /// Database errors.
+    #[instrument(skip_all, err(level = "debug"))]
+    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
+        let mut client = self.store.guarded().await?;
+        let statement = self
+            .store
+            .prep
+            .on(&mut client, &self.store.sql.list_runs)
+            .await?;
+        let limit = i64::from(filter.limit.unwrap_or(100).clamp(1, 1_000));
+        let rows = statement
+            .query(
+                &*client,
+                &[
+                    &filter.workflow,
+                    &filter.status.map(RunStatus::as_str),
+                    &limit,
+                    &filter.before.map(|id| id.0),
+                    &filter.created_after,
+                    &filter.created_before,
+                ],
+            )
+            .await;
+        client.finish();
+        rows?.iter().map(run_summary).collect()
+    }
+}
+
+/// A run's row as listed (`list_runs.sql`) or read (`get_run.sql`).
+fn run_summary(row: &tokio_postgres::Row) -> Result<RunSummary, Error> {
+    Ok(RunSummary {
+        id: RunId(row.get("id")),
+        workflow: row.get("workflow"),
+        status: parse_stored::<RunStatus>(&row.get::<_, String>("status"))?,
+        current_step: row.get("current_step"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+        finished_at: row.get("finished_at"),
+    })
+}
+
+/// A run's row as read by `get_run.sql`, without its lists.
+fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
+    Ok(RunView {
+        run: run_summary(row)?,
+        definition_digest: row.get("definition_digest"),
+        options_digest: row.get("options_digest"),
+        input: json(row, "input")?.unwrap_or(Value::Null),
+        idempotency_key: row.get("idempotency_key"),
+        error_class: row.get("error_class"),
+        error_message: row.get("error_message"),
+        paused_at: row.get("paused_at"),
+        cancelled_at: row.get("cancelled_at"),
+        steps: Vec::new(),
+        events: Vec::new(),
+        parent_batch_id: row.get("parent_batch_id"),
+        signals: Vec::new(),
+        batches: Vec::new(),
+        counts: RunCounts::new(
+            row.get("attempt_count"),
+            row.get("event_count"),
+            row.get("pause_count"),
+            row.get("signal_count"),
+            row.get("batch_count"),
+        ),
+        omitted: Vec::new(),
+    })
+}
+
+/// An attempt's row as read by `run_steps.sql`.
+fn step_view(row: &tokio_postgres::Row) -> Result<StepView, Error> {
+    let outcome: Option<String> = row.get("outcome");
+    let causes: Option<Value> = json(row, "error_causes")?;
+    Ok(StepView {
+        id: row.get("id"),
+        step_name: row.get("step_name"),
+        attempt: row.get("attempt"),
+        status: parse_stored::<StepStatus>(&row.get::<_, String>("status"))?,
+        outcome: outcome
+            .as_deref()
+            .map(parse_stored::<StepOutcome>)
+            .transpose()?,
+        queue: row.get("queue"),
+        priority: row.get("priority"),
+        scheduled_at: row.get("scheduled_at"),
+        started_at: row.get("started_at"),
+        finished_at: row.get("finished_at"),
+        stall_at: row.get("stall_at"),
+        worker_id: row.get("worker_id"),
+        output: json(row, "output")?,
+        error_class: row.get("error_class"),
+        error_message: row.get("error_message"),
+        error_causes: causes
+            .and_then(|c| serde_json::from_value(c).ok())
+            .unwrap_or_default(),
+        waiting_for: row.get("waiting_for"),
+        waiting_since: row.get("waiting_since"),
+        created_at: row.get("created_at"),
+    })
+}
+
+/// An event's row as read by `run_events.sql`.
+fn event_view(row: &tokio_postgres::Row) -> Result<EventView, Error> {
+    Ok(EventView {
+        id: row.get("id"),
+        step_id: row.get("step_id"),
+        step_name: row.get("step_name"),
+        attempt: row.get("attempt"),
+        event: row.get("event"),
+        actor: row.get("actor"),
+        reason: row.get("reason"),
+        details: json(row, "details")?,
+        created_at: row.get("created_at"),
+    })
+}
+
+/// A batch's row as read by `run_batches.sql`.
+fn batch_view(row: &tokio_postgres::Row) -> BatchView {
+    BatchView {
+        id: row.get("id"),
+        parent_step_id: row.get("parent_step_id"),
+        total: row.get("total"),
+        finished: row.get("succeeded"),
+        cancelled: row.get("failed"),
+        status: row.get("status"),
+        created_at: row.get("created_at"),
+        resolved_at: row.get("resolved_at"),
+    }
+}
+
+/// A JSON column, or a typed error when the driver cannot read it back (JSON nested
+/// deeper than `serde_json` reads): never a panic.
+fn json(row: &tokio_postgres::Row, column: &str) -> Result<Option<Value>, Error> {
+    row.try_get::<_, Option<Value>>(column).map_err(|e| {
+        Error::Corrupt(format!(
+            "column `{column}`: {}",
+            crate::error::display_chain(&e)
+        ))
+    })
+}

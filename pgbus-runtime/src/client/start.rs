@@ -1,0 +1,167 @@
+//! Starting runs: with or without an idempotency key, on the client's pool or
+//! inside the caller's transaction.
+
+use tracing::instrument;
+
+use super::{Client, Started, check_key};
+use crate::error::Error;
+use crate::workflow::Workflow;
+
+impl Client {
+    /// Starts a run of `W` with `input`. Its first step is due after that step's
+    /// `wait`, counted on the database clock.
+    ///
+    /// # Errors
+    /// [`Error::Json`] when the input does not serialize, [`Error::NoSteps`], and
+    /// database errors.
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    pub async fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
+        let input = serde_json::to_value(input)?;
+        self.store.limits.check_input(&input)?;
+        let (run_id, created) = self.store.start_run(W::DEFINITION, &input, None).await?;
+        Ok(Started { run_id, created })
+    }
+
+    /// Starts a run of `W` unless one was already started with `key` (keys are per
+    /// workflow): then returns that run and starts nothing. Two concurrent calls
+    /// with one key start one run. (Idempotency keys as in Stripe's API.)
+    ///
+    /// # Errors
+    /// [`Error::BlankIdempotencyKey`] for an empty or blank key,
+    /// [`Error::InvalidIdempotencyKey`] for one over 255 characters or with control
+    /// characters, and the errors of [`Client::start`].
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    pub async fn start_idempotent<W: Workflow>(
+        &self,
+        input: &W::Input,
+        key: &str,
+    ) -> Result<Started, Error> {
+        check_key(key)?;
+        let input = serde_json::to_value(input)?;
+        self.store.limits.check_input(&input)?;
+        let (run_id, created) = self
+            .store
+            .start_run(W::DEFINITION, &input, Some(key))
+            .await?;
+        Ok(Started { run_id, created })
+    }
+
+    /// Starts a run of `W` with `input` inside the caller's transaction `tx`
+    /// (any tokio-postgres client or transaction on this database; for one of
+    /// [`Database::pool`](crate::Database::pool), pass `&*tx`), so the run
+    /// commits or rolls back with the caller's own rows: it exists exactly
+    /// when `tx` commits, and nothing of it (run, step, event) when `tx` rolls
+    /// back. The workers' wake-up is a `pg_notify` in `tx`, which Postgres
+    /// delivers only at commit, so no worker looks for the run before it is
+    /// visible. As River's `InsertTx` and Oban's `insert` inside
+    /// `Repo.transaction`.
+    ///
+    /// The statement is sent unnamed (one round trip, nothing left prepared
+    /// on the caller's connection, safe behind a transaction-mode pooler). The
+    /// first step's due time counts from `clock_timestamp()`, not from the
+    /// start of a long transaction. Given a plain client
+    /// rather than a transaction, the start commits on its own, as
+    /// [`Client::start`] does.
+    ///
+    /// # Errors
+    /// As [`Client::start`]. A statement that fails aborts the caller's
+    /// transaction, as any failed statement does.
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    pub async fn start_in<W: Workflow>(
+        &self,
+        tx: &(impl tokio_postgres::GenericClient + Sync),
+        input: &W::Input,
+    ) -> Result<Started, Error> {
+        let input = serde_json::to_value(input)?;
+        self.store.limits.check_input(&input)?;
+        let (run_id, created) = self
+            .store
+            .start_run_on(tx, W::DEFINITION, &input, None)
+            .await?;
+        Ok(Started { run_id, created })
+    }
+
+    /// [`Client::start_idempotent`] inside the caller's transaction `tx`, as
+    /// [`Client::start_in`]. Behaves as outside a transaction: a run that a
+    /// committed start holds `key` for is returned with `created: false`; a
+    /// transaction that holds the key and is still open makes this start wait
+    /// for it: if it rolls back, this start creates the run, if it commits,
+    /// this one returns its run. If `tx` rolls back, a run it created is gone
+    /// and the key free again.
+    ///
+    /// At `REPEATABLE READ` or `SERIALIZABLE`, a run with `key` committed
+    /// after `tx`'s snapshot was taken cannot be returned (the transaction
+    /// cannot see it): the start fails with [`Error::StartConflict`] and `tx`
+    /// must be retried, as for any serialization failure.
+    ///
+    /// # Errors
+    /// [`Error::StartConflict`] as above, and the errors of
+    /// [`Client::start_idempotent`].
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    pub async fn start_idempotent_in<W: Workflow>(
+        &self,
+        tx: &(impl tokio_postgres::GenericClient + Sync),
+        input: &W::Input,
+        key: &str,
+    ) -> Result<Started, Error> {
+        check_key(key)?;
+        let input = serde_json::to_value(input)?;
+        self.store.limits.check_input(&input)?;
+        let (run_id, created) = self
+            .store
+            .start_run_on(tx, W::DEFINITION, &input, Some(key))
+            .await?;
+        Ok(Started { run_id, created })
+    }
+
+    /// [`Client::start_in`] on a caller's sqlx connection, with the `sqlx`
+    /// feature: pass `&mut *tx` for a `sqlx::Transaction<'_, Postgres>` (it
+    /// dereferences to a `PgConnection`). The run exists exactly when the
+    /// caller's transaction commits; the wake-up arrives at commit. Sent
+    /// unnamed (`persistent(false)`): nothing is left in the connection's
+    /// statement cache or on the server. The same SQL and the same decisions
+    /// as every other start.
+    ///
+    /// # Errors
+    /// As [`Client::start`]; [`Error::Sqlx`] for what the connection reports.
+    #[cfg(feature = "sqlx")]
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    pub async fn start_in_sqlx<W: Workflow>(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        input: &W::Input,
+    ) -> Result<Started, Error> {
+        let input = serde_json::to_value(input)?;
+        self.store.limits.check_input(&input)?;
+        let (run_id, created) = self
+            .store
+            .start_run_sqlx(conn, W::DEFINITION, &input, None)
+            .await?;
+        Ok(Started { run_id, created })
+    }
+
+    /// [`Client::start_idempotent_in`] on a caller's sqlx connection (see
+    /// [`Client::start_in_sqlx`]): the same key semantics, the same
+    /// [`Error::StartConflict`] at `REPEATABLE READ`.
+    ///
+    /// # Errors
+    /// As [`Client::start_idempotent_in`]; [`Error::Sqlx`] for what the
+    /// connection reports.
+    #[cfg(feature = "sqlx")]
+    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    pub async fn start_idempotent_in_sqlx<W: Workflow>(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        input: &W::Input,
+        key: &str,
+    ) -> Result<Started, Error> {
+        check_key(key)?;
+        let input = serde_json::to_value(input)?;
+        self.store.limits.check_input(&input)?;
+        let (run_id, created) = self
+            .store
+            .start_run_sqlx(conn, W::DEFINITION, &input, Some(key))
+            .await?;
+        Ok(Started { run_id, created })
+    }
+}

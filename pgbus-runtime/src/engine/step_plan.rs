@@ -1,0 +1,115 @@
+//! A definition's live steps as a run records them at start, and where each
+//! step's first attempt goes.
+
+use super::NewStep;
+use crate::definition::{Entry, EntryKind, WorkflowDefinition};
+
+/// The live step names of a definition, in order: what a run records at start.
+#[must_use]
+pub fn live_step_names(definition: &WorkflowDefinition) -> Vec<String> {
+    definition
+        .entries
+        .iter()
+        .filter(|entry| entry.kind != EntryKind::Removed)
+        .map(|entry| entry.name.to_owned())
+        .collect()
+}
+
+/// One live step of the definition a run started with, as the run records it
+/// (`runs.step_plan`): enough to schedule the step without the definition, which
+/// an operator's resume or skip does not have.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlannedStep {
+    /// The durable step name.
+    pub name: String,
+    /// Its queue.
+    pub queue: String,
+    /// Its priority; lower runs first.
+    pub priority: i16,
+    /// Its own timeout, in milliseconds, if any.
+    pub timeout_ms: Option<i64>,
+    /// Its `wait` before the first attempt, in milliseconds.
+    pub wait_ms: u64,
+    /// The signal it waits for (`wait_for`), if any: the claim hands the run's
+    /// signals of that name to the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_for: Option<String>,
+}
+
+impl PlannedStep {
+    /// The first attempt of this step.
+    #[must_use]
+    pub fn first_attempt(&self) -> NewStep {
+        NewStep {
+            step_name: self.name.clone(),
+            attempt: 1,
+            reattempts: 0,
+            queue: self.queue.clone(),
+            priority: self.priority,
+            timeout_ms: self.timeout_ms,
+            delay_ms: self.wait_ms,
+        }
+    }
+}
+
+/// The step plan a run of `definition` records at start: its live steps, in order.
+#[must_use]
+pub fn step_plan(definition: &WorkflowDefinition) -> Vec<PlannedStep> {
+    definition
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, entry)| entry.kind != EntryKind::Removed)
+        .map(|(index, entry)| {
+            let first = first_attempt(definition, index, entry);
+            PlannedStep {
+                name: first.step_name,
+                queue: first.queue,
+                priority: first.priority,
+                timeout_ms: first.timeout_ms,
+                wait_ms: first.delay_ms,
+                wait_for: entry
+                    .options
+                    .wait_for
+                    .as_ref()
+                    .map(|wait| wait.signal.to_owned()),
+            }
+        })
+        .collect()
+}
+
+/// The first attempt of entry `index`: its queue, priority, timeout and wait.
+#[must_use]
+pub fn first_attempt(definition: &WorkflowDefinition, index: usize, entry: &Entry) -> NewStep {
+    let (queue, priority, timeout_ms) = step_placement(definition, Some(index));
+    NewStep {
+        step_name: entry.name.to_owned(),
+        attempt: 1,
+        reattempts: 0,
+        queue,
+        priority,
+        timeout_ms,
+        delay_ms: entry.options.wait_ms,
+    }
+}
+
+/// Queue, priority and timeout of an entry, the workflow's where it names none.
+pub(super) fn step_placement(
+    definition: &WorkflowDefinition,
+    index: Option<usize>,
+) -> (String, i16, Option<i64>) {
+    let options = index
+        .and_then(|i| definition.entries.get(i))
+        .map(|entry| &entry.options);
+    let queue = options
+        .and_then(|o| o.queue)
+        .unwrap_or(definition.queue)
+        .to_owned();
+    let priority = options
+        .and_then(|o| o.priority)
+        .unwrap_or(definition.priority);
+    let timeout_ms = options
+        .and_then(|o| o.timeout_ms)
+        .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
+    (queue, priority, timeout_ms)
+}
