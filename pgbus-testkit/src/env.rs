@@ -244,9 +244,7 @@ impl TestEnv {
         actor: &str,
         reason: &str,
     ) -> Result<RunStatus, Error> {
-        pgbus_runtime::client::check_actor(actor)?;
-        pgbus_runtime::client::check_reason(reason)?;
-        let reason = pgbus_runtime::error::cap_message(reason);
+        let reason = pgbus_runtime::client::checked_reason(actor, reason)?;
         self.store().rows().act(run_id, action, actor, &reason)
     }
 

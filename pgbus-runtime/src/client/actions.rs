@@ -2,7 +2,7 @@
 
 use tracing::instrument;
 
-use super::{Client, check_actor, check_reason};
+use super::Client;
 use crate::context::{RunId, SignalId};
 use crate::engine::{Action, RunStatus};
 use crate::error::Error;
@@ -17,7 +17,7 @@ impl Client {
     /// # Errors
     /// [`Error::IllegalMove`] when the run is already paused or has ended,
     /// [`Error::RunNotFound`], [`Error::InvalidActor`], [`Error::InvalidReason`]
-    /// (see [`check_reason`]), and database errors.
+    /// (see [`check_reason`](super::check_reason)), and database errors.
     #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
     pub async fn pause(
         &self,
@@ -85,9 +85,7 @@ impl Client {
         actor: &str,
         reason: &str,
     ) -> Result<RunStatus, Error> {
-        check_actor(actor)?;
-        check_reason(reason)?;
-        let reason = crate::error::cap_message(reason);
+        let reason = super::checked_reason(actor, reason)?;
         self.store.act(run_id, action, actor, &reason).await
     }
 

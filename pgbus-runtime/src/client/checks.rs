@@ -55,3 +55,15 @@ pub fn check_key(key: &str) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// The checks of an operator action: [`check_actor`] and [`check_reason`],
+/// then the reason as stored (capped as every stored message is). What every
+/// store's `act` runs first.
+///
+/// # Errors
+/// [`Error::InvalidActor`], [`Error::InvalidReason`].
+pub fn checked_reason(actor: &str, reason: &str) -> Result<String, Error> {
+    check_actor(actor)?;
+    check_reason(reason)?;
+    Ok(crate::error::cap_message(reason))
+}

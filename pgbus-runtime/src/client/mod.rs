@@ -9,7 +9,7 @@ mod insights;
 mod reads;
 mod start;
 
-pub use checks::{check_actor, check_key, check_reason};
+pub use checks::{check_actor, check_key, check_reason, checked_reason};
 pub use insights::{BucketCounts, OutcomeCount, StepTimings};
 
 /// Starts and reads runs. Cheap to clone; all clones share one pool.

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
-use pgbus_runtime::client::{check_actor, check_key, check_reason};
+use pgbus_runtime::client::{check_key, checked_reason};
 use pgbus_runtime::engine::{Action, AttemptResult, RunStatus};
 use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, Stalled, Store};
 use pgbus_runtime::{
@@ -136,9 +136,7 @@ impl Store for MemoryStore {
         actor: &str,
         reason: &str,
     ) -> Result<RunStatus, Error> {
-        check_actor(actor)?;
-        check_reason(reason)?;
-        let reason = pgbus_runtime::error::cap_message(reason);
+        let reason = checked_reason(actor, reason)?;
         self.rows().act(run_id, action, actor, &reason)
     }
 

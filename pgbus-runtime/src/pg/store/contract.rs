@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::PgStore;
-use crate::client::{Client, check_actor, check_reason};
+use crate::client::{Client, checked_reason};
 use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{Action, AttemptResult, RunStatus};
@@ -102,9 +102,7 @@ impl Store for PgStore {
         actor: &str,
         reason: &str,
     ) -> Result<RunStatus, Error> {
-        check_actor(actor)?;
-        check_reason(reason)?;
-        let reason = crate::error::cap_message(reason);
+        let reason = checked_reason(actor, reason)?;
         Self::act(self, run_id, action, actor, &reason).await
     }
 
