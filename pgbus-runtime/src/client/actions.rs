@@ -18,7 +18,7 @@ impl Client {
     /// [`Error::IllegalMove`] when the run is already paused or has ended,
     /// [`Error::RunNotFound`], [`Error::InvalidActor`], [`Error::InvalidReason`]
     /// (see [`check_reason`](super::check_reason)), and database errors.
-    #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
     pub async fn pause(
         &self,
         run_id: RunId,
@@ -36,7 +36,7 @@ impl Client {
     /// # Errors
     /// [`Error::IllegalMove`] when the run is not paused, and the errors of
     /// [`Client::pause`].
-    #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
     pub async fn resume(
         &self,
         run_id: RunId,
@@ -54,7 +54,7 @@ impl Client {
     /// # Errors
     /// [`Error::IllegalMove`] when the run has ended, and the errors of
     /// [`Client::pause`].
-    #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
     pub async fn cancel(
         &self,
         run_id: RunId,
@@ -73,7 +73,7 @@ impl Client {
     /// [`Error::IllegalMove`] when the run is not paused, its step is still
     /// running, or nothing is pending (the step completed and paused the run with
     /// `Flow::Pause`: resume instead), and the errors of [`Client::pause`].
-    #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.run_id = %run_id, pgbus.actor = actor), err(level = "debug"))]
     pub async fn skip(&self, run_id: RunId, actor: &str, reason: &str) -> Result<RunStatus, Error> {
         self.act(run_id, Action::Skip, actor, reason).await
     }
@@ -100,7 +100,7 @@ impl Client {
     /// [`Error::RunNotFound`] for a missing one (nothing is stored);
     /// [`Error::InvalidSignal`] for a bad name or a payload with a NUL character;
     /// [`Error::Json`] when the payload does not serialize; database errors.
-    #[instrument(skip_all, fields(pgbus.run_id = %run_id, pgbus.signal = name), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.run_id = %run_id, pgbus.signal = name), err(level = "debug"))]
     pub async fn signal<T: serde::Serialize + ?Sized>(
         &self,
         run_id: RunId,

@@ -17,7 +17,7 @@ impl Client {
     ///
     /// # Errors
     /// Database errors.
-    #[instrument(skip_all, err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, err(level = "debug"))]
     pub async fn run_counts(&self, range: &Range) -> Result<Vec<BucketCounts>, Error> {
         let mut client = self.store.guarded().await?;
         let statement = self
@@ -67,7 +67,7 @@ impl Client {
     ///
     /// # Errors
     /// Database errors; [`Error::Corrupt`] for an unknown stored outcome.
-    #[instrument(skip_all, err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, err(level = "debug"))]
     pub async fn step_outcomes(&self, range: &Range) -> Result<Vec<OutcomeCount>, Error> {
         let mut client = self.store.guarded().await?;
         let statement = self
@@ -97,7 +97,7 @@ impl Client {
     ///
     /// # Errors
     /// Database errors.
-    #[instrument(skip_all, err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, err(level = "debug"))]
     pub async fn slowest_steps(
         &self,
         range: &Range,

@@ -33,7 +33,7 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::RunNotFound`], and database errors.
-    #[instrument(skip_all, fields(pgbus.run_id = %run_id), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.run_id = %run_id), err(level = "debug"))]
     pub async fn run_with(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
         let last = i64::try_from(read.kept()).unwrap_or(i64::MAX);
         let pause_marks = i64::try_from(read.pause_marks()).unwrap_or(i64::MAX);
@@ -133,7 +133,7 @@ impl Client {
     ///
     /// # Errors
     /// Database errors.
-    #[instrument(skip_all, err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, err(level = "debug"))]
     pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
         let mut client = self.store.guarded().await?;
         let statement = self

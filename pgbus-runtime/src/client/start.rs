@@ -14,7 +14,7 @@ impl Client {
     /// # Errors
     /// [`Error::Json`] when the input does not serialize, [`Error::NoSteps`], and
     /// database errors.
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
         let input = serde_json::to_value(input)?;
         self.store.limits.check_input(&input)?;
@@ -30,7 +30,7 @@ impl Client {
     /// [`Error::BlankIdempotencyKey`] for an empty or blank key,
     /// [`Error::InvalidIdempotencyKey`] for one over 255 characters or with control
     /// characters, and the errors of [`Client::start`].
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_idempotent<W: Workflow>(
         &self,
         input: &W::Input,
@@ -66,7 +66,7 @@ impl Client {
     /// # Errors
     /// As [`Client::start`]. A statement that fails aborts the caller's
     /// transaction, as any failed statement does.
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_in<W: Workflow>(
         &self,
         tx: &(impl tokio_postgres::GenericClient + Sync),
@@ -97,7 +97,7 @@ impl Client {
     /// # Errors
     /// [`Error::StartConflict`] as above, and the errors of
     /// [`Client::start_idempotent`].
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_idempotent_in<W: Workflow>(
         &self,
         tx: &(impl tokio_postgres::GenericClient + Sync),
@@ -125,7 +125,7 @@ impl Client {
     /// # Errors
     /// As [`Client::start`]; [`Error::Sqlx`] for what the connection reports.
     #[cfg(feature = "sqlx")]
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_in_sqlx<W: Workflow>(
         &self,
         conn: &mut sqlx::PgConnection,
@@ -148,7 +148,7 @@ impl Client {
     /// As [`Client::start_idempotent_in`]; [`Error::Sqlx`] for what the
     /// connection reports.
     #[cfg(feature = "sqlx")]
-    #[instrument(skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_idempotent_in_sqlx<W: Workflow>(
         &self,
         conn: &mut sqlx::PgConnection,
