@@ -19,6 +19,11 @@ use crate::executor::{AttemptInput, ErasedWorkflow};
 use crate::worker::Failures;
 use crate::workflow::Workflow;
 
+/// The log target of what the step loop and the sweep record: the worker's,
+/// as before they moved here, so `RUST_LOG=pgbus_runtime::worker=debug` and
+/// log readers that count by target keep working.
+const WORKER_TARGET: &str = "pgbus_runtime::worker";
+
 /// What a runner tells its owner about each attempt, and asks of it.
 pub trait Observe: Send + Sync {
     /// Kept for as long as an attempt runs (the worker's entry on its running
@@ -214,7 +219,7 @@ impl<S: Store> Runner<S> {
         let Some(workflow) = self.registry.get(claim.workflow.as_str()) else {
             // Claims filter on registered workflows, so this cannot happen;
             // leave the row to the sweep rather than guess.
-            error!(pgbus.workflow = %claim.workflow, "claimed a step of an unregistered workflow");
+            error!(target: WORKER_TARGET, { pgbus.workflow = %claim.workflow }, "claimed a step of an unregistered workflow");
             return 0;
         };
         let (mut claim, mut tracked) = (claim, tracked);
@@ -246,20 +251,14 @@ impl<S: Store> Runner<S> {
         observer: &O,
         eager: Option<&AtomicBool>,
     ) -> Option<Box<Claim>> {
-        let span = info_span!(
-            "pgbus.step",
-            pgbus.workflow = %claim.workflow,
-            pgbus.run_id = %claim.run_id,
-            pgbus.step = %claim.step_name,
-            pgbus.attempt = claim.attempt,
-        );
+        let span = info_span!(target: WORKER_TARGET, "pgbus.step", pgbus.workflow = %claim.workflow, pgbus.run_id = %claim.run_id, pgbus.step = %claim.step_name, pgbus.attempt = claim.attempt);
         async {
             let pickup = (claim.claimed_at - claim.scheduled_at)
                 .to_std()
                 .unwrap_or_default();
             metrics::histogram!(crate::metric::STEP_PICKUP_LATENCY, "workflow" => claim.workflow.clone())
                 .record(pickup.as_secs_f64());
-            debug!("step started");
+            debug!(target: WORKER_TARGET, "step started");
             let began = Instant::now();
             let fault: crate::executor::Fault = match &self.faults {
                 Some(hook) => {
@@ -333,12 +332,9 @@ impl<S: Store> Runner<S> {
                 // included): the outcome itself was never judged, so it waits.
                 Err(error) if error.is_transient() || error.is_connection_failure() => {
                     if failures.record() {
-                        warn!(
-                            error = %display_chain(&error),
-                            "could not record the step's outcome yet; retrying until the database answers"
-                        );
+                        warn!(target: WORKER_TARGET, { error = %display_chain(&error) }, "could not record the step's outcome yet; retrying until the database answers");
                     } else {
-                        debug!(error = %display_chain(&error), pgbus.failures = failures.count, "still cannot record the step's outcome");
+                        debug!(target: WORKER_TARGET, { error = %display_chain(&error), pgbus.failures = failures.count }, "still cannot record the step's outcome");
                     }
                     tokio::time::sleep(failures.pause()).await;
                 }
@@ -347,24 +343,18 @@ impl<S: Store> Runner<S> {
                     // the store refuses): record the attempt as failed with
                     // that reason and no output, so the run pauses instead of
                     // hanging.
-                    warn!(error = %display_chain(&error), "the step's outcome could not be stored; pausing the run");
+                    warn!(target: WORKER_TARGET, { error = %display_chain(&error) }, "the step's outcome could not be stored; pausing the run");
                     result = Cow::Owned(unstorable_result(display_chain(&error)));
                     replaced = true;
                 }
                 Err(error) => {
-                    error!(
-                        error = %display_chain(&error),
-                        "could not record the step's outcome; the sweep will find the attempt"
-                    );
+                    error!(target: WORKER_TARGET, { error = %display_chain(&error) }, "could not record the step's outcome; the sweep will find the attempt");
                     break None;
                 }
             }
         };
         if failures.count > 0 && ended.is_some() {
-            info!(
-                pgbus.failures = failures.count,
-                "the database answers again; the step's outcome is settled"
-            );
+            info!(target: WORKER_TARGET, { pgbus.failures = failures.count }, "the database answers again; the step's outcome is settled");
         }
         log_ended(claim, ended.as_ref(), ran, failures.count);
         observer.attempted(&Attempted {
@@ -387,11 +377,11 @@ fn log_ended(claim: &Claim, ended: Option<&Ended>, ran: Duration, store_failures
     let elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX);
     match ended {
         None => {}
-        Some(Ended::Late) if store_failures > 0 => warn!(
-            "late completion ignored: the attempt was stalled, cancelled or claimed again while the database was away, or a try whose reply was lost with the connection had recorded it"
-        ),
+        Some(Ended::Late) if store_failures > 0 => {
+            warn!(target: WORKER_TARGET, "late completion ignored: the attempt was stalled, cancelled or claimed again while the database was away, or a try whose reply was lost with the connection had recorded it");
+        }
         Some(Ended::Late) => {
-            warn!("late completion ignored: the attempt was stalled, cancelled or claimed again");
+            warn!(target: WORKER_TARGET, "late completion ignored: the attempt was stalled, cancelled or claimed again");
         }
         Some(Ended::Parked(_)) => {
             metrics::histogram!(
@@ -406,7 +396,7 @@ fn log_ended(claim: &Claim, ended: Option<&Ended>, ran: Duration, store_failures
                 "step" => claim.step_name.clone()
             )
             .increment(1);
-            debug!(pgbus.elapsed_ms = elapsed_ms, "step waiting");
+            debug!(target: WORKER_TARGET, { pgbus.elapsed_ms = elapsed_ms }, "step waiting");
         }
         Some(Ended::Applied(plan) | Ended::Continued(plan, _)) => applied(claim, plan, ran),
     }
@@ -427,10 +417,5 @@ fn applied(claim: &Claim, plan: &Plan, ran: Duration) {
         "outcome" => plan.step_outcome.as_str()
     )
     .increment(1);
-    debug!(
-        pgbus.outcome = plan.step_outcome.as_str(),
-        pgbus.run_status = plan.run_status.as_str(),
-        pgbus.elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX),
-        "step ended"
-    );
+    debug!(target: WORKER_TARGET, { pgbus.outcome = plan.step_outcome.as_str(), pgbus.run_status = plan.run_status.as_str(), pgbus.elapsed_ms = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX) }, "step ended");
 }

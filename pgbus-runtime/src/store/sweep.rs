@@ -8,6 +8,11 @@ use crate::engine::{AttemptResult, Plan, StallAction, StepOutcome, stalled_resul
 use crate::error::Error;
 use crate::worker::SweepReport;
 
+/// The log target of what the step loop and the sweep record: the worker's,
+/// as before they moved here, so `RUST_LOG=pgbus_runtime::worker=debug` and
+/// log readers that count by target keep working.
+const WORKER_TARGET: &str = "pgbus_runtime::worker";
+
 /// How one sweep repairs and how much it does.
 #[derive(Debug, Clone, Copy)]
 pub struct SweepSettings {
@@ -78,14 +83,7 @@ pub async fn sweep<S: Store>(
                 metrics::counter!(crate::metric::SWEEP_REPAIRS, "repair" => "stalled_attempt")
                     .increment(1);
                 // The sweep runs outside any attempt's span: say which.
-                let _span = info_span!(
-                    "pgbus.sweep",
-                    pgbus.workflow = %claim.workflow,
-                    pgbus.run_id = %claim.run_id,
-                    pgbus.step = %claim.step_name,
-                    pgbus.attempt = claim.attempt,
-                    pgbus.stalled_worker = %stalled.worker_id,
-                )
+                let _span = info_span!(target: WORKER_TARGET, "pgbus.sweep", pgbus.workflow = %claim.workflow, pgbus.run_id = %claim.run_id, pgbus.step = %claim.step_name, pgbus.attempt = claim.attempt, pgbus.stalled_worker = %stalled.worker_id)
                 .entered();
                 repaired(&Repaired {
                     stalled: &stalled,
