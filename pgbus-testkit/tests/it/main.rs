@@ -4,6 +4,7 @@
 // Test support code outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+mod database;
 mod differential;
 mod env;
 mod gates;
