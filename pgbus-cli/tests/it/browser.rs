@@ -3,9 +3,6 @@
 //! pieces of a run seeded on a pinned clock, a button pauses and another
 //! resumes a run, and a screenshot is taken.
 
-// Test support code outside #[test] functions may fail loudly too.
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -15,8 +12,7 @@ use futures_util::StreamExt;
 use pgbus_runtime::prelude::*;
 use pgbus_runtime::{Clock, Database, ManualClock, RunId, RunStatus};
 
-mod common;
-use common::{Dashboard, TestSchema, database_url};
+use crate::common::{Dashboard, TestSchema};
 
 /// Two steps; each moves the pinned clock as if it ran that long, the
 /// second one due two seconds after the first ends.
@@ -96,7 +92,7 @@ mod tempdir {
 async fn seed(t: &TestSchema) -> RunId {
     let clock = ManualClock::new(chrono::Utc::now() - chrono::TimeDelta::hours(1));
     let pinned = Database::connect_with(
-        &database_url(),
+        t.database.url(),
         t.db.schema().clone(),
         Clock::Manual(clock.clone()),
     )
