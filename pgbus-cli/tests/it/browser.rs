@@ -88,9 +88,11 @@ mod tempdir {
 }
 
 /// Runs the seeded workflow to its end on a pinned clock: reserve queued 1 s
-/// and ran 2 s; charge waited 2 s, queued 1 s and ran 1 s.
+/// and ran 2 s; charge waited 2 s, queued 1 s and ran 1 s. Half an hour ago,
+/// so the run is in the past yet well inside the insights page's last hour
+/// however long the test takes to get there.
 async fn seed(t: &TestSchema) -> RunId {
-    let clock = ManualClock::new(chrono::Utc::now() - chrono::TimeDelta::hours(1));
+    let clock = ManualClock::new(chrono::Utc::now() - chrono::TimeDelta::minutes(30));
     let pinned = Database::connect_with(
         t.database.url(),
         t.db.schema().clone(),
