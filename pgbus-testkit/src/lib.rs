@@ -12,4 +12,6 @@ pub mod pgbouncer;
 pub use env::{MAX_ATTEMPTS_PER_CALL, StepRecord, TestEnv, default_start};
 pub use harness::{StepHarness, StepRun};
 pub use memory::{MemoryStore, TESTKIT_WORKER};
-pub use pg::{TestDatabase, test_database_url};
+pub use pg::{
+    TestDatabase, TestDatabaseBuilder, connect_raw, default_user, raw_config, test_database_url,
+};

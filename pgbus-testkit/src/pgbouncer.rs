@@ -72,13 +72,13 @@ impl PgBouncer {
         // From here on the directory is removed even if starting fails.
         let mut guard = DirGuard(Some(dir.clone()));
         let port = free_port()?;
-        let mut users = vec!["postgres".to_owned()];
-        for var in ["PGUSER", "USER", "LOGNAME"] {
-            if let Ok(user) = std::env::var(var) {
-                users.push(user);
-            }
-        }
-        users.push("root".to_owned());
+        // Trust authentication still wants each user listed: the tests' own
+        // (the test URL's, else the testkit's one rule), and the usual
+        // superusers.
+        let mut users = vec!["postgres".to_owned(), "root".to_owned()];
+        let config = crate::pg::raw_config(&crate::pg::test_database_url());
+        users.extend(config.ok().and_then(|c| c.get_user().map(str::to_owned)));
+        users.sort();
         users.dedup();
         let userlist: Vec<String> = users
             .iter()

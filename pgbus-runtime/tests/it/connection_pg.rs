@@ -383,20 +383,17 @@ impl Proxy {
     /// A connection string through the proxy, with the test server's user and
     /// database.
     fn url(&self, application_name: &str) -> String {
-        let config: tokio_postgres::Config = database_url().parse().expect("a test URL");
-        let user = config.get_user().map_or_else(
-            || {
-                std::env::var("PGUSER")
-                    .or_else(|_| std::env::var("USER"))
-                    .unwrap_or_else(|_| "postgres".to_owned())
-            },
-            str::to_owned,
-        );
+        // The user the pool would log in as, named: the string is the URL's
+        // settings moved onto the proxy's port.
+        let config = pgbus_testkit::raw_config(&database_url()).expect("a test URL");
         let dbname = config.get_dbname().unwrap_or("postgres");
         let mut url = format!(
-            "host=127.0.0.1 port={} user={user} dbname={dbname} application_name={application_name}",
+            "host=127.0.0.1 port={} dbname={dbname} application_name={application_name}",
             self.port
         );
+        if let Some(user) = config.get_user() {
+            let _ = write!(url, " user={user}");
+        }
         if let Some(password) = config.get_password() {
             let _ = write!(url, " password={}", String::from_utf8_lossy(password));
         }

@@ -1,19 +1,20 @@
 //! The Postgres harness: every test gets a schema of its own, `t_<uuid>`, in the
 //! database `PGBUS_TEST_DATABASE_URL` names (default the local `test`), dropped
-//! afterwards even when the test panics. Time is pinned with a [`ManualClock`]
-//! unless a test asks for the database clock.
+//! afterwards even when the test panics: the testkit's `TestDatabase`, a copy of
+//! a template migrated once. Time is pinned with a [`ManualClock`] unless a test
+//! asks for the database clock.
 
 use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone as _, Utc};
-use pgbus_runtime::{Client, Clock, Database, ManualClock, RunId, RunView, Schema};
+use pgbus_runtime::{Client, Clock, Database, ManualClock, RunId, RunView};
+use pgbus_testkit::TestDatabase;
 use tokio_postgres::types::ToSql;
 
 /// Where the tests connect.
 pub(crate) fn database_url() -> String {
-    std::env::var("PGBUS_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://127.0.0.1:5432/test".to_owned())
+    pgbus_testkit::test_database_url()
 }
 
 /// The time every pinned clock starts at.
@@ -34,77 +35,59 @@ pub(crate) struct TestDb {
     pub(crate) db: Database,
     /// The pinned clock (unused by tests on the database clock).
     pub(crate) clock: ManualClock,
-    // Declared last: dropped after `db`, so the pool is gone before the schema.
-    guard: SchemaGuard,
+    // Declared last: dropped after `db`; it drops the schema.
+    database: TestDatabase,
 }
 
 impl TestDb {
     /// A migrated schema on a clock pinned at [`t0`].
     pub(crate) async fn new() -> Self {
-        let test = Self::unmigrated_with(None).await;
-        test.db.migrate().await.expect("migrate a fresh schema");
-        test
+        Self::with(TestDatabase::builder(), None).await
     }
 
     /// A migrated schema on the database clock.
     pub(crate) async fn on_database_clock() -> Self {
-        let test = Self::unmigrated_with(Some(Clock::Database)).await;
-        test.db.migrate().await.expect("migrate a fresh schema");
-        test
+        Self::with(TestDatabase::builder(), Some(Clock::Database)).await
     }
 
     /// A schema name and a connection, nothing created yet.
     pub(crate) async fn unmigrated() -> Self {
-        Self::unmigrated_with(None).await
+        Self::with(TestDatabase::builder().unmigrated(), None).await
     }
 
     /// A migrated schema named `t_<uuid>` padded with `x` to `len` bytes, on
     /// a pinned clock.
     pub(crate) async fn with_name_of_len(len: usize) -> Self {
-        let mut name = format!("t_{}", uuid::Uuid::new_v4().simple());
-        while name.len() < len {
-            name.push('x');
-        }
-        let test = Self::named(name, None).await;
-        test.db.migrate().await.expect("migrate a fresh schema");
-        test
+        Self::with(TestDatabase::builder().name_len(len), None).await
     }
 
-    async fn unmigrated_with(clock: Option<Clock>) -> Self {
-        Self::named(format!("t_{}", uuid::Uuid::new_v4().simple()), clock).await
-    }
-
-    async fn named(name: String, clock: Option<Clock>) -> Self {
-        // The guard exists before anything can fail, so nothing is left behind.
-        let guard = SchemaGuard(name.clone());
+    async fn with(builder: pgbus_testkit::TestDatabaseBuilder, clock: Option<Clock>) -> Self {
         let manual = ManualClock::new(t0());
         let clock = clock.unwrap_or_else(|| Clock::Manual(manual.clone()));
-        let schema = Schema::new(&name).expect("a valid schema name");
-        let db = Database::connect_with(&database_url(), schema, clock)
+        let database = builder
+            .clock(clock)
+            .build()
             .await
-            .expect("connect to the test database");
+            .expect("a schema on the test database");
         Self {
-            db,
+            db: database.db().clone(),
             clock: manual,
-            guard,
+            database,
         }
     }
 
     /// Another connection (its own pool) to the same schema and clock: what a
     /// second process would have.
     pub(crate) async fn second_connection(&self) -> Database {
-        Database::connect_with(
-            &database_url(),
-            self.db.schema().clone(),
-            self.db.clock().clone(),
-        )
-        .await
-        .expect("connect to the test database")
+        self.database
+            .connect_again()
+            .await
+            .expect("connect to the test database")
     }
 
     /// The schema's name.
     pub(crate) fn schema(&self) -> &str {
-        &self.guard.0
+        self.database.schema().as_str()
     }
 
     /// A client.
@@ -114,7 +97,7 @@ impl TestDb {
 
     /// `sql` with `{schema}` replaced by the quoted schema name.
     pub(crate) fn sql(&self, sql: &str) -> String {
-        sql.replace("{schema}", &format!("\"{}\"", self.schema()))
+        self.database.sql(sql)
     }
 
     /// Runs a statement on this schema; returns the rows it changed.
@@ -162,54 +145,6 @@ impl TestDb {
     /// A run, read back through the client.
     pub(crate) async fn run(&self, run_id: RunId) -> RunView {
         self.client().run(run_id).await.expect("the run exists")
-    }
-}
-
-/// Drops its schema, with everything in it, when dropped.
-struct SchemaGuard(String);
-
-impl Drop for SchemaGuard {
-    fn drop(&mut self) {
-        let schema = self.0.clone();
-        // Drop may run inside a runtime, or while a panic unwinds: use a thread
-        // with a runtime and a connection of its own.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            runtime.block_on(async move {
-                let mut config: tokio_postgres::Config =
-                    database_url().parse().map_err(|e| format!("{e}"))?;
-                if config.get_user().is_none() {
-                    let user = std::env::var("PGUSER")
-                        .or_else(|_| std::env::var("USER"))
-                        .unwrap_or_else(|_| "postgres".to_owned());
-                    config.user(user);
-                }
-                let (client, connection) = config
-                    .connect(tokio_postgres::NoTls)
-                    .await
-                    .map_err(|e| format!("{e}"))?;
-                let driver = tokio::spawn(connection);
-                // A body still holding a lock must not hang the test run.
-                let result = client
-                    .batch_execute(&format!(
-                        "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
-                    ))
-                    .await
-                    .map_err(|e| format!("{e:?}"));
-                drop(client);
-                let _ = driver.await;
-                result
-            })
-        })
-        .join();
-        match dropped {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => eprintln!("could not drop schema {}: {error}", self.0),
-            Err(_) => eprintln!("could not drop schema {}: the thread panicked", self.0),
-        }
     }
 }
 

@@ -168,13 +168,12 @@ impl Drop for RoleGuard {
                 return;
             };
             runtime.block_on(async {
-                let Ok((client, connection)) =
-                    tokio_postgres::connect(&crate::pg::database_url(), tokio_postgres::NoTls)
-                        .await
-                else {
+                let Ok(config) = pgbus_testkit::raw_config(&crate::pg::database_url()) else {
                     return;
                 };
-                tokio::spawn(connection);
+                let Ok(client) = pgbus_testkit::connect_raw(&config).await else {
+                    return;
+                };
                 let _ = client
                     .execute(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1",

@@ -28,24 +28,17 @@ impl Ship {
     async fn send(&self, _cx: &mut StepCx<Order>) {}
 }
 
-/// The test database's URL as a `tokio_postgres` config, with `$USER` (or
-/// `postgres`) where the URL names no user.
+/// The test database's URL as a `tokio_postgres` config, as the user pgbus
+/// logs in as where the URL names none.
 fn own_config() -> tokio_postgres::Config {
-    let mut config: tokio_postgres::Config = database_url().parse().expect("a URL");
-    if config.get_user().is_none() {
-        config.user(std::env::var("USER").unwrap_or_else(|_| "postgres".to_owned()));
-    }
-    config
+    pgbus_testkit::raw_config(&database_url()).expect("a URL")
 }
 
 /// A connection of its own, not from any pool, as an application has.
 async fn own_connection() -> tokio_postgres::Client {
-    let (client, connection) = own_config()
-        .connect(tokio_postgres::NoTls)
+    pgbus_testkit::connect_raw(&own_config())
         .await
-        .expect("connect");
-    tokio::spawn(connection);
-    client
+        .expect("connect")
 }
 
 /// A `LISTEN` session on the schema's channel; notifications come out of the

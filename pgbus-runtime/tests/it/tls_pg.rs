@@ -529,10 +529,7 @@ async fn a_server_that_refuses_the_connection_is_named_with_its_words() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_handed_in_works_and_an_unmigrated_schema_fails_as_before() {
     let t = TestDb::unmigrated().await;
-    let mut config: tokio_postgres::Config = database_url().parse().expect("a URL");
-    if config.get_user().is_none() {
-        config.user(whoami::username().expect("the OS user"));
-    }
+    let config = pgbus_testkit::raw_config(&database_url()).expect("a URL");
     let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
     let pool = deadpool_postgres::Pool::builder(manager)
         .max_size(2)

@@ -5,6 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 mod contract;
+mod database;
 mod differential;
 mod env;
 mod gates;

@@ -3,11 +3,7 @@
 //! The binary sets up and removes its own cluster, so this never touches the
 //! server the other tests share.
 
-#![allow(clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::{assert_figures, run_chaos};
+use crate::common::{assert_figures, run_chaos};
 
 #[test]
 fn a_short_chaos_run_finishes_every_run_and_runs_no_attempt_twice() {

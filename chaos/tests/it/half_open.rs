@@ -9,11 +9,7 @@
 //! Needs root and `ip` and `nft` (Debian's `iproute2` and `nftables`, which
 //! `.ci/deps` installs); as another user it says so and does nothing.
 
-#![allow(clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::{assert_figures, run_chaos};
+use crate::common::{assert_figures, run_chaos};
 
 fn root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {

@@ -5,11 +5,7 @@
 //! attempt's outcome be recorded twice. The binary sets up and removes both
 //! clusters and prints its figures (see RELIABILITY.md).
 
-#![allow(clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::{assert_figures, run_chaos};
+use crate::common::{assert_figures, run_chaos};
 
 #[test]
 fn workers_and_a_client_go_on_after_the_standby_is_promoted() {

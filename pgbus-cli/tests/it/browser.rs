@@ -3,9 +3,6 @@
 //! pieces of a run seeded on a pinned clock, a button pauses and another
 //! resumes a run, and a screenshot is taken.
 
-// Test support code outside #[test] functions may fail loudly too.
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -15,8 +12,7 @@ use futures_util::StreamExt;
 use pgbus_runtime::prelude::*;
 use pgbus_runtime::{Clock, Database, ManualClock, RunId, RunStatus};
 
-mod common;
-use common::{Dashboard, TestSchema, database_url};
+use crate::common::{Dashboard, TestSchema};
 
 /// Two steps; each moves the pinned clock as if it ran that long, the
 /// second one due two seconds after the first ends.
@@ -92,14 +88,16 @@ mod tempdir {
 }
 
 /// Runs the seeded workflow to its end on a pinned clock: reserve queued 1 s
-/// and ran 2 s; charge waited 2 s, queued 1 s and ran 1 s.
+/// and ran 2 s; charge waited 2 s, queued 1 s and ran 1 s. Half an hour ago,
+/// so the run is in the past yet well inside the insights page's last hour
+/// however long the test takes to get there.
 async fn seed(t: &TestSchema) -> RunId {
     // Half an hour back: well inside the insights page's 1 h window however
     // long the browser takes (an hour back fell out of it after a few
     // seconds on a loaded machine).
     let clock = ManualClock::new(chrono::Utc::now() - chrono::TimeDelta::minutes(30));
     let pinned = Database::connect_with(
-        &database_url(),
+        t.database.url(),
         t.db.schema().clone(),
         Clock::Manual(clock.clone()),
     )

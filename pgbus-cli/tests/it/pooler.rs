@@ -3,16 +3,13 @@
 //! show and signal, beside a worker and a client going through the same
 //! pooler.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
 use std::process::Output;
 
 use pgbus_runtime::prelude::*;
 use pgbus_runtime::{Clock, Database, RunStatus};
 use pgbus_testkit::pgbouncer::{self, PgBouncer};
 
-mod common;
-use common::{TestSchema, json};
+use crate::common::{TestSchema, json};
 
 struct Relay;
 

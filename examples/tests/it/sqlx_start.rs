@@ -3,8 +3,6 @@
 //! caller commits, the wake-up arrives only at commit, and keyed starts race
 //! as they do outside a transaction (FAILURE-CLASSES 21).
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
 use std::str::FromStr as _;
 use std::time::Duration;
 
@@ -15,8 +13,10 @@ use sqlx::Connection as _;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgSslMode};
 use tokio_postgres::AsyncMessage;
 
+/// The user pgbus logs in as: the URL's, else the testkit's one rule.
 fn user() -> String {
-    std::env::var("USER").unwrap_or_else(|_| "postgres".to_owned())
+    let config = pgbus_testkit::raw_config(&pgbus_testkit::test_database_url()).expect("a URL");
+    config.get_user().expect("a user name").to_owned()
 }
 
 /// An application's own sqlx connection to the test database.
@@ -36,9 +36,7 @@ async fn listener(
     tokio_postgres::Client,
     tokio::sync::mpsc::UnboundedReceiver<String>,
 ) {
-    let mut config: tokio_postgres::Config =
-        pgbus_testkit::test_database_url().parse().expect("a URL");
-    config.user(user());
+    let config = pgbus_testkit::raw_config(&pgbus_testkit::test_database_url()).expect("a URL");
     let (client, mut connection) = config
         .connect(tokio_postgres::NoTls)
         .await

@@ -1,38 +1,42 @@
-//! What the `pgbus` binary's tests share: a schema of their own, migrated by
-//! the binary, and the binary run on it.
-
-#![allow(dead_code)] // each test binary uses its own share of these
+//! What the `pgbus` binary's tests share: a schema of their own (the
+//! testkit's `TestDatabase`), the binary run on it, and the dashboard binary.
 
 use std::process::Output;
 
-use pgbus_runtime::{Clock, Database, RunId, RunStatus, Schema};
+use pgbus_runtime::{Database, RunId, RunStatus};
+use pgbus_testkit::TestDatabase;
 
 pub(crate) fn database_url() -> String {
-    std::env::var("PGBUS_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://127.0.0.1:5432/test".to_owned())
+    pgbus_testkit::test_database_url()
 }
 
 /// A schema of one test, dropped when the test ends.
 pub(crate) struct TestSchema {
     pub(crate) name: String,
     pub(crate) db: Database,
+    /// The schema's owner: dropping it drops the schema.
+    pub(crate) database: TestDatabase,
 }
 
 impl TestSchema {
-    /// A schema migrated by `pgbus migrate`, and a handle on it.
+    /// A migrated schema (a copy of the testkit's template), and a handle on
+    /// it, on the database clock.
     pub(crate) async fn new() -> Self {
-        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-        let db = Database::connect_with(
-            &database_url(),
-            Schema::new(&name).expect("a valid schema name"),
-            Clock::Database,
-        )
-        .await
-        .expect("connect");
-        let schema = Self { name, db };
-        let out = schema.ok(&["migrate"]);
-        assert_eq!(out, format!("schema {} is up to date\n", schema.name));
-        schema
+        Self::of(TestDatabase::new().await.expect("a test schema"))
+    }
+
+    /// A schema nothing created yet, for `pgbus migrate` to make.
+    pub(crate) async fn unmigrated() -> Self {
+        let database = TestDatabase::builder().unmigrated().build().await;
+        Self::of(database.expect("a test schema name"))
+    }
+
+    fn of(database: TestDatabase) -> Self {
+        Self {
+            name: database.schema().as_str().to_owned(),
+            db: database.db().clone(),
+            database,
+        }
     }
 
     /// Runs `pgbus args...` on this schema.
@@ -79,10 +83,7 @@ impl TestSchema {
     pub(crate) async fn execute(&self, sql: &str, run: RunId) {
         let client = self.db.pool().get().await.expect("connection");
         client
-            .execute(
-                &sql.replace("{schema}", &format!("\"{}\"", self.name)),
-                &[&run.0],
-            )
+            .execute(&self.database.sql(sql), &[&run.0])
             .await
             .expect("statement");
     }
@@ -91,7 +92,7 @@ impl TestSchema {
     pub(crate) async fn batch(&self, sql: &str) {
         let client = self.db.pool().get().await.expect("connection");
         client
-            .batch_execute(&sql.replace("{schema}", &format!("\"{}\"", self.name)))
+            .batch_execute(&self.database.sql(sql))
             .await
             .expect("statements");
     }
@@ -99,10 +100,7 @@ impl TestSchema {
     /// A connection of its own holding `runs` of this schema locked (`LOCK
     /// TABLE` in an open transaction), as an operator in `psql` would.
     pub(crate) async fn lock_runs(&self) -> tokio_postgres::Client {
-        let (locker, connection) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        tokio::spawn(connection);
+        let locker = self.database.raw_client().await.expect("connect");
         locker
             .batch_execute(&format!(
                 "BEGIN; LOCK TABLE \"{}\".runs IN ACCESS EXCLUSIVE MODE",
@@ -145,10 +143,7 @@ impl TestSchema {
              SELECT $1, id, $2, attempt, kind, 'worker', now()
              FROM attempts, unnest($4::text[]) AS kind";
         client
-            .execute(
-                &sql.replace("{schema}", &format!("\"{}\"", self.name)),
-                &[&run.0, &step, &last, &events],
-            )
+            .execute(&self.database.sql(sql), &[&run.0, &step, &last, &events])
             .await
             .expect("attempts");
     }
@@ -164,30 +159,6 @@ impl TestSchema {
 
     pub(crate) async fn status(&self, run: RunId) -> RunStatus {
         self.db.client().run(run).await.expect("run").run.status
-    }
-}
-
-impl Drop for TestSchema {
-    fn drop(&mut self) {
-        let name = self.name.clone();
-        // Dropped on a thread of its own: a test's runtime may be gone.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                if let Ok((client, conn)) =
-                    tokio_postgres::connect(&database_url(), tokio_postgres::NoTls).await
-                {
-                    tokio::spawn(conn);
-                    let _ = client
-                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
-                        .await;
-                }
-            });
-        })
-        .join();
     }
 }
 

@@ -5,8 +5,6 @@
 //! Also shows the pooler really is one that breaks named statements, so the
 //! tests would catch a statement that is not sent unnamed.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
-
 use std::time::Duration;
 
 use pgbus_examples::{Fulfil, NotifyVendor, Order, Settlement};
@@ -18,14 +16,10 @@ use tokio_postgres::types::Type;
 
 /// A plain tokio-postgres connection through the pooler.
 async fn raw(bouncer: &PgBouncer) -> tokio_postgres::Client {
-    let mut config: tokio_postgres::Config = bouncer.url("test").parse().expect("a URL");
-    config.user(std::env::var("USER").unwrap_or_else(|_| "postgres".to_owned()));
-    let (client, connection) = config
-        .connect(tokio_postgres::NoTls)
+    let config = pgbus_testkit::raw_config(&bouncer.url("test")).expect("a URL");
+    pgbus_testkit::connect_raw(&config)
         .await
-        .expect("connect through pgbouncer");
-    tokio::spawn(connection);
-    client
+        .expect("connect through pgbouncer")
 }
 
 /// Prepared statements on each of the pooler's two server connections: both
