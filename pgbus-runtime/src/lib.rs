@@ -69,13 +69,13 @@ pub mod __private {
         Entry, EntryKind, ErrorMatcher, ExceptionPolicy, FailureAction, GuardRef, HandlerRef,
         OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,
     };
-    pub use crate::error::{StepError, StepNotDefined};
+    pub use crate::error::StepError;
     pub use crate::fan_out::FanOut;
-    pub use crate::flow::{Flow, StepResult};
+    pub use crate::flow::Flow;
     pub use crate::workflow::{StepFuture, Workflow};
-    pub use ::core;
 
-    use crate::flow::{IntoGuardResult, IntoHandlerOutcome, IntoStepResult};
+    use crate::error::StepNotDefined;
+    use crate::flow::{IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
 
     /// The definition behind the stand-in `Workflow` implementation the macro emits
     /// beside compile errors; never used by a program that compiles.

@@ -34,9 +34,9 @@ pub struct Started {
 }
 
 impl Started {
-    /// What a start did: created `run_id` (`created`), or found it. For the
-    /// testkit's store; hidden, so a field added later breaks no caller.
-    #[doc(hidden)]
+    /// What a start did: created `run_id` (`created`), or found it. For a
+    /// store outside this crate (the testkit's memory store) answering a
+    /// start as [`Client::start`] does.
     #[must_use]
     pub const fn new(run_id: RunId, created: bool) -> Self {
         Self { run_id, created }
