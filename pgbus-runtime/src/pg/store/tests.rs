@@ -2,8 +2,9 @@
 //! reach: an outcome retried after its first try committed with the reply lost.
 
 use super::*;
-use crate::engine::Verb;
+use crate::engine::{AttemptResult, RunStatus, Verb};
 use crate::prelude::*;
+use crate::store::{Claim, Ended, Handoff};
 use crate::{Clock, Database, ManualClock, Schema};
 
 struct Once;

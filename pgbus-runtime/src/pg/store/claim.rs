@@ -1,0 +1,236 @@
+//! Claiming due steps, with what their gates read.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Transaction;
+use serde_json::Value;
+
+use super::{PgStore, TX_ATTEMPTS, check_count, retryable};
+use crate::context::RunId;
+use crate::engine::{BatchState, StoredSignal};
+use crate::error::Error;
+use crate::store::Claim;
+
+/// The step columns of a claim or sweep row as a claim; no input or outputs
+/// (the sweep needs none, the claim fills them in).
+pub(super) fn claim_of_step_row(row: &tokio_postgres::Row) -> Claim {
+    Claim {
+        step_id: row.get("id"),
+        reattempts: row.get("reattempts"),
+        scheduled_at: row.get("scheduled_at"),
+        timeout_ms: row.get("timeout_ms"),
+        ..Claim::new(
+            RunId(row.get("run_id")),
+            row.get::<_, String>("workflow"),
+            row.get::<_, String>("step_name"),
+            row.get("attempt"),
+            row.get("started_at"),
+        )
+    }
+}
+
+impl PgStore {
+    /// Claims up to `limit` due steps.
+    pub(crate) async fn claim(
+        &self,
+        queues: &[String],
+        workflows: &[String],
+        limit: i64,
+        worker_id: &str,
+        stall_threshold_ms: i64,
+    ) -> Result<Vec<Claim>, Error> {
+        let now = self.clock.now();
+        in_tx!(self.pool, |tx| self.claim_in(
+            &tx,
+            queues,
+            workflows,
+            limit,
+            worker_id,
+            stall_threshold_ms,
+            now
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn claim_in(
+        &self,
+        tx: &Transaction<'_>,
+        queues: &[String],
+        workflows: &[String],
+        limit: i64,
+        worker_id: &str,
+        stall_threshold_ms: i64,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<Vec<Claim>, Error> {
+        let statement = self.prep.in_tx(tx, &self.sql.claim).await?;
+        let rows = statement
+            .query(
+                tx,
+                &[
+                    &queues,
+                    &workflows,
+                    &limit,
+                    &worker_id,
+                    &stall_threshold_ms,
+                    &now,
+                ],
+            )
+            .await?;
+        let mut claimed = Vec::with_capacity(rows.len());
+        let mut gated = Vec::new();
+        for row in &rows {
+            let claimed_rows: i64 = row.get("claimed_rows");
+            check_count("claim: runs moved", claimed_rows, row.get("moved_rows"))?;
+            check_count(
+                "claim: step_started events",
+                claimed_rows,
+                row.get("event_rows"),
+            )?;
+            // JSON Postgres stored but the driver cannot read back (nested deeper
+            // than serde_json's limit): hand the attempt a note instead of
+            // panicking, and the executor fails it for the policies.
+            let (input, outputs, unreadable) = match (
+                row.try_get::<_, Value>("input"),
+                row.try_get::<_, Value>("outputs"),
+            ) {
+                (Ok(input), Ok(outputs)) => (input, outputs, None),
+                (Err(error), _) | (_, Err(error)) => (
+                    Value::Null,
+                    Value::Null,
+                    Some(crate::error::display_chain(&error)),
+                ),
+            };
+            let wait_name: Option<String> = row.get("wait_name");
+            if wait_name.is_some() || row.get::<_, bool>("has_batches") {
+                gated.push((row.get::<_, i64>("id"), wait_name));
+            }
+            claimed.push(Claim {
+                input,
+                unreadable,
+                outputs: match outputs {
+                    Value::Object(map) => map.into_iter().collect(),
+                    _ => BTreeMap::new(),
+                },
+                waiting_since: row.get("waiting_since"),
+                ..claim_of_step_row(row)
+            });
+        }
+        if !gated.is_empty() {
+            self.gate_inputs(tx, &gated, &mut claimed).await?;
+        }
+        if i64::try_from(claimed.len()).unwrap_or(i64::MAX) > limit {
+            return Err(Error::RowCount {
+                statement: "claim: limit",
+                expected: u64::try_from(limit).unwrap_or(0),
+                found: claimed.len() as u64,
+            });
+        }
+        Ok(claimed)
+    }
+
+    /// Fills in what the gates of `gated` (claimed step ids with the signal name
+    /// each waits for) read, in a statement of the claim's transaction after
+    /// the one that took the locks (see `gate_inputs.sql` for why).
+    async fn gate_inputs(
+        &self,
+        tx: &Transaction<'_>,
+        gated: &[(i64, Option<String>)],
+        claimed: &mut [Claim],
+    ) -> Result<(), Error> {
+        let ids: Vec<i64> = gated.iter().map(|(id, _)| *id).collect();
+        let names: Vec<Option<&str>> = gated.iter().map(|(_, name)| name.as_deref()).collect();
+        let statement = self.prep.in_tx(tx, &self.sql.gate_inputs).await?;
+        for row in statement.query(tx, &[&ids, &names]).await? {
+            let id: i64 = row.get("id");
+            let Some(claim) = claimed.iter_mut().find(|c| c.step_id == id) else {
+                continue;
+            };
+            claim.timed_out_before = row.get("timed_out_before");
+            // Signals whose payload the driver cannot read back fail the
+            // attempt for the policies as an unreadable input does.
+            match gate_columns(&row) {
+                Ok((signals, batch)) => {
+                    claim.signals = signals;
+                    claim.batch = batch;
+                }
+                Err(error) => {
+                    claim.unreadable = Some(crate::error::display_chain(&error));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Milliseconds until the next scheduled step of these queues and workflows
+    /// is due, if one is scheduled.
+    pub(crate) async fn next_due_ms(
+        &self,
+        queues: &[String],
+        workflows: &[String],
+    ) -> Result<Option<i64>, Error> {
+        let mut client = self.pool.get().await?;
+        let statement = self.prep.on(&mut client, &self.sql.next_due).await?;
+        let row = statement
+            .query_one(&client, &[&queues, &workflows, &self.clock.now()])
+            .await?;
+        Ok(row.get(0))
+    }
+}
+
+/// The gate's columns of a claim row: the signals a `wait_for` step may take and
+/// a parked fan_out attempt's batch.
+fn gate_columns(
+    row: &tokio_postgres::Row,
+) -> Result<(Vec<StoredSignal>, Option<BatchState>), Error> {
+    #[derive(serde::Deserialize)]
+    struct SignalRow {
+        id: i64,
+        name: String,
+        payload: Value,
+        taken_before: bool,
+    }
+    #[derive(serde::Deserialize)]
+    struct BatchRow {
+        id: i64,
+        total: i32,
+        finished: i32,
+        cancelled: i32,
+        open: bool,
+        own: bool,
+        output: Option<Value>,
+    }
+    let corrupt = |e: serde_json::Error| Error::Corrupt(format!("claim: {e}"));
+    let signals: Vec<SignalRow> = row
+        .try_get::<_, Option<Value>>("signals")
+        .map_err(|e| Error::Corrupt(format!("claim: {}", crate::error::display_chain(&e))))?
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(corrupt)?
+        .unwrap_or_default();
+    let batch: Option<BatchRow> = row
+        .get::<_, Option<Value>>("batch")
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(corrupt)?;
+    Ok((
+        signals
+            .into_iter()
+            .map(|s| StoredSignal {
+                id: crate::SignalId(s.id),
+                name: s.name,
+                payload: s.payload,
+                taken_before: s.taken_before,
+            })
+            .collect(),
+        batch.map(|b| BatchState {
+            id: b.id,
+            total: b.total,
+            finished: b.finished,
+            cancelled: b.cancelled,
+            open: b.open,
+            own: b.own,
+            output: b.output,
+        }),
+    ))
+}

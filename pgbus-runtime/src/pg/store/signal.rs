@@ -1,0 +1,60 @@
+//! Delivering a signal to a run.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Transaction;
+use serde_json::Value;
+
+use super::{PgStore, TX_ATTEMPTS, check_count, parse_stored, retryable};
+use crate::context::{RunId, SignalId};
+use crate::error::Error;
+
+impl PgStore {
+    /// Delivers a signal (already checked) to a run that has not ended, waking
+    /// the steps waiting for it.
+    pub(crate) async fn signal(
+        &self,
+        run_id: RunId,
+        name: &str,
+        payload: &Value,
+    ) -> Result<SignalId, Error> {
+        let now = self.clock.now();
+        in_tx!(self.pool, |tx| self
+            .signal_in(&tx, run_id, name, payload, now))
+    }
+
+    async fn signal_in(
+        &self,
+        tx: &Transaction<'_>,
+        run_id: RunId,
+        name: &str,
+        payload: &Value,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<SignalId, Error> {
+        // The run's lock first, in a statement of its own, so the send reads
+        // what an attempt parking meanwhile committed (lock_signalled_run.sql).
+        let lock = self.prep.in_tx(tx, &self.sql.lock_signalled_run).await?;
+        if lock.query_opt(tx, &[&run_id.0]).await?.is_none() {
+            return Err(Error::RunNotFound { run_id });
+        }
+        let statement = self.prep.in_tx(tx, &self.sql.send_signal).await?;
+        let row = statement
+            .query_one(
+                tx,
+                &[&run_id.0, &name, payload, &now, &self.schema.channel()],
+            )
+            .await?;
+        let Some(status) = row.get::<_, Option<String>>("status") else {
+            return Err(Error::RunNotFound { run_id });
+        };
+        match row.get::<_, Option<i64>>("signal_id") {
+            Some(id) => {
+                check_count("send_signal: event", 1, row.get("events"))?;
+                Ok(SignalId(id))
+            }
+            None => Err(Error::RunEnded {
+                run_id,
+                status: parse_stored(&status)?,
+            }),
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! Building a worker or a sweeper: [`WorkerBuilder`] and [`Sweeper`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use tracing::warn;
+
+use super::{
+    DEFAULT_EAGER_STEPS, DEFAULT_RETENTION, DEFAULT_STALL_THRESHOLD, ErrorHook, ErrorReport, Inner,
+    StallAction, SweepReport, UPKEEP_CONNECTIONS, WORKER_TARGET, Worker, capped_ms,
+};
+use crate::database::Database;
+use crate::error::Error;
+use crate::executor::ErasedWorkflow;
+use crate::store::Runner;
+use crate::workflow::Workflow;
+
+/// Builds a [`Worker`]; from [`Database::worker`].
+pub struct WorkerBuilder {
+    db: Database,
+    workflows: Vec<Arc<dyn ErasedWorkflow>>,
+    queues: Vec<String>,
+    concurrency: usize,
+    poll_interval: Duration,
+    stall_threshold: Duration,
+    shutdown_grace: Duration,
+    notifications: bool,
+    listen_url: Option<String>,
+    error_hook: Option<ErrorHook>,
+    stall_action: StallAction,
+    heartbeat_interval: Duration,
+    lost_worker_threshold: Duration,
+    sweep_interval: Duration,
+    retention: Option<Duration>,
+    eager_steps: usize,
+    run_gauges: bool,
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("queues", &self.queues)
+            .field("concurrency", &self.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerBuilder {
+    pub(crate) fn new(db: Database) -> Self {
+        Self {
+            db,
+            workflows: Vec::new(),
+            queues: Vec::new(),
+            concurrency: 8,
+            poll_interval: Duration::from_secs(1),
+            stall_threshold: DEFAULT_STALL_THRESHOLD,
+            shutdown_grace: Duration::from_secs(30),
+            notifications: true,
+            listen_url: None,
+            error_hook: None,
+            stall_action: StallAction::Pause,
+            heartbeat_interval: Duration::from_secs(5),
+            lost_worker_threshold: Duration::from_secs(30),
+            sweep_interval: Duration::from_secs(10),
+            retention: Some(DEFAULT_RETENTION),
+            eager_steps: DEFAULT_EAGER_STEPS,
+            run_gauges: false,
+        }
+    }
+
+    /// Whether each sweep sets the `pgbus_runs` gauge (runs per status that is
+    /// not an end: `ready`, `performing`, `paused`), off by default: it counts
+    /// with a scan of the runs table (bounded by retention), so turn it on in
+    /// one worker, or a few, where a metrics recorder is installed.
+    #[must_use]
+    pub const fn run_gauges(mut self, on: bool) -> Self {
+        self.run_gauges = on;
+        self
+    }
+
+    /// How many steps of a run one slot may run eagerly in a row (default
+    /// [`DEFAULT_EAGER_STEPS`]; 0 sends every step through the queue).
+    ///
+    /// When an attempt's outcome schedules the run's next step due at once, on
+    /// one of this worker's queues, as a first attempt that waits for no
+    /// signal, the outcome's transaction claims it for this worker, and the
+    /// slot runs it next: one transaction per step instead of two, and no
+    /// pickup wait. The step is claimed exactly as a claim would (`in_progress`,
+    /// the worker id, a stall horizon, a `step_started` event), so stalls,
+    /// heartbeats, sweeps and operator actions treat it the same. The cost is
+    /// fairness: a slot running a run's steps eagerly does not look at the
+    /// queue meanwhile, so a step of another run, even of a lower priority
+    /// number, waits for a free slot up to this many steps longer.
+    /// [`Worker::run_until`] and [`Worker::run_until_idle`] run steps eagerly;
+    /// [`Worker::run_once`] runs the attempts it claimed and no more. The idea
+    /// is Temporal's eager activity execution (the worker that schedules an
+    /// activity may start it itself, bypassing the task queue).
+    #[must_use]
+    pub const fn eager_steps(mut self, steps: usize) -> Self {
+        self.eager_steps = steps;
+        self
+    }
+
+    /// How long finished and cancelled runs are kept, counted from their last
+    /// change, before the sweep deletes them with their steps, events and signals
+    /// (default [`DEFAULT_RETENTION`], 30 days; at most `36500d`, a longer one is
+    /// cut to it); `None` keeps them forever.
+    #[must_use]
+    pub const fn retention(mut self, retention: Option<Duration>) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// What the sweep does with a stalled attempt (default: pause the run).
+    #[must_use]
+    pub const fn stall_action(mut self, action: StallAction) -> Self {
+        self.stall_action = action;
+        self
+    }
+
+    /// How often the worker refreshes its heartbeat while it runs (default 5 s).
+    #[must_use]
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval.max(Duration::from_millis(100));
+        self
+    }
+
+    /// How old a worker's heartbeat may be before its attempts count as lost
+    /// (default 30 s; at most `36500d`).
+    #[must_use]
+    pub const fn lost_worker_threshold(mut self, threshold: Duration) -> Self {
+        self.lost_worker_threshold = threshold;
+        self
+    }
+
+    /// How often the worker sweeps while it runs (default 10 s).
+    #[must_use]
+    pub fn sweep_interval(mut self, interval: Duration) -> Self {
+        self.sweep_interval = interval.max(Duration::from_millis(100));
+        self
+    }
+
+    /// Registers a workflow value. The worker claims only steps of registered
+    /// workflows; steps of others wait for a worker that has them (a rolling
+    /// deploy defers, never fails).
+    #[must_use]
+    pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
+        self.workflows.push(Arc::new(workflow));
+        self
+    }
+
+    /// Adds a queue to claim from. Without any, the worker claims from every queue
+    /// its registered workflows use.
+    #[must_use]
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queues.push(queue.into());
+        self
+    }
+
+    /// How many step bodies run at once (default 8).
+    #[must_use]
+    pub fn concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// How often to look for due steps when nothing wakes the worker (default 1 s).
+    #[must_use]
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The stall horizon of steps without a `timeout` (default 5 minutes; at most
+    /// `36500d`, like every duration option: a longer one is cut to it).
+    #[must_use]
+    pub const fn stall_threshold(mut self, threshold: Duration) -> Self {
+        self.stall_threshold = threshold;
+        self
+    }
+
+    /// How long running bodies may take to finish after shutdown begins (default
+    /// 30 s); those still running then are dropped, and their rows are left for
+    /// the sweep.
+    #[must_use]
+    pub const fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Whether to wake on `LISTEN/NOTIFY` (default on). Off, or behind a pooler
+    /// that cannot hold a listening session, the worker polls.
+    #[must_use]
+    pub const fn notifications(mut self, on: bool) -> Self {
+        self.notifications = on;
+        self
+    }
+
+    /// Where the worker's `LISTEN` session connects: a libpq URL or key-value
+    /// string of a direct connection to the same database, bypassing a
+    /// transaction-mode pooler (which hands each transaction to any server
+    /// connection, so a `LISTEN` through it would hear nothing). By default
+    /// the session uses the database's own URL, except behind a pooler
+    /// ([`crate::DatabaseBuilder::transaction_pooler`]), where a worker given no direct
+    /// URL polls every [`WorkerBuilder::poll_interval`] and says so once in
+    /// its log. Only `LISTEN` uses it: one connection, held while the worker
+    /// runs, reconnected with backoff.
+    #[must_use]
+    pub fn listen_url(mut self, url: impl Into<String>) -> Self {
+        self.listen_url = Some(url.into());
+        self
+    }
+
+    /// Called with every error a policy reports, after its outcome is committed.
+    #[must_use]
+    pub fn on_error(mut self, hook: impl Fn(&ErrorReport) + Send + Sync + 'static) -> Self {
+        self.error_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Builds the worker.
+    ///
+    /// A worker of concurrency `N` holds up to `N + 1` connections of the
+    /// database's pool at once (see [`crate::DEFAULT_POOL_SIZE`]); when the
+    /// pool is smaller, this logs a warning (`warn`) once: the worker still
+    /// works, its slots waiting for connections, and a pool shared on purpose
+    /// with a tight server limit may be the right call.
+    ///
+    /// # Errors
+    /// [`Error::DuplicateWorkflow`] when two registered values share a name,
+    /// [`Error::NothingToRun`] without any workflow, [`Error::BuildPool`]
+    /// when the pool of its upkeep connections cannot be built, and
+    /// [`Error::InvalidSetting`] or [`Error::UnreadableFile`] for a
+    /// [`WorkerBuilder::listen_url`] whose settings are wrong.
+    pub fn build(self) -> Result<Worker, Error> {
+        let pool_size = self.db.pool().status().max_size;
+        let needed = self.concurrency.saturating_add(1);
+        if pool_size < needed {
+            warn!(
+                target: WORKER_TARGET,
+                {
+                    pgbus.pool_size = pool_size,
+                    pgbus.concurrency = self.concurrency,
+                    pgbus.needed = needed,
+                },
+                "the pool is smaller than the worker's concurrency plus one; slots will wait for connections (raise `DatabaseBuilder::pool_size`)"
+            );
+        }
+        self.build_with(true)
+    }
+
+    /// A [`Sweeper`] with this builder's stall action, lost-worker threshold
+    /// and retention: sweeps without running steps, and without the
+    /// workflows' code if none are registered (then a stalled attempt of a
+    /// workflow it does not know pauses its run, whatever the stall action,
+    /// since reattempting needs the step's definition).
+    ///
+    /// # Errors
+    /// [`Error::DuplicateWorkflow`], and pool errors.
+    pub fn sweeper(self) -> Result<Sweeper, Error> {
+        self.build_with(false).map(|worker| Sweeper { worker })
+    }
+
+    fn build_with(self, runs_steps: bool) -> Result<Worker, Error> {
+        let mut registry: HashMap<&'static str, Arc<dyn ErasedWorkflow>> = HashMap::new();
+        let mut queues = self.queues;
+        for workflow in self.workflows {
+            let definition = workflow.definition();
+            if registry.contains_key(definition.name) {
+                return Err(Error::DuplicateWorkflow {
+                    workflow: definition.name.to_owned(),
+                });
+            }
+            registry.insert(definition.name, workflow);
+        }
+        if runs_steps && registry.is_empty() {
+            return Err(Error::NothingToRun);
+        }
+        if queues.is_empty() {
+            for workflow in registry.values() {
+                let definition = workflow.definition();
+                queues.push(definition.queue.to_owned());
+                queues.extend(
+                    definition
+                        .entries
+                        .iter()
+                        .filter_map(|e| e.options.queue)
+                        .map(str::to_owned),
+                );
+            }
+        }
+        queues.sort();
+        queues.dedup();
+        let mut workflows: Vec<String> = registry.keys().map(|name| (*name).to_owned()).collect();
+        workflows.sort();
+        // Behind a pooler only a direct URL can hold a `LISTEN` session.
+        let listen = match self.listen_url {
+            Some(url) => Some(Arc::new(crate::connection::connector(
+                &url,
+                &crate::connection::Settings::default(),
+                &crate::connection::env::process_env,
+                &crate::connection::env::os_user,
+            )?)),
+            None if self.db.transaction_pooler() => None,
+            None => self.db.connector.clone(),
+        };
+        let id = format!("worker-{}", uuid::Uuid::new_v4());
+        let runner = registry.into_values().fold(
+            Runner::new(self.db.store.clone(), id.clone())
+                .queues(queues.clone())
+                .stall_threshold_ms(capped_ms(self.stall_threshold))
+                .limits(self.db.store.limits),
+            Runner::register_erased,
+        );
+        Ok(Worker {
+            inner: Arc::new(Inner {
+                store: self.db.store.clone(),
+                upkeep: self.db.with_own_pool(UPKEEP_CONNECTIONS)?,
+                listen,
+                runner,
+                queues,
+                workflows,
+                id,
+                concurrency: self.concurrency,
+                poll_interval: self.poll_interval,
+                shutdown_grace: self.shutdown_grace,
+                notifications: self.notifications,
+                error_hook: self.error_hook,
+                stall_action: self.stall_action,
+                heartbeat_interval: self.heartbeat_interval,
+                lost_worker_ms: capped_ms(self.lost_worker_threshold),
+                sweep_interval: self.sweep_interval,
+                retention_ms: self.retention.map(capped_ms),
+                eager_steps: self.eager_steps,
+                run_gauges: self.run_gauges,
+                registered: AtomicBool::new(false),
+                loops: std::sync::atomic::AtomicUsize::new(0),
+                suspects: std::sync::Mutex::new(std::collections::HashSet::new()),
+                running: std::sync::Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+/// Runs the sweep alone: from [`WorkerBuilder::sweeper`], for a cron job or an
+/// operator (`pgbus sweep`) rather than a worker's loop.
+#[derive(Debug, Clone)]
+pub struct Sweeper {
+    worker: Worker,
+}
+
+impl Sweeper {
+    /// One sweep, as [`Worker::sweep`].
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn sweep(&self) -> Result<SweepReport, Error> {
+        self.worker.sweep().await
+    }
+}

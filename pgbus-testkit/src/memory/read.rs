@@ -1,0 +1,114 @@
+//! Reading runs: one run, its status, a filtered list, and a run's outputs.
+
+use std::collections::BTreeMap;
+
+use pgbus_runtime::engine::{RunStatus, StepStatus};
+use pgbus_runtime::{Error, RunCounts, RunFilter, RunId, RunRead, RunSummary, RunView};
+use serde_json::Value;
+
+use super::Rows;
+
+impl Rows {
+    /// As `Client::run_with`: the whole run, cut as `read` says.
+    pub(crate) fn run(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
+        let run = self
+            .runs
+            .get(&run_id.0)
+            .ok_or(Error::RunNotFound { run_id })?;
+        Ok(read.cut(RunView {
+            run: run.summary.clone(),
+            definition_digest: run.definition_digest.clone(),
+            options_digest: run.options_digest.clone(),
+            input: run.input.clone(),
+            idempotency_key: run.idempotency_key.clone(),
+            error_class: run.error_class.clone(),
+            error_message: run.error_message.clone(),
+            paused_at: run.paused_at,
+            cancelled_at: run.cancelled_at,
+            steps: run
+                .step_ids
+                .iter()
+                .filter_map(|id| self.steps.get(id))
+                .map(|step| step.view.clone())
+                .collect(),
+            events: run.events.clone(),
+            parent_batch_id: run.parent_batch_id,
+            signals: run.signals.clone(),
+            batches: self
+                .batches
+                .values()
+                .filter(|b| b.run_id == run_id)
+                .map(|b| b.view.clone())
+                .collect(),
+            counts: RunCounts::default(),
+            omitted: Vec::new(),
+        }))
+    }
+
+    /// A run's status, if it exists.
+    pub(crate) fn run_status(&self, run_id: RunId) -> Option<RunStatus> {
+        self.runs.get(&run_id.0).map(|run| run.summary.status)
+    }
+
+    /// As `Client::list_runs`.
+    pub(crate) fn list_runs(&self, filter: &RunFilter) -> Vec<RunSummary> {
+        let limit = usize::try_from(filter.limit.unwrap_or(100).clamp(1, 1_000)).unwrap_or(100);
+        self.runs
+            .values()
+            .rev()
+            .filter(|run| {
+                filter
+                    .workflow
+                    .as_ref()
+                    .is_none_or(|w| *w == run.summary.workflow)
+            })
+            .filter(|run| filter.status.is_none_or(|s| s == run.summary.status))
+            .filter(|run| filter.before.is_none_or(|before| run.summary.id < before))
+            .filter(|run| {
+                filter
+                    .created_after
+                    .is_none_or(|after| run.summary.created_at >= after)
+            })
+            .filter(|run| {
+                filter
+                    .created_before
+                    .is_none_or(|before| run.summary.created_at < before)
+            })
+            .take(limit)
+            .map(|run| run.summary.clone())
+            .collect()
+    }
+
+    pub(super) fn outputs(&self, run_id: RunId) -> BTreeMap<String, Value> {
+        let mut outputs: BTreeMap<String, (i32, Value)> = BTreeMap::new();
+        let rows = self
+            .runs
+            .get(&run_id.0)
+            .map(|run| run.step_ids.as_slice())
+            .unwrap_or_default();
+        for step in rows.iter().filter_map(|id| self.steps.get(id)) {
+            if !matches!(
+                step.view.status,
+                StepStatus::Completed | StepStatus::Skipped
+            ) {
+                continue;
+            }
+            let Some(output) = &step.view.output else {
+                continue;
+            };
+            let newer = outputs
+                .get(&step.view.step_name)
+                .is_none_or(|(attempt, _)| *attempt < step.view.attempt);
+            if newer {
+                outputs.insert(
+                    step.view.step_name.clone(),
+                    (step.view.attempt, output.clone()),
+                );
+            }
+        }
+        outputs
+            .into_iter()
+            .map(|(name, (_, output))| (name, output))
+            .collect()
+    }
+}

@@ -1,0 +1,163 @@
+//! The sweep's upkeep: stalled attempts, batches, retention, and a lost claim for tests.
+
+use chrono::{DateTime, Utc};
+use pgbus_runtime::RunId;
+use pgbus_runtime::engine::{RunStatus, StepStatus};
+use pgbus_runtime::store::{Claim, Stalled};
+
+use super::{Rows, due_key};
+
+impl Rows {
+    /// As `resolve_batches.sql`, for the sweep: open batches whose children all
+    /// ended are counted again from the children and resolved. Returns how many.
+    pub(crate) fn resolve_batches(&mut self, limit: i64) -> u64 {
+        let now = self.now;
+        let stuck: Vec<i64> = self
+            .batches
+            .values()
+            .filter(|b| b.view.status == "open")
+            .filter(|b| {
+                !self.runs.values().any(|run| {
+                    run.parent_batch_id == Some(b.view.id) && !run.summary.status.is_terminal()
+                })
+            })
+            .map(|b| b.view.id)
+            .take(usize::try_from(limit).unwrap_or(0))
+            .collect();
+        let mut resolved = 0;
+        for batch_id in stuck {
+            let finished = self
+                .runs
+                .values()
+                .filter(|run| {
+                    run.parent_batch_id == Some(batch_id)
+                        && run.summary.status == RunStatus::Finished
+                })
+                .count();
+            let Some(batch) = self.batches.get_mut(&batch_id) else {
+                continue;
+            };
+            batch.view.finished = i32::try_from(finished).unwrap_or(i32::MAX);
+            batch.view.cancelled = batch.view.total - batch.view.finished;
+            let status = if batch.view.finished >= batch.view.total {
+                "succeeded"
+            } else {
+                "failed"
+            };
+            status.clone_into(&mut batch.view.status);
+            batch.view.resolved_at = Some(now);
+            let batch = batch.clone();
+            self.wake_parent(&batch, "sweep");
+            resolved += 1;
+        }
+        resolved
+    }
+
+    /// As `stalled.sql`: up to `limit` attempts in progress past their stall
+    /// horizon (`timeout`), or held by a crashed worker silent for longer than
+    /// `lost_ms` (`worker_lost`).
+    pub(crate) fn stalled(&self, lost_ms: i64, limit: i64) -> Vec<Stalled> {
+        let now = self.now;
+        let lost_before = before(now, lost_ms);
+        self.steps
+            .iter()
+            .filter(|(_, step)| step.view.status == StepStatus::InProgress)
+            .filter_map(|(id, step)| {
+                let detection = if step.view.stall_at.is_some_and(|at| at <= now) {
+                    "timeout"
+                } else {
+                    let silent_since = step
+                        .view
+                        .worker_id
+                        .as_deref()
+                        .and_then(|worker| self.crashed.get(worker));
+                    if silent_since.is_none_or(|since| *since >= lost_before) {
+                        return None;
+                    }
+                    "worker_lost"
+                };
+                let claim = Claim {
+                    step_id: *id,
+                    reattempts: step.reattempts,
+                    scheduled_at: step.view.scheduled_at,
+                    timeout_ms: step.timeout_ms,
+                    waiting_since: step.view.waiting_since,
+                    ..Claim::new(
+                        step.run_id,
+                        step.workflow.clone(),
+                        step.view.step_name.clone(),
+                        step.view.attempt,
+                        step.view.started_at.unwrap_or(now),
+                    )
+                };
+                Some(Stalled {
+                    claim,
+                    worker_id: step.view.worker_id.clone().unwrap_or_default(),
+                    detection: detection.to_owned(),
+                })
+            })
+            .take(usize::try_from(limit).unwrap_or(0))
+            .collect()
+    }
+
+    /// As `delete_expired_runs.sql`: deletes up to `limit` finished and
+    /// cancelled runs last changed more than `retention_ms` ago, with their
+    /// rows. Returns how many.
+    pub(crate) fn delete_expired_runs(&mut self, retention_ms: i64, limit: i64) -> u64 {
+        let expired_before = before(self.now, retention_ms);
+        let expired: Vec<i64> = self
+            .runs
+            .iter()
+            .filter(|(_, run)| {
+                run.summary.status.is_terminal() && run.summary.updated_at < expired_before
+            })
+            .map(|(id, _)| *id)
+            .take(usize::try_from(limit).unwrap_or(0))
+            .collect();
+        let mut deleted = 0;
+        for id in expired {
+            let Some(run) = self.runs.remove(&id) else {
+                continue;
+            };
+            for step in run.step_ids {
+                if let Some(row) = self.steps.remove(&step)
+                    && let Some(key) = due_key(step, &row)
+                {
+                    self.due.remove(&key);
+                }
+                self.tokens.remove(&step);
+            }
+            self.batches.retain(|_, batch| batch.run_id.0 != id);
+            deleted += 1;
+        }
+        deleted
+    }
+
+    /// Moves the in-progress claim of `run_id` to another worker, as a sweep or a
+    /// second worker would take it, and tells the body; `false` when nothing of
+    /// the run is in progress.
+    pub(crate) fn lose_claim(&mut self, run_id: RunId) -> bool {
+        let in_progress = self.step_ids(run_id).into_iter().find(|id| {
+            self.steps
+                .get(id)
+                .is_some_and(|step| step.view.status == StepStatus::InProgress)
+        });
+        match in_progress.and_then(|id| self.steps.get_mut(&id).map(|step| (id, step))) {
+            Some((id, step)) => {
+                step.view.worker_id = Some("elsewhere".to_owned());
+                if let Some(token) = self.tokens.remove(&id) {
+                    token.cancel();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// `at` plus `ms` milliseconds, stopping at the last time the clock can show.
+/// `ms` milliseconds before `now`, or the earliest time.
+fn before(now: DateTime<Utc>, ms: i64) -> DateTime<Utc> {
+    now.checked_sub_signed(chrono::Duration::milliseconds(ms))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
