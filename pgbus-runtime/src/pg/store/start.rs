@@ -72,7 +72,7 @@ impl PgStore {
     ) -> Result<(RunId, bool), Error> {
         let args = self.start_args(definition, input, key)?;
         start_with(
-            &mut super::start::SqlxStart {
+            &mut crate::pg::start::SqlxStart {
                 conn,
                 sql: &self.sql,
             },
