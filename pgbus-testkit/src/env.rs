@@ -24,7 +24,7 @@ struct Fault {
     workflow: String,
     step: String,
     remaining: u32,
-    error: Box<dyn Fn() -> StepError + Send + Sync>,
+    error: Arc<dyn Fn() -> StepError + Send + Sync>,
 }
 
 /// One step attempt the environment ran, as it ended.
@@ -139,7 +139,7 @@ impl TestEnv {
         let faults: Arc<Mutex<Vec<Fault>>> = Arc::new(Mutex::new(Vec::new()));
         let hook = Arc::clone(&faults);
         let runner = Runner::new(MemoryStore::starting_at(now), TESTKIT_WORKER).faults(Arc::new(
-            move |claim: &Claim| take_fault(&hook, &claim.workflow, &claim.step_name),
+            move |workflow: &str, step: &str| take_fault(&hook, workflow, step),
         ));
         Self {
             runner,
@@ -256,9 +256,7 @@ impl TestEnv {
     #[allow(clippy::must_use_candidate)] // called for its effect; the run is a convenience
     pub fn crash_next(&self) -> Option<RunId> {
         let queues = self.runner.claimed_queues();
-        self.store()
-            .rows()
-            .crash_next(&self.runner.claimer(&queues))
+        self.store().rows().crash_next(&self.runner.claimer(queues))
     }
 
     /// Sweeps once, as `Worker::sweep`: stalled attempts end with the stall
@@ -363,7 +361,7 @@ impl TestEnv {
                 workflow: workflow.to_owned(),
                 step: step.to_owned(),
                 remaining: times,
-                error: Box::new(error),
+                error: Arc::new(error),
             });
     }
 
@@ -371,7 +369,7 @@ impl TestEnv {
     /// how it ended.
     pub async fn run_next(&self) -> Option<StepRecord> {
         let queues = self.runner.claimed_queues();
-        let claim = self.runner.claim(&queues, 1).await.ok()?.pop()?;
+        let claim = self.runner.claim(queues, 1).await.ok()?.pop()?;
         let recorder = Recorder {
             store: self.store(),
             record: Mutex::new(None),
@@ -543,10 +541,19 @@ impl Observe for Recorder<'_> {
 
 /// Takes one use of the first fault armed for this step, if any.
 fn take_fault(faults: &Mutex<Vec<Fault>>, workflow: &str, step: &str) -> Option<StepError> {
-    let mut faults = faults.lock().unwrap_or_else(PoisonError::into_inner);
-    let fault = faults
-        .iter_mut()
-        .find(|f| f.workflow == workflow && f.step == step && f.remaining > 0)?;
-    fault.remaining -= 1;
-    Some((fault.error)())
+    // The user's closure runs after the lock is released: one that arms
+    // another fault (`fail_step`) must not deadlock.
+    let error = {
+        let mut faults = faults.lock().unwrap_or_else(PoisonError::into_inner);
+        let index = faults
+            .iter()
+            .position(|f| f.workflow == workflow && f.step == step && f.remaining > 0)?;
+        faults[index].remaining -= 1;
+        let error = Arc::clone(&faults[index].error);
+        if faults[index].remaining == 0 {
+            faults.remove(index);
+        }
+        error
+    };
+    Some(error())
 }

@@ -59,9 +59,10 @@ pub struct Attempted<'a> {
     pub store_failures: u32,
 }
 
-/// Asked for an injected fault of a claimed attempt, once its guards let the
-/// body through (see [`run_attempt_with_fault`](crate::executor::run_attempt_with_fault)).
-pub type FaultHook = Arc<dyn Fn(&Claim) -> Option<StepError> + Send + Sync>;
+/// Asked for an injected fault of an attempt of (workflow, step), once its
+/// guards let the body through (see
+/// [`run_attempt_with_fault`](crate::executor::run_attempt_with_fault)).
+pub type FaultHook = Arc<dyn Fn(&str, &str) -> Option<StepError> + Send + Sync>;
 
 /// The step loop over a store `S`: its registered workflows, the id it claims
 /// under, its queues and stall threshold, and the limits its attempts use.
@@ -69,7 +70,11 @@ pub struct Runner<S> {
     store: S,
     registry: HashMap<&'static str, Arc<dyn ErasedWorkflow>>,
     worker_id: String,
+    /// The queues it claims from: those set with [`Runner::queues`], else
+    /// every queue of what is registered (kept up to date on registration,
+    /// not derived per attempt).
     queues: Vec<String>,
+    queues_set: bool,
     workflows: Vec<String>,
     stall_threshold_ms: i64,
     limits: Limits,
@@ -95,6 +100,7 @@ impl<S: Store> Runner<S> {
             registry: HashMap::new(),
             worker_id: worker_id.into(),
             queues: Vec::new(),
+            queues_set: false,
             workflows: Vec::new(),
             stall_threshold_ms: crate::worker::capped_ms(crate::worker::DEFAULT_STALL_THRESHOLD),
             limits: Limits::default(),
@@ -113,13 +119,21 @@ impl<S: Store> Runner<S> {
         self.registry.insert(name, workflow);
         self.workflows = self.registry.keys().map(|n| (*n).to_owned()).collect();
         self.workflows.sort();
+        if !self.queues_set {
+            self.queues = self.registered_queues();
+        }
         self
     }
 
     /// Claims from `queues` only (default: every queue of what is registered).
     #[must_use]
     pub fn queues(mut self, queues: Vec<String>) -> Self {
-        self.queues = queues;
+        self.queues_set = !queues.is_empty();
+        self.queues = if self.queues_set {
+            queues
+        } else {
+            self.registered_queues()
+        };
         self
     }
 
@@ -157,10 +171,12 @@ impl<S: Store> Runner<S> {
 
     /// The queues it claims from: those set, else every queue a registered
     /// workflow's steps use, sorted.
-    pub fn claimed_queues(&self) -> Vec<String> {
-        if !self.queues.is_empty() {
-            return self.queues.clone();
-        }
+    pub fn claimed_queues(&self) -> &[String] {
+        &self.queues
+    }
+
+    /// Every queue a registered workflow's steps use, sorted.
+    fn registered_queues(&self) -> Vec<String> {
         let mut queues: Vec<String> = self
             .registry
             .values()
@@ -262,8 +278,9 @@ impl<S: Store> Runner<S> {
             let began = Instant::now();
             let fault: crate::executor::Fault = match &self.faults {
                 Some(hook) => {
-                    let (hook, claim) = (Arc::clone(hook), claim.clone());
-                    Box::new(move || hook(&claim))
+                    let hook = Arc::clone(hook);
+                    let (workflow, step) = (claim.workflow.clone(), claim.step_name.clone());
+                    Box::new(move || hook(&workflow, &step))
                 }
                 None => Box::new(|| None),
             };
@@ -312,7 +329,7 @@ impl<S: Store> Runner<S> {
         let ended = loop {
             offered |= eager.is_some_and(|stopping| !stopping.load(Ordering::Acquire));
             let handoff = offered.then_some(Handoff {
-                queues: &queues,
+                queues,
                 stall_threshold_ms: self.stall_threshold_ms,
             });
             match self
