@@ -1,5 +1,5 @@
-// Every option of every macro in one workflow, under `#![deny(warnings)]` and
-// clippy-clean shapes: the expansion adds no warning of its own.
+//! Every option of every macro in one workflow, under `#![deny(warnings)]` and
+//! clippy-clean shapes: the expansion adds no warning of its own.
 #![deny(warnings)]
 
 use pgbus_runtime::prelude::*;

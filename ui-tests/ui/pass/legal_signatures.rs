@@ -1,7 +1,9 @@
-// Legal variations of the step contract: `self: &Self`, named lifetimes, a
-// deprecated step, an inherent `DEFINITION` constant, a `Copy` workflow type,
-// raw identifiers, and guards named through the type.
+//! Legal variations of the step contract: `self: &Self`, named lifetimes, a
+//! deprecated step, an inherent `DEFINITION` constant, a `Copy` workflow type,
+//! raw identifiers, and guards named through the type.
 #![deny(warnings)]
+// `self: &Self` is one of the legal shapes under test.
+#![allow(clippy::needless_arbitrary_self_type)]
 
 use pgbus_runtime::prelude::*;
 
@@ -40,5 +42,8 @@ fn main() {
     let names: Vec<&str> = definition.entries.iter().map(|e| e.name).collect();
     assert_eq!(names, ["typed_receiver", "lifetimes", "old", "type"]);
     assert_eq!(Fulfil::DEFINITION, "mine");
-    assert_eq!(definition.entries[0].options.skip_if.map(|g| g.method), Some("Fulfil::over"));
+    assert_eq!(
+        definition.entries[0].options.skip_if.map(|g| g.method),
+        Some("Fulfil::over")
+    );
 }

@@ -1,8 +1,8 @@
-// A crate that reaches the runtime under another name says so with
-// `crate = "..."`; the expansion then names only that path (the unit tests of the
-// macro crate check that no `::pgbus_runtime` is left in it). Inside the impl,
-// `#[step]`, `#[fan_out]`, `#[on_exception]` and `removed_step!` may be written
-// bare or through that name.
+//! A crate that reaches the runtime under another name says so with
+//! `crate = "..."`; the expansion then names only that path (the unit tests of the
+//! macro crate check that no `::pgbus_runtime` is left in it). Inside the impl,
+//! `#[step]`, `#[fan_out]`, `#[on_exception]` and `removed_step!` may be written
+//! bare or through that name.
 extern crate pgbus_runtime as pgbus;
 
 use pgbus::prelude::*;

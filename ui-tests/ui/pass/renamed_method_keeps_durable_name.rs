@@ -1,5 +1,5 @@
-// A method renamed from `charge` to `charge_card` keeps its durable name (and so
-// the digest and every parked run) through `name = "charge"`.
+//! A method renamed from `charge` to `charge_card` keeps its durable name (and so
+//! the digest and every parked run) through `name = "charge"`.
 
 use pgbus_runtime::prelude::*;
 
@@ -29,5 +29,8 @@ fn main() {
     assert_eq!(renamed.entries[0].name, "charge");
     assert_eq!(renamed.entries[0].method, Some("charge_card"));
     assert_eq!(renamed.digest, before.digest);
-    assert_eq!(renamed.digest, pgbus_runtime::definition_digest([("charge", pgbus_runtime::EntryKind::Step)]));
+    assert_eq!(
+        renamed.digest,
+        pgbus_runtime::definition_digest([("charge", pgbus_runtime::EntryKind::Step)])
+    );
 }

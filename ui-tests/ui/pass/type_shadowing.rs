@@ -1,6 +1,6 @@
-// Generated code names everything by absolute path, so user types called
-// `Result`, `Option`, `Box`, `Some`, `None`, `Ok`, `Err`, `Vec`, `String`, a module
-// called `core` and a `StepError` of its own change nothing.
+//! Generated code names everything by absolute path, so user types called
+//! `Result`, `Option`, `Box`, `Some`, `None`, `Ok`, `Err`, `Vec`, `String`, a module
+//! called `core` and a `StepError` of its own change nothing.
 #![deny(warnings)]
 
 // `#[step]` needs no import inside a `#[workflow]` impl: the workflow macro reads it.
@@ -52,5 +52,10 @@ impl Shadowed {
 
 fn main() {
     assert_eq!(<Shadowed as Workflow>::DEFINITION.name, "Shadowed");
-    assert_eq!(<Shadowed as Workflow>::DEFINITION.entries[0].options.wait_ms, 1_000);
+    assert_eq!(
+        <Shadowed as Workflow>::DEFINITION.entries[0]
+            .options
+            .wait_ms,
+        1_000
+    );
 }
