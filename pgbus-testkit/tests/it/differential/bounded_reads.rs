@@ -8,7 +8,7 @@ use super::*;
 async fn a_bounded_read_keeps_the_same_latest_parts() {
     async fn scenario(driver: &Driver) -> Vec<String> {
         let run = driver.start::<Verbs>(&script("other_error")).await;
-        drive(driver).await;
+        drive_driver(driver).await;
         for round in 0..6 {
             let payload = serde_json::json!({"round": round, "note": "x".repeat(round * 10)});
             driver.signal(run, "poke", &payload).await.expect("signal");
@@ -16,7 +16,7 @@ async fn a_bounded_read_keeps_the_same_latest_parts() {
                 .act(run, Action::Resume, "again")
                 .await
                 .expect("resume");
-            drive(driver).await;
+            drive_driver(driver).await;
         }
         let read = pgbus_runtime::RunRead::latest(3).value_bytes(40);
         let view = driver.view_with(run, read).await;

@@ -44,7 +44,7 @@ async fn a_crashed_worker_is_swept_the_same_way() {
         ),
     ] {
         let entered = Arc::new(tokio::sync::Notify::new());
-        let projections = both(
+        let projections = both_drivers(
             |env| {
                 env.stall_action(action)
                     .lost_worker_threshold(lost_after)
@@ -70,7 +70,7 @@ async fn a_crashed_worker_is_swept_the_same_way() {
                     driver.advance(Duration::from_secs(2));
                     assert_eq!(driver.sweep().await, (1, 0));
                     assert_eq!(driver.sweep().await, (0, 0), "repaired once");
-                    drive(&driver).await;
+                    drive_driver(&driver).await;
                     (driver, vec![run])
                 }
             },
@@ -97,7 +97,7 @@ async fn a_crashed_worker_is_swept_the_same_way() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_deletes_the_same_runs() {
-    both(
+    both_drivers(
         |env| env.register(Verbs),
         |worker| worker.register(Verbs),
         |driver| async move {
@@ -123,7 +123,7 @@ async fn retention_deletes_the_same_runs() {
 async fn pause_and_cancel_during_a_step_race_the_same_way() {
     for action in [Action::Pause, Action::Cancel] {
         let gate = Arc::new(Gate::default());
-        let projections = both(
+        let projections = both_drivers(
             |env| {
                 env.register(Gated {
                     gate: Arc::clone(&gate),
@@ -189,7 +189,7 @@ pub(super) fn stalled(projection: &Projection) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_after_a_batch_resolved_is_swept_and_resumed_the_same_way() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
+    let projections = both_drivers(fan_env, fan_worker, |driver| async move {
         let succeeded = driver
             .start::<FanPause>(&vec![child("finish"), child("hold")])
             .await;
@@ -211,7 +211,7 @@ async fn a_crash_after_a_batch_resolved_is_swept_and_resumed_the_same_way() {
             assert_eq!(driver.claim_and_die().await, parent);
         }
         sweep_and_resume(&driver, &[succeeded, failed]).await;
-        drive(&driver).await;
+        drive_driver(&driver).await;
         (driver, vec![succeeded, failed])
     })
     .await;
@@ -259,7 +259,7 @@ async fn a_crash_after_a_batch_resolved_is_swept_and_resumed_the_same_way() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_attempt_takes_over_an_open_batch_the_same_way() {
-    let projections = both(
+    let projections = both_drivers(
         |env| fan_env(env.retention(None)),
         |worker| fan_worker(worker.retention(None)),
         |driver| async move {
@@ -286,7 +286,7 @@ async fn a_new_attempt_takes_over_an_open_batch_the_same_way() {
                 .signal(kids[1], "release", &serde_json::json!(null))
                 .await
                 .expect("sent");
-            drive(&driver).await;
+            drive_driver(&driver).await;
             (driver, vec![parent])
         },
     )

@@ -103,7 +103,7 @@ pub(super) fn fan_worker(worker: pgbus_runtime::WorkerBuilder) -> pgbus_runtime:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_whose_children_all_finish_completes_the_same_way() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
+    let projections = both_drivers(fan_env, fan_worker, |driver| async move {
         let parent = driver
             .start::<FanPause>(&vec![child("finish"), child("hold"), child("finish")])
             .await;
@@ -126,7 +126,7 @@ async fn a_batch_whose_children_all_finish_completes_the_same_way() {
             .signal(children[1], "release", &serde_json::json!(null))
             .await
             .expect("sent");
-        drive(&driver).await;
+        drive_driver(&driver).await;
         let report = driver.sweep_report().await;
         assert_eq!(
             (
@@ -189,7 +189,7 @@ async fn a_batch_whose_children_all_finish_completes_the_same_way() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_child_applies_each_on_batch_failure_the_same_way() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
+    let projections = both_drivers(fan_env, fan_worker, |driver| async move {
         let kids = vec![child("finish"), child("cancel")];
         let pause = driver.start::<FanPause>(&kids).await;
         let cancel = driver.start::<FanCancel>(&kids).await;
@@ -210,7 +210,7 @@ async fn a_cancelled_child_applies_each_on_batch_failure_the_same_way() {
             driver.act(held[0], Action::Cancel, "not needed").await,
             Ok(RunStatus::Cancelled)
         );
-        drive(&driver).await;
+        drive_driver(&driver).await;
         (driver, vec![pause, cancel, skip, by_hand, passed_over])
     })
     .await;
@@ -253,7 +253,7 @@ async fn a_cancelled_child_applies_each_on_batch_failure_the_same_way() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_parent_cascades_to_children_and_grandchildren_the_same_way() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
+    let projections = both_drivers(fan_env, fan_worker, |driver| async move {
         let parent = driver
             .start::<FanPause>(&vec![
                 Kid::Middle(vec!["hold".to_owned(), "finish".to_owned()]),
@@ -267,7 +267,7 @@ async fn cancelling_a_parent_cascades_to_children_and_grandchildren_the_same_way
             driver.act(parent, Action::Cancel, "stop everything").await,
             Ok(RunStatus::Cancelled)
         );
-        drive(&driver).await;
+        drive_driver(&driver).await;
         assert_eq!(driver.sweep_report().await.batches_resolved, 0);
         (driver, vec![parent])
     })
@@ -313,7 +313,7 @@ async fn cancelling_a_parent_cascades_to_children_and_grandchildren_the_same_way
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resuming_a_failed_fan_out_starts_a_fresh_batch_the_same_way() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
+    let projections = both_drivers(fan_env, fan_worker, |driver| async move {
         let parent = driver.start::<FanPause>(&vec![child("hold")]).await;
         driver.run_until_idle().await;
         let first = driver.children(parent).await;
@@ -335,7 +335,7 @@ async fn resuming_a_failed_fan_out_starts_a_fresh_batch_the_same_way() {
             .signal(all[1], "release", &serde_json::json!(null))
             .await
             .expect("sent");
-        drive(&driver).await;
+        drive_driver(&driver).await;
         (driver, vec![parent])
     })
     .await;
@@ -356,7 +356,7 @@ async fn resuming_a_failed_fan_out_starts_a_fresh_batch_the_same_way() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operators_on_parents_and_middle_children_agree() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
+    let projections = both_drivers(fan_env, fan_worker, |driver| async move {
         // A middle child cancelled by hand: its children go with it, and it
         // counts as cancelled in its parent's batch (skip: the parent goes on).
         let skipper = driver
@@ -414,7 +414,7 @@ async fn operators_on_parents_and_middle_children_agree() {
             driver.act(paused_child, Action::Cancel, "give up").await,
             Ok(RunStatus::Cancelled)
         );
-        drive(&driver).await;
+        drive_driver(&driver).await;
         assert_eq!(driver.sweep_report().await.batches_resolved, 0);
         (driver, vec![skipper, paused, skipped, pausing])
     })

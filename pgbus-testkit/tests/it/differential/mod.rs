@@ -14,15 +14,20 @@ use pgbus_runtime::{
 };
 use pgbus_testkit::{TestDatabase, TestEnv, default_start};
 
+#[macro_use]
+mod harness;
 mod bounded_reads;
 mod crashes;
 mod driver;
 mod fan_out;
+mod rigs;
 mod signals;
 mod timeouts;
 mod verbs;
 
 use driver::*;
+use harness::{Harness, Pace};
+use rigs::{Memory, Pinned, Rig};
 
 // ---- the workflows the scenarios run -------------------------------------------
 
@@ -457,7 +462,7 @@ fn project_in(
 }
 
 /// Projects `roots` (and their children) of one store.
-async fn project_all(driver: &Driver, roots: &[RunId]) -> (Vec<Projection>, usize) {
+async fn project_driver(driver: &Driver, roots: &[RunId]) -> (Vec<Projection>, usize) {
     let mut ids = Ids {
         views: driver.all_views().await,
         ..Ids::default()
@@ -479,7 +484,7 @@ async fn project_all(driver: &Driver, roots: &[RunId]) -> (Vec<Projection>, usiz
 
 /// Runs `scenario` on both stores and compares every run it returns, with its
 /// fan_out children, and how many runs each store holds.
-async fn both<F, Fut>(
+async fn both_drivers<F, Fut>(
     register_memory: impl Fn(TestEnv) -> TestEnv,
     register_pg: impl FnOnce(pgbus_runtime::WorkerBuilder) -> pgbus_runtime::WorkerBuilder,
     scenario: F,
@@ -491,6 +496,56 @@ where
     let (memory, memory_runs) =
         scenario(Driver::Memory(Arc::new(register_memory(TestEnv::new())))).await;
     let (postgres, pg_runs) = scenario(Driver::postgres(register_pg).await).await;
+    assert_eq!(memory_runs.len(), pg_runs.len());
+    let (left, left_total) = project_driver(&memory, &memory_runs).await;
+    let (right, right_total) = project_driver(&postgres, &pg_runs).await;
+    for (left, right) in left.iter().zip(&right) {
+        assert_eq!(
+            left, right,
+            "memory (left) and Postgres (right) disagree on a run"
+        );
+    }
+    assert_eq!(
+        left_total, right_total,
+        "memory (left) and Postgres (right) hold different numbers of runs"
+    );
+    // `DIFF_DUMP=1 cargo test ... -- --nocapture` shows what was compared.
+    if std::env::var_os("DIFF_DUMP").is_some() {
+        eprintln!("{left:#?}\n=== postgres\n{right:#?}");
+    }
+    left
+}
+
+/// Projects `roots` (and their children) of one store.
+async fn project_all<R: Rig>(harness: &Harness<R>, roots: &[RunId]) -> (Vec<Projection>, usize) {
+    let mut ids = Ids {
+        views: harness.all_views().await,
+        ..Ids::default()
+    };
+    let total = ids.views.len();
+    for (i, root) in roots.iter().enumerate() {
+        ids.label(root.0, &format!("r{i}"));
+    }
+    let projections = roots
+        .iter()
+        .map(|root| {
+            let view = ids.views.get(&root.0).expect("a returned run exists");
+            let label = ids.runs.get(&root.0).expect("labelled");
+            project_in(view, label, &ids, view.run.created_at)
+        })
+        .collect();
+    (projections, total)
+}
+
+/// Compares every run a scenario returned on each store (see [`both!`]), with
+/// its fan_out children, and how many runs each store holds; the memory
+/// store's projections.
+async fn compare<A: Rig, B: Rig>(
+    ((memory, memory_runs), (postgres, pg_runs)): (
+        (Harness<A>, Vec<RunId>),
+        (Harness<B>, Vec<RunId>),
+    ),
+) -> Vec<Projection> {
     assert_eq!(memory_runs.len(), pg_runs.len());
     let (left, left_total) = project_all(&memory, &memory_runs).await;
     let (right, right_total) = project_all(&postgres, &pg_runs).await;
@@ -512,7 +567,15 @@ where
 }
 
 /// Start, then alternate running and moving time until nothing is left.
-async fn drive(driver: &Driver) {
+async fn drive<R: Rig>(harness: &Harness<R>) {
+    for minutes in [0, 1, 1, 2, 5, 10] {
+        harness.advance(Duration::from_secs(60 * minutes));
+        harness.run_until_idle().await;
+    }
+}
+
+/// Start, then alternate running and moving time until nothing is left.
+async fn drive_driver(driver: &Driver) {
     for minutes in [0, 1, 1, 2, 5, 10] {
         driver.advance(Duration::from_secs(60 * minutes));
         driver.run_until_idle().await;

@@ -4,7 +4,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signals_are_stored_or_refused_the_same_way() {
-    both(
+    both_drivers(
         |env| env.register(Verbs),
         |worker| worker.register(Verbs),
         |driver| async move {
@@ -153,7 +153,7 @@ pub(super) fn event_names(projection: &Projection) -> Vec<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signals_before_and_after_the_wait_and_the_predicate_agree() {
-    let projections = both(
+    let projections = both_drivers(
         |env| env.register(approvals()),
         |worker| worker.register(approvals()),
         |driver| async move {
@@ -189,7 +189,7 @@ async fn signals_before_and_after_the_wait_and_the_predicate_agree() {
                 .signal(picky, "approval", &serde_json::json!({"ok": true}))
                 .await
                 .expect("sent");
-            drive(&driver).await;
+            drive_driver(&driver).await;
             (driver, vec![early, woken, picky])
         },
     )
@@ -237,7 +237,7 @@ async fn signals_before_and_after_the_wait_and_the_predicate_agree() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signal_between_claim_and_park_wakes_the_row_the_same_way() {
     let hold = Arc::new(Hold::default());
-    let projections = both(
+    let projections = both_drivers(
         |env| {
             env.register(Approvals {
                 hold: Arc::clone(&hold),
@@ -274,7 +274,7 @@ async fn a_signal_between_claim_and_park_wakes_the_row_the_same_way() {
                     StepStatus::Scheduled,
                     "parked and woken at once"
                 );
-                drive(&driver).await;
+                drive_driver(&driver).await;
                 (driver, vec![run])
             }
         },
@@ -288,7 +288,7 @@ async fn a_signal_between_claim_and_park_wakes_the_row_the_same_way() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reattempt_sees_the_signal_its_first_attempt_took() {
-    let projections = both(
+    let projections = both_drivers(
         |env| env.register(approvals()),
         |worker| worker.register(approvals()),
         |driver| async move {
@@ -304,7 +304,7 @@ async fn a_reattempt_sees_the_signal_its_first_attempt_took() {
                 .await
                 .expect("sent");
             driver.advance(Duration::from_secs(30));
-            drive(&driver).await;
+            drive_driver(&driver).await;
             (driver, vec![run])
         },
     )
@@ -334,7 +334,7 @@ async fn a_reattempt_sees_the_signal_its_first_attempt_took() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_on_timeout_applies_the_same_way() {
-    let projections = both(
+    let projections = both_drivers(
         |env| {
             env.register(TimeoutPause)
                 .register(TimeoutCancel)
@@ -389,7 +389,7 @@ async fn every_on_timeout_applies_the_same_way() {
                 .signal(pause, "go", &serde_json::json!("at last"))
                 .await
                 .expect("sent");
-            drive(&driver).await;
+            drive_driver(&driver).await;
             (driver, vec![pause, cancel, skip, run, late_signal])
         },
     )
@@ -433,7 +433,7 @@ async fn every_on_timeout_applies_the_same_way() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_resume_and_skip_around_a_waiting_step_agree() {
-    let projections = both(
+    let projections = both_drivers(
         |env| env.register(approvals()).register(TimeoutPause),
         |worker| worker.register(approvals()).register(TimeoutPause),
         |driver| async move {
@@ -493,7 +493,7 @@ async fn pause_resume_and_skip_around_a_waiting_step_agree() {
                 .signal(unsignalled, "approval", &serde_json::json!({"n": 2}))
                 .await
                 .expect("sent");
-            drive(&driver).await;
+            drive_driver(&driver).await;
             (
                 driver,
                 vec![signalled, unsignalled, skipped, early, expired],

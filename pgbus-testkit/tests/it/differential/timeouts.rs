@@ -42,7 +42,7 @@ impl TwoWaits {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turned_down_signal_does_not_restart_the_timeout_and_each_wait_takes_its_own() {
-    let projections = both(
+    let projections = both_drivers(
         |env| env.register(PickyTimeout).register(TwoWaits),
         |worker| worker.register(PickyTimeout).register(TwoWaits),
         |driver| async move {
@@ -79,7 +79,7 @@ async fn a_turned_down_signal_does_not_restart_the_timeout_and_each_wait_takes_i
                 .signal(one_early, "go", &serde_json::json!(2))
                 .await
                 .expect("sent");
-            drive(&driver).await;
+            drive_driver(&driver).await;
             (driver, vec![picky, both_early, one_early])
         },
     )
@@ -150,7 +150,7 @@ async fn signal_pages_are_judged_once_and_the_timeout_waits_for_the_last_page_th
     let memory_calls = Arc::new(AtomicUsize::new(0));
     let pg_calls = Arc::new(AtomicUsize::new(0));
     let (memory_for_env, pg_for_worker) = (Arc::clone(&memory_calls), Arc::clone(&pg_calls));
-    let projections = both(
+    let projections = both_drivers(
         move |env| {
             env.register(Counted {
                 calls: Arc::clone(&memory_for_env),
@@ -270,7 +270,7 @@ impl RunRetry {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reattempt_sees_its_timeout_again_and_a_resume_waits_afresh_the_same_way() {
-    let projections = both(
+    let projections = both_drivers(
         |env| env.register(RunRetry).register(TimeoutPause),
         |worker| worker.register(RunRetry).register(TimeoutPause),
         |driver| async move {
@@ -300,7 +300,7 @@ async fn a_reattempt_sees_its_timeout_again_and_a_resume_waits_afresh_the_same_w
                     Ok(RunStatus::Ready)
                 );
             }
-            drive(&driver).await;
+            drive_driver(&driver).await;
             (driver, vec![retry, paused])
         },
     )
