@@ -84,6 +84,15 @@ parent_workflow!(FanPause, "diff.fan.pause");
 parent_workflow!(FanCancel, "diff.fan.cancel", "cancel");
 parent_workflow!(FanSkip, "diff.fan.skip", "skip");
 
+/// Registers every workflow of the fan_out scenarios.
+pub(super) fn fan<R: Rig>(h: Harness<R>) -> Harness<R> {
+    h.register(Child)
+        .register(Middle)
+        .register(FanPause)
+        .register(FanCancel)
+        .register(FanSkip)
+}
+
 pub(super) fn fan_env(env: TestEnv) -> TestEnv {
     env.register(Child)
         .register(Middle)
