@@ -433,7 +433,8 @@ macro_rules! on_each_store {
 /// [`on_each_store!`] for a scenario that returns its runs: compares them on
 /// the two stores (see `compare`) and yields the memory store's projections.
 macro_rules! both {
-    ($($scenario:tt)*) => {
-        compare(on_each_store!($($scenario)*)).await
-    };
+    ($($scenario:tt)*) => {{
+        let (memory, postgres) = on_each_store!($($scenario)*);
+        compare(memory, postgres).await
+    }};
 }
