@@ -185,9 +185,14 @@ impl Rows {
             ..*claimer
         })?;
         self.tokens.remove(&claim.step_id);
-        let now = self.now;
-        self.crashed.insert(worker, now);
+        self.worker_died(&worker);
         Some(claim.run_id)
+    }
+
+    /// Records that `worker` stopped heartbeating now, unless it had already.
+    pub(crate) fn worker_died(&mut self, worker: &str) {
+        let now = self.now;
+        self.crashed.entry(worker.to_owned()).or_insert(now);
     }
 
     /// When the next claimable step is due, if any: a scheduled row, or a

@@ -54,6 +54,20 @@ impl MemoryStore {
         self.rows().limits = limits;
     }
 
+    /// Records that worker `worker_id` died now: its heartbeat stopped at the
+    /// current virtual time, so the sweep takes the attempts it holds (or
+    /// claims later) for lost (`worker_lost`) once it has been silent for
+    /// longer than the lost-worker threshold. The Postgres store learns the
+    /// same from a worker row whose heartbeat stopped; the memory store keeps
+    /// no rows of live workers, and takes any worker it was not told died for
+    /// alive. [`TestEnv::crash_next`](crate::TestEnv::crash_next) tells it of
+    /// the workers it kills; a suite that drives the store through the store
+    /// contract alone (claiming for a worker of its own that then dies) tells
+    /// it here. A worker that died already keeps its first time.
+    pub fn worker_died(&self, worker_id: &str) {
+        self.rows().worker_died(worker_id);
+    }
+
     pub(crate) fn rows(&self) -> MutexGuard<'_, Rows> {
         self.rows.lock().unwrap_or_else(PoisonError::into_inner)
     }

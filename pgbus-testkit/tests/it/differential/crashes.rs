@@ -1,6 +1,6 @@
 //! Crashed workers, sweeps, retention and races with a running step.
 
-use super::fan_out::{FanPause, child, fan_env, fan_worker};
+use super::fan_out::{FanPause, child, fan};
 use super::verbs::{Gate, Gated};
 use super::*;
 
@@ -21,6 +21,24 @@ impl Fragile {
 
     #[step]
     async fn after(&self, _cx: &mut StepCx<u8>) {}
+}
+
+/// A worker dies in `work`'s body; the sweep leaves it alone until `silence`
+/// has passed, then repairs it once.
+async fn crash<R: Rig>(
+    h: &Harness<R>,
+    entered: &tokio::sync::Notify,
+    silence: Duration,
+) -> Vec<RunId> {
+    let run = h.start::<Fragile>(&1).await;
+    h.crash_next(entered).await;
+    h.advance(silence.saturating_sub(Duration::from_secs(2)));
+    assert_eq!(h.sweep().await, (0, 0), "not yet");
+    h.advance(Duration::from_secs(2));
+    assert_eq!(h.sweep().await, (1, 0));
+    assert_eq!(h.sweep().await, (0, 0), "repaired once");
+    drive(h).await;
+    vec![run]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,38 +62,15 @@ async fn a_crashed_worker_is_swept_the_same_way() {
         ),
     ] {
         let entered = Arc::new(tokio::sync::Notify::new());
-        let projections = both(
-            |env| {
-                env.stall_action(action)
-                    .lost_worker_threshold(lost_after)
-                    .register(Fragile {
-                        entered: Arc::clone(&entered),
-                    })
-            },
-            |worker| {
-                worker
-                    .stall_action(action)
-                    .lost_worker_threshold(lost_after)
-                    .register(Fragile {
-                        entered: Arc::clone(&entered),
-                    })
-            },
-            |driver| {
-                let entered = Arc::clone(&entered);
-                async move {
-                    let run = driver.start::<Fragile>(&1).await;
-                    driver.crash_next(&entered).await;
-                    driver.advance(silence.saturating_sub(Duration::from_secs(2)));
-                    assert_eq!(driver.sweep().await, (0, 0), "not yet");
-                    driver.advance(Duration::from_secs(2));
-                    assert_eq!(driver.sweep().await, (1, 0));
-                    assert_eq!(driver.sweep().await, (0, 0), "repaired once");
-                    drive(&driver).await;
-                    (driver, vec![run])
-                }
-            },
-        )
-        .await;
+        let projections = both!(
+            |h| h
+                .stall_action(action)
+                .lost_worker_threshold(lost_after)
+                .register(Fragile {
+                    entered: Arc::clone(&entered),
+                }),
+            crash(&entered, silence)
+        );
         let run = &projections[0];
         assert_eq!(run.status, expected.1);
         let stall = run
@@ -95,60 +90,50 @@ async fn a_crashed_worker_is_swept_the_same_way() {
     }
 }
 
+/// Two ended runs and a paused one; retention deletes the old ended one only.
+async fn retention<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let finished = h.start::<Verbs>(&script("finish")).await;
+    let paused = h.start::<Verbs>(&script("pause")).await;
+    h.run_until_idle().await;
+    h.advance(pgbus_runtime::worker::DEFAULT_RETENTION);
+    assert_eq!(h.sweep().await, (0, 0), "exactly the retention: kept");
+    h.advance(Duration::from_secs(1));
+    let later = h.start::<Verbs>(&script("finish")).await;
+    h.run_until_idle().await;
+    assert_eq!(h.sweep().await, (0, 1));
+    assert!(!h.exists(finished).await);
+    assert!(h.exists(paused).await, "only ended runs go");
+    assert!(h.exists(later).await, "a recent run stays");
+    vec![paused, later]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_deletes_the_same_runs() {
-    both(
-        |env| env.register(Verbs),
-        |worker| worker.register(Verbs),
-        |driver| async move {
-            let finished = driver.start::<Verbs>(&script("finish")).await;
-            let paused = driver.start::<Verbs>(&script("pause")).await;
-            driver.run_until_idle().await;
-            driver.advance(pgbus_runtime::worker::DEFAULT_RETENTION);
-            assert_eq!(driver.sweep().await, (0, 0), "exactly the retention: kept");
-            driver.advance(Duration::from_secs(1));
-            let later = driver.start::<Verbs>(&script("finish")).await;
-            driver.run_until_idle().await;
-            assert_eq!(driver.sweep().await, (0, 1));
-            assert!(!driver.exists(finished).await);
-            assert!(driver.exists(paused).await, "only ended runs go");
-            assert!(driver.exists(later).await, "a recent run stays");
-            (driver, vec![paused, later])
-        },
-    )
-    .await;
+    both!(|h| h.register(Verbs), retention());
+}
+
+/// An operator acts while `hold`'s body runs.
+async fn act_mid_step<R: Rig>(h: &Harness<R>, gate: &Gate, action: Action) -> Vec<RunId> {
+    let run = h.start::<Gated>(&1).await;
+    let running = h.spawn_next();
+    gate.entered.notified().await;
+    h.act(run, action, "mid-step").await.expect("legal");
+    gate.release.notify_one();
+    running.await.expect("join");
+    h.run_until_idle().await;
+    vec![run]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_and_cancel_during_a_step_race_the_same_way() {
     for action in [Action::Pause, Action::Cancel] {
         let gate = Arc::new(Gate::default());
-        let projections = both(
-            |env| {
-                env.register(Gated {
-                    gate: Arc::clone(&gate),
-                })
-            },
-            |worker| {
-                worker.register(Gated {
-                    gate: Arc::clone(&gate),
-                })
-            },
-            |driver| {
-                let gate = Arc::clone(&gate);
-                async move {
-                    let run = driver.start::<Gated>(&1).await;
-                    let running = driver.spawn_next();
-                    gate.entered.notified().await;
-                    driver.act(run, action, "mid-step").await.expect("legal");
-                    gate.release.notify_one();
-                    running.await.expect("join");
-                    driver.run_until_idle().await;
-                    (driver, vec![run])
-                }
-            },
-        )
-        .await;
+        let projections = both!(
+            |h| h.register(Gated {
+                gate: Arc::clone(&gate),
+            }),
+            act_mid_step(&gate, action)
+        );
         let run = &projections[0];
         let names: Vec<&str> = run.events.iter().map(|e| e.0.as_str()).collect();
         match action {
@@ -167,13 +152,13 @@ async fn pause_and_cancel_during_a_step_race_the_same_way() {
 
 /// Past the lost-worker threshold, one sweep pauses every run whose attempt a
 /// dead worker held; an operator resumes each.
-pub(super) async fn sweep_and_resume(driver: &Driver, runs: &[RunId]) {
-    driver.advance(Duration::from_secs(31));
-    assert_eq!(driver.sweep().await, (runs.len(), 0));
+pub(super) async fn sweep_and_resume<R: Rig>(h: &Harness<R>, runs: &[RunId]) {
+    h.advance(Duration::from_secs(31));
+    assert_eq!(h.sweep().await, (runs.len(), 0));
     for run in runs {
-        assert_eq!(driver.view(*run).await.run.status, RunStatus::Paused);
+        assert_eq!(h.view(*run).await.run.status, RunStatus::Paused);
         assert_eq!(
-            driver.act(*run, Action::Resume, "the worker is gone").await,
+            h.act(*run, Action::Resume, "the worker is gone").await,
             Ok(RunStatus::Ready)
         );
     }
@@ -187,34 +172,33 @@ pub(super) fn stalled(projection: &Projection) -> bool {
         .is_some_and(|class| class.ends_with("StepStalled"))
 }
 
+/// Two parents whose batch resolved (one succeeded, one failed): each parent's
+/// woken row is claimed by a worker that dies.
+async fn crash_after_a_batch<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let succeeded = h
+        .start::<FanPause>(&vec![child("finish"), child("hold")])
+        .await;
+    let failed = h
+        .start::<FanPause>(&vec![child("cancel"), child("hold")])
+        .await;
+    h.run_until_idle().await;
+    for parent in [succeeded, failed] {
+        let kids = h.children(parent).await;
+        h.signal(kids[1], "release", &serde_json::json!(null))
+            .await
+            .expect("sent");
+        h.run_one().await; // the last child ends: its batch wakes the parent
+        assert_eq!(h.view(parent).await.steps[0].status, StepStatus::Scheduled);
+        assert_eq!(h.claim_and_die().await, parent);
+    }
+    sweep_and_resume(h, &[succeeded, failed]).await;
+    drive(h).await;
+    vec![succeeded, failed]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_after_a_batch_resolved_is_swept_and_resumed_the_same_way() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
-        let succeeded = driver
-            .start::<FanPause>(&vec![child("finish"), child("hold")])
-            .await;
-        let failed = driver
-            .start::<FanPause>(&vec![child("cancel"), child("hold")])
-            .await;
-        driver.run_until_idle().await;
-        for parent in [succeeded, failed] {
-            let kids = driver.children(parent).await;
-            driver
-                .signal(kids[1], "release", &serde_json::json!(null))
-                .await
-                .expect("sent");
-            driver.run_one().await; // the last child ends: its batch wakes the parent
-            assert_eq!(
-                driver.view(parent).await.steps[0].status,
-                StepStatus::Scheduled
-            );
-            assert_eq!(driver.claim_and_die().await, parent);
-        }
-        sweep_and_resume(&driver, &[succeeded, failed]).await;
-        drive(&driver).await;
-        (driver, vec![succeeded, failed])
-    })
-    .await;
+    let projections = both!(|h| fan(h), crash_after_a_batch());
     let [succeeded, failed] = &projections[..] else {
         unreachable!()
     };
@@ -257,40 +241,38 @@ async fn a_crash_after_a_batch_resolved_is_swept_and_resumed_the_same_way() {
     );
 }
 
+/// A parked fan_out row comes due while a child still waits; its worker dies, and
+/// the resumed attempt takes the open batch over.
+async fn take_over<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let parent = h
+        .start::<FanPause>(&vec![child("finish"), child("hold")])
+        .await;
+    h.run_one().await; // parks
+    h.advance(Duration::from_secs(1));
+    h.run_until_idle().await; // one child finishes, the other waits
+    // The parked row comes due at the end of its longest wait while a
+    // child still waits; a worker claims it and dies.
+    h.advance(Duration::from_millis(pgbus_runtime::MAX_DURATION_MS));
+    assert_eq!(h.claim_and_die().await, parent);
+    sweep_and_resume(h, &[parent]).await;
+    h.run_until_idle().await;
+    let view = h.view(parent).await;
+    assert_eq!(view.steps[1].status, StepStatus::Waiting);
+    assert_eq!(
+        view.batches[0].parent_step_id, view.steps[1].id,
+        "taken over"
+    );
+    let kids = h.children(parent).await;
+    h.signal(kids[1], "release", &serde_json::json!(null))
+        .await
+        .expect("sent");
+    drive(h).await;
+    vec![parent]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_attempt_takes_over_an_open_batch_the_same_way() {
-    let projections = both(
-        |env| fan_env(env.retention(None)),
-        |worker| fan_worker(worker.retention(None)),
-        |driver| async move {
-            let parent = driver
-                .start::<FanPause>(&vec![child("finish"), child("hold")])
-                .await;
-            driver.run_one().await; // parks
-            driver.advance(Duration::from_secs(1));
-            driver.run_until_idle().await; // one child finishes, the other waits
-            // The parked row comes due at the end of its longest wait while a
-            // child still waits; a worker claims it and dies.
-            driver.advance(Duration::from_millis(pgbus_runtime::MAX_DURATION_MS));
-            assert_eq!(driver.claim_and_die().await, parent);
-            sweep_and_resume(&driver, &[parent]).await;
-            driver.run_until_idle().await;
-            let view = driver.view(parent).await;
-            assert_eq!(view.steps[1].status, StepStatus::Waiting);
-            assert_eq!(
-                view.batches[0].parent_step_id, view.steps[1].id,
-                "taken over"
-            );
-            let kids = driver.children(parent).await;
-            driver
-                .signal(kids[1], "release", &serde_json::json!(null))
-                .await
-                .expect("sent");
-            drive(&driver).await;
-            (driver, vec![parent])
-        },
-    )
-    .await;
+    let projections = both!(|h| fan(h.retention(None)), take_over());
     let parent = &projections[0];
     assert_eq!(parent.status, RunStatus::Finished);
     assert!(stalled(parent));

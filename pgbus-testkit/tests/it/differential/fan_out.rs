@@ -84,62 +84,56 @@ parent_workflow!(FanPause, "diff.fan.pause");
 parent_workflow!(FanCancel, "diff.fan.cancel", "cancel");
 parent_workflow!(FanSkip, "diff.fan.skip", "skip");
 
-pub(super) fn fan_env(env: TestEnv) -> TestEnv {
-    env.register(Child)
+/// Registers every workflow of the fan_out scenarios.
+pub(super) fn fan<R: Rig>(h: Harness<R>) -> Harness<R> {
+    h.register(Child)
         .register(Middle)
         .register(FanPause)
         .register(FanCancel)
         .register(FanSkip)
 }
 
-pub(super) fn fan_worker(worker: pgbus_runtime::WorkerBuilder) -> pgbus_runtime::WorkerBuilder {
-    worker
-        .register(Child)
-        .register(Middle)
-        .register(FanPause)
-        .register(FanCancel)
-        .register(FanSkip)
+/// A batch of three children, one of which waits for a signal, and an empty
+/// one; no sweep finds anything stuck.
+async fn all_finish<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let parent = h
+        .start::<FanPause>(&vec![child("finish"), child("hold"), child("finish")])
+        .await;
+    let empty = h.start::<FanPause>(&vec![]).await;
+    h.run_until_idle().await;
+    let children = h.children(parent).await;
+    assert_eq!(children.len(), 3);
+    let report = h.sweep_report().await;
+    assert_eq!(
+        (
+            report.repaired,
+            report.runs_deleted,
+            report.batches_resolved
+        ),
+        (0, 0, 0),
+        "a batch with a child still waiting is not stuck"
+    );
+    h.advance(Duration::from_mins(1));
+    h.signal(children[1], "release", &serde_json::json!(null))
+        .await
+        .expect("sent");
+    drive(h).await;
+    let report = h.sweep_report().await;
+    assert_eq!(
+        (
+            report.repaired,
+            report.runs_deleted,
+            report.batches_resolved
+        ),
+        (0, 0, 0),
+        "nothing stuck"
+    );
+    vec![parent, empty]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_whose_children_all_finish_completes_the_same_way() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
-        let parent = driver
-            .start::<FanPause>(&vec![child("finish"), child("hold"), child("finish")])
-            .await;
-        let empty = driver.start::<FanPause>(&vec![]).await;
-        driver.run_until_idle().await;
-        let children = driver.children(parent).await;
-        assert_eq!(children.len(), 3);
-        let report = driver.sweep_report().await;
-        assert_eq!(
-            (
-                report.repaired,
-                report.runs_deleted,
-                report.batches_resolved
-            ),
-            (0, 0, 0),
-            "a batch with a child still waiting is not stuck"
-        );
-        driver.advance(Duration::from_mins(1));
-        driver
-            .signal(children[1], "release", &serde_json::json!(null))
-            .await
-            .expect("sent");
-        drive(&driver).await;
-        let report = driver.sweep_report().await;
-        assert_eq!(
-            (
-                report.repaired,
-                report.runs_deleted,
-                report.batches_resolved
-            ),
-            (0, 0, 0),
-            "nothing stuck"
-        );
-        (driver, vec![parent, empty])
-    })
-    .await;
+    let projections = both!(|h| fan(h), all_finish());
     let [parent, empty] = &projections[..] else {
         unreachable!()
     };
@@ -187,33 +181,35 @@ async fn a_batch_whose_children_all_finish_completes_the_same_way() {
     assert!(!event_names(empty).contains(&"step_waiting"));
 }
 
+/// A child cancels itself under each `on_batch_failure`; an operator cancels
+/// one and skips a parent.
+async fn a_child_cancelled<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let kids = vec![child("finish"), child("cancel")];
+    let pause = h.start::<FanPause>(&kids).await;
+    let cancel = h.start::<FanCancel>(&kids).await;
+    let skip = h.start::<FanSkip>(&kids).await;
+    // An operator cancels a waiting child.
+    let by_hand = h.start::<FanSkip>(&vec![child("hold")]).await;
+    // Paused on FanOutFailed, then skipped by an operator.
+    let passed_over = h.start::<FanPause>(&kids).await;
+    h.run_until_idle().await;
+    assert_eq!(
+        h.act(passed_over, Action::Skip, "bill the rest by hand")
+            .await,
+        Ok(RunStatus::Ready)
+    );
+    let held = h.children(by_hand).await;
+    assert_eq!(
+        h.act(held[0], Action::Cancel, "not needed").await,
+        Ok(RunStatus::Cancelled)
+    );
+    drive(h).await;
+    vec![pause, cancel, skip, by_hand, passed_over]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_child_applies_each_on_batch_failure_the_same_way() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
-        let kids = vec![child("finish"), child("cancel")];
-        let pause = driver.start::<FanPause>(&kids).await;
-        let cancel = driver.start::<FanCancel>(&kids).await;
-        let skip = driver.start::<FanSkip>(&kids).await;
-        // An operator cancels a waiting child.
-        let by_hand = driver.start::<FanSkip>(&vec![child("hold")]).await;
-        // Paused on FanOutFailed, then skipped by an operator.
-        let passed_over = driver.start::<FanPause>(&kids).await;
-        driver.run_until_idle().await;
-        assert_eq!(
-            driver
-                .act(passed_over, Action::Skip, "bill the rest by hand")
-                .await,
-            Ok(RunStatus::Ready)
-        );
-        let held = driver.children(by_hand).await;
-        assert_eq!(
-            driver.act(held[0], Action::Cancel, "not needed").await,
-            Ok(RunStatus::Cancelled)
-        );
-        drive(&driver).await;
-        (driver, vec![pause, cancel, skip, by_hand, passed_over])
-    })
-    .await;
+    let projections = both!(|h| fan(h), a_child_cancelled());
     let [pause, cancel, skip, by_hand, passed_over] = &projections[..] else {
         unreachable!()
     };
@@ -251,27 +247,30 @@ async fn a_cancelled_child_applies_each_on_batch_failure_the_same_way() {
     assert_eq!(passed_over.steps.len(), 2, "no new batch");
 }
 
+/// An operator cancels a parent whose children (one of them a fan_out of its
+/// own) still run.
+async fn cascade<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let parent = h
+        .start::<FanPause>(&vec![
+            Kid::Middle(vec!["hold".to_owned(), "finish".to_owned()]),
+            child("hold"),
+            child("finish"),
+        ])
+        .await;
+    h.run_until_idle().await;
+    h.advance(Duration::from_secs(5));
+    assert_eq!(
+        h.act(parent, Action::Cancel, "stop everything").await,
+        Ok(RunStatus::Cancelled)
+    );
+    drive(h).await;
+    assert_eq!(h.sweep_report().await.batches_resolved, 0);
+    vec![parent]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_parent_cascades_to_children_and_grandchildren_the_same_way() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
-        let parent = driver
-            .start::<FanPause>(&vec![
-                Kid::Middle(vec!["hold".to_owned(), "finish".to_owned()]),
-                child("hold"),
-                child("finish"),
-            ])
-            .await;
-        driver.run_until_idle().await;
-        driver.advance(Duration::from_secs(5));
-        assert_eq!(
-            driver.act(parent, Action::Cancel, "stop everything").await,
-            Ok(RunStatus::Cancelled)
-        );
-        drive(&driver).await;
-        assert_eq!(driver.sweep_report().await.batches_resolved, 0);
-        (driver, vec![parent])
-    })
-    .await;
+    let projections = both!(|h| fan(h), cascade());
     let parent = &projections[0];
     assert_eq!(parent.status, RunStatus::Cancelled);
     let batch = &parent.batches[0];
@@ -311,34 +310,35 @@ async fn cancelling_a_parent_cascades_to_children_and_grandchildren_the_same_way
     );
 }
 
+/// A child cancelled by hand fails the batch; the parent is resumed.
+async fn fresh_batch<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let parent = h.start::<FanPause>(&vec![child("hold")]).await;
+    h.run_until_idle().await;
+    let first = h.children(parent).await;
+    assert_eq!(
+        h.act(first[0], Action::Cancel, "wrong one").await,
+        Ok(RunStatus::Cancelled)
+    );
+    h.run_until_idle().await;
+    assert_eq!(h.view(parent).await.run.status, RunStatus::Paused);
+    h.advance(Duration::from_secs(30));
+    assert_eq!(
+        h.act(parent, Action::Resume, "try again").await,
+        Ok(RunStatus::Ready)
+    );
+    h.run_until_idle().await;
+    let all = h.children(parent).await;
+    assert_eq!(all.len(), 2);
+    h.signal(all[1], "release", &serde_json::json!(null))
+        .await
+        .expect("sent");
+    drive(h).await;
+    vec![parent]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resuming_a_failed_fan_out_starts_a_fresh_batch_the_same_way() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
-        let parent = driver.start::<FanPause>(&vec![child("hold")]).await;
-        driver.run_until_idle().await;
-        let first = driver.children(parent).await;
-        assert_eq!(
-            driver.act(first[0], Action::Cancel, "wrong one").await,
-            Ok(RunStatus::Cancelled)
-        );
-        driver.run_until_idle().await;
-        assert_eq!(driver.view(parent).await.run.status, RunStatus::Paused);
-        driver.advance(Duration::from_secs(30));
-        assert_eq!(
-            driver.act(parent, Action::Resume, "try again").await,
-            Ok(RunStatus::Ready)
-        );
-        driver.run_until_idle().await;
-        let all = driver.children(parent).await;
-        assert_eq!(all.len(), 2);
-        driver
-            .signal(all[1], "release", &serde_json::json!(null))
-            .await
-            .expect("sent");
-        drive(&driver).await;
-        (driver, vec![parent])
-    })
-    .await;
+    let projections = both!(|h| fan(h), fresh_batch());
     let parent = &projections[0];
     assert_eq!(parent.status, RunStatus::Finished);
     let batches: Vec<(Option<usize>, &str)> = parent
@@ -354,71 +354,72 @@ async fn resuming_a_failed_fan_out_starts_a_fresh_batch_the_same_way() {
     );
 }
 
+/// Operators on a middle child, a parent whose batch resolves while paused, a
+/// parent whose waiting step is skipped, and a child that pauses.
+async fn operators_on_parents<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    // A middle child cancelled by hand: its children go with it, and it
+    // counts as cancelled in its parent's batch (skip: the parent goes on).
+    let skipper = h
+        .start::<FanSkip>(&vec![Kid::Middle(vec!["hold".to_owned()]), child("finish")])
+        .await;
+    // A parent paused while its batch resolves: woken, but it waits for resume.
+    let paused = h.start::<FanPause>(&vec![child("hold")]).await;
+    // A parent whose waiting fan_out step an operator skips: the batch
+    // stays open, resolves later, and wakes nothing.
+    let skipped = h.start::<FanPause>(&vec![child("hold")]).await;
+    // A child that pauses: the batch waits for it; cancelling it fails the batch.
+    let pausing = h.start::<FanPause>(&vec![child("pause")]).await;
+    h.run_until_idle().await;
+
+    let middle = h.children(skipper).await[0];
+    assert_eq!(
+        h.act(middle, Action::Cancel, "not this branch").await,
+        Ok(RunStatus::Cancelled)
+    );
+    assert_eq!(
+        h.act(paused, Action::Pause, "hold on").await,
+        Ok(RunStatus::Paused)
+    );
+    let held = h.children(paused).await[0];
+    h.signal(held, "release", &serde_json::json!(null))
+        .await
+        .expect("sent");
+    assert_eq!(
+        h.act(skipped, Action::Pause, "r").await,
+        Ok(RunStatus::Paused)
+    );
+    assert_eq!(
+        h.act(skipped, Action::Skip, "do not wait").await,
+        Ok(RunStatus::Ready)
+    );
+    h.run_until_idle().await;
+    assert_eq!(
+        h.view(paused).await.steps[0].status,
+        StepStatus::Scheduled,
+        "woken while paused"
+    );
+    h.advance(Duration::from_secs(10));
+    assert_eq!(
+        h.act(paused, Action::Resume, "go on").await,
+        Ok(RunStatus::Ready)
+    );
+    let late = h.children(skipped).await[0];
+    h.signal(late, "release", &serde_json::json!(null))
+        .await
+        .expect("sent");
+    let paused_child = h.children(pausing).await[0];
+    assert_eq!(
+        h.act(paused_child, Action::Cancel, "give up").await,
+        Ok(RunStatus::Cancelled)
+    );
+    drive(h).await;
+    assert_eq!(h.sweep_report().await.batches_resolved, 0);
+    vec![skipper, paused, skipped, pausing]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operators_on_parents_and_middle_children_agree() {
-    let projections = both(fan_env, fan_worker, |driver| async move {
-        // A middle child cancelled by hand: its children go with it, and it
-        // counts as cancelled in its parent's batch (skip: the parent goes on).
-        let skipper = driver
-            .start::<FanSkip>(&vec![Kid::Middle(vec!["hold".to_owned()]), child("finish")])
-            .await;
-        // A parent paused while its batch resolves: woken, but it waits for resume.
-        let paused = driver.start::<FanPause>(&vec![child("hold")]).await;
-        // A parent whose waiting fan_out step an operator skips: the batch
-        // stays open, resolves later, and wakes nothing.
-        let skipped = driver.start::<FanPause>(&vec![child("hold")]).await;
-        // A child that pauses: the batch waits for it; cancelling it fails the batch.
-        let pausing = driver.start::<FanPause>(&vec![child("pause")]).await;
-        driver.run_until_idle().await;
-
-        let middle = driver.children(skipper).await[0];
-        assert_eq!(
-            driver.act(middle, Action::Cancel, "not this branch").await,
-            Ok(RunStatus::Cancelled)
-        );
-        assert_eq!(
-            driver.act(paused, Action::Pause, "hold on").await,
-            Ok(RunStatus::Paused)
-        );
-        let held = driver.children(paused).await[0];
-        driver
-            .signal(held, "release", &serde_json::json!(null))
-            .await
-            .expect("sent");
-        assert_eq!(
-            driver.act(skipped, Action::Pause, "r").await,
-            Ok(RunStatus::Paused)
-        );
-        assert_eq!(
-            driver.act(skipped, Action::Skip, "do not wait").await,
-            Ok(RunStatus::Ready)
-        );
-        driver.run_until_idle().await;
-        assert_eq!(
-            driver.view(paused).await.steps[0].status,
-            StepStatus::Scheduled,
-            "woken while paused"
-        );
-        driver.advance(Duration::from_secs(10));
-        assert_eq!(
-            driver.act(paused, Action::Resume, "go on").await,
-            Ok(RunStatus::Ready)
-        );
-        let late = driver.children(skipped).await[0];
-        driver
-            .signal(late, "release", &serde_json::json!(null))
-            .await
-            .expect("sent");
-        let paused_child = driver.children(pausing).await[0];
-        assert_eq!(
-            driver.act(paused_child, Action::Cancel, "give up").await,
-            Ok(RunStatus::Cancelled)
-        );
-        drive(&driver).await;
-        assert_eq!(driver.sweep_report().await.batches_resolved, 0);
-        (driver, vec![skipper, paused, skipped, pausing])
-    })
-    .await;
+    let projections = both!(|h| fan(h), operators_on_parents());
     let [skipper, paused, skipped, pausing] = &projections[..] else {
         unreachable!()
     };

@@ -1,28 +1,31 @@
 //! The differential suite: the same scenarios through the memory store and the
-//! Postgres store (a real worker on a pinned clock) must leave the same runs, step
-//! histories and events, ids and actors aside. A change to one store that the
-//! other lacks fails here.
+//! Postgres store (on a pinned clock) must leave the same runs, step histories
+//! and events, ids and actors aside. A change to one store that the other lacks
+//! fails here.
+//!
+//! Each scenario is one function generic over the store ([`Rig`]), driving it
+//! through the store contract, the runtime's step loop and its sweep (see
+//! [`Harness`]); [`both!`] runs it on each store and compares what it left.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
-use pgbus_runtime::{
-    Action, Client, Clock, Error, ManualClock, RunFilter, RunStatus, RunView, StallAction,
-    StepOutcome, StepStatus, SweepReport, Worker,
-};
-use pgbus_testkit::{TestDatabase, TestEnv, default_start};
+use pgbus_runtime::{Action, RunStatus, RunView, StallAction, StepOutcome, StepStatus};
 
+#[macro_use]
+mod harness;
 mod bounded_reads;
 mod crashes;
-mod driver;
 mod fan_out;
+mod rigs;
 mod signals;
 mod timeouts;
 mod verbs;
 
-use driver::*;
+use harness::{Harness, Pace};
+use rigs::{Memory, Pinned, Rig};
 
 // ---- the workflows the scenarios run -------------------------------------------
 
@@ -152,7 +155,7 @@ impl AfterLoss {
     async fn c(&self, _cx: &mut StepCx<u8>) {}
 }
 
-// ---- two drivers, one script ---------------------------------------------------
+// ---- one scenario, two stores: what they must agree on -------------------------
 
 /// A run as both stores must agree on it: everything but ids and actors, times as
 /// offsets from the start of the run the scenario returned (its root). Ids a
@@ -267,11 +270,6 @@ impl Ids {
             .map(|(id, _)| *id)
             .collect()
     }
-}
-
-/// A single run, its children left out.
-fn project(view: &RunView) -> Projection {
-    project_in(view, "r0", &Ids::default(), view.run.created_at)
 }
 
 /// How one run's view names the ids it holds: by the labels of [`Ids`], else by
@@ -457,9 +455,9 @@ fn project_in(
 }
 
 /// Projects `roots` (and their children) of one store.
-async fn project_all(driver: &Driver, roots: &[RunId]) -> (Vec<Projection>, usize) {
+async fn project_all<R: Rig>(harness: &Harness<R>, roots: &[RunId]) -> (Vec<Projection>, usize) {
     let mut ids = Ids {
-        views: driver.all_views().await,
+        views: harness.all_views().await,
         ..Ids::default()
     };
     let total = ids.views.len();
@@ -477,20 +475,13 @@ async fn project_all(driver: &Driver, roots: &[RunId]) -> (Vec<Projection>, usiz
     (projections, total)
 }
 
-/// Runs `scenario` on both stores and compares every run it returns, with its
-/// fan_out children, and how many runs each store holds.
-async fn both<F, Fut>(
-    register_memory: impl Fn(TestEnv) -> TestEnv,
-    register_pg: impl FnOnce(pgbus_runtime::WorkerBuilder) -> pgbus_runtime::WorkerBuilder,
-    scenario: F,
-) -> Vec<Projection>
-where
-    F: Fn(Driver) -> Fut,
-    Fut: std::future::Future<Output = (Driver, Vec<RunId>)>,
-{
-    let (memory, memory_runs) =
-        scenario(Driver::Memory(Arc::new(register_memory(TestEnv::new())))).await;
-    let (postgres, pg_runs) = scenario(Driver::postgres(register_pg).await).await;
+/// Compares every run a scenario returned on each store (see [`both!`]), with
+/// its fan_out children, and how many runs each store holds; the memory
+/// store's projections.
+async fn compare<A: Rig, B: Rig>(
+    (memory, memory_runs): (Harness<A>, Vec<RunId>),
+    (postgres, pg_runs): (Harness<B>, Vec<RunId>),
+) -> Vec<Projection> {
     assert_eq!(memory_runs.len(), pg_runs.len());
     let (left, left_total) = project_all(&memory, &memory_runs).await;
     let (right, right_total) = project_all(&postgres, &pg_runs).await;
@@ -512,9 +503,9 @@ where
 }
 
 /// Start, then alternate running and moving time until nothing is left.
-async fn drive(driver: &Driver) {
+async fn drive<R: Rig>(harness: &Harness<R>) {
     for minutes in [0, 1, 1, 2, 5, 10] {
-        driver.advance(Duration::from_secs(60 * minutes));
-        driver.run_until_idle().await;
+        harness.advance(Duration::from_secs(60 * minutes));
+        harness.run_until_idle().await;
     }
 }

@@ -2,47 +2,45 @@
 
 use super::*;
 
+/// Signals to a paused run, an ended one, a missing one, and bad ones.
+async fn stored_or_refused<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let open = h.start::<Verbs>(&script("pause")).await;
+    let done = h.start::<Verbs>(&script("finish")).await;
+    h.run_until_idle().await;
+    let sent = h
+        .signal(open, "payment.settled", &serde_json::json!({"amount": 12}))
+        .await;
+    assert_eq!(
+        sent,
+        Ok(pgbus_runtime::SignalId(1)),
+        "a paused run keeps it"
+    );
+    let refused = h.signal(done, "payment.settled", &1).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("has ended (finished)")),
+        "{refused:?}"
+    );
+    let missing = h.signal(RunId(999_999), "x", &1).await;
+    assert!(missing.is_err_and(|e| e.contains("does not exist")));
+    for (name, payload) in [
+        ("", serde_json::json!(1)),
+        (" padded", serde_json::json!(1)),
+        ("ok", serde_json::json!({"a": "nul\u{0}"})),
+    ] {
+        let bad = h.signal(open, name, &payload).await;
+        assert!(
+            bad.is_err_and(|e| e.starts_with("invalid signal")),
+            "{name:?}"
+        );
+    }
+    vec![open, done]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signals_are_stored_or_refused_the_same_way() {
-    both(
-        |env| env.register(Verbs),
-        |worker| worker.register(Verbs),
-        |driver| async move {
-            let open = driver.start::<Verbs>(&script("pause")).await;
-            let done = driver.start::<Verbs>(&script("finish")).await;
-            driver.run_until_idle().await;
-            let sent = driver
-                .signal(open, "payment.settled", &serde_json::json!({"amount": 12}))
-                .await;
-            assert_eq!(
-                sent,
-                Ok(pgbus_runtime::SignalId(1)),
-                "a paused run keeps it"
-            );
-            let refused = driver.signal(done, "payment.settled", &1).await;
-            assert!(
-                refused
-                    .as_ref()
-                    .is_err_and(|e| e.contains("has ended (finished)")),
-                "{refused:?}"
-            );
-            let missing = driver.signal(RunId(999_999), "x", &1).await;
-            assert!(missing.is_err_and(|e| e.contains("does not exist")));
-            for (name, payload) in [
-                ("", serde_json::json!(1)),
-                (" padded", serde_json::json!(1)),
-                ("ok", serde_json::json!({"a": "nul\u{0}"})),
-            ] {
-                let bad = driver.signal(open, name, &payload).await;
-                assert!(
-                    bad.is_err_and(|e| e.starts_with("invalid signal")),
-                    "{name:?}"
-                );
-            }
-            (driver, vec![open, done])
-        },
-    )
-    .await;
+    both!(|h| h.register(Verbs), stored_or_refused());
 }
 
 /// Holds the `matches` predicate open once, after it is armed, so that a test can
@@ -151,49 +149,42 @@ pub(super) fn event_names(projection: &Projection) -> Vec<&str> {
     projection.events.iter().map(|e| e.0.as_str()).collect()
 }
 
+/// A signal before the wait, one after it, and some the predicate turns down.
+async fn before_and_after_the_wait<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    // Sent while `prepare` is still scheduled: `approve` takes it without parking.
+    let early = h.start::<Approvals>(&1).await;
+    h.signal(early, "approval", &serde_json::json!({"n": 1}))
+        .await
+        .expect("sent");
+    // Parked first, then woken by the signal.
+    let woken = h.start::<Approvals>(&2).await;
+    // The predicate turns two down (they stay unconsumed), then accepts one.
+    let picky = h.start::<Approvals>(&3).await;
+    h.run_until_idle().await;
+    h.signal(woken, "approval", &serde_json::json!({"n": 2}))
+        .await
+        .expect("sent");
+    h.signal(picky, "other.name", &serde_json::json!({"ok": true}))
+        .await
+        .expect("sent");
+    h.run_until_idle().await;
+    for n in [1, 2] {
+        h.signal(picky, "approval", &serde_json::json!({"ok": false, "n": n}))
+            .await
+            .expect("sent");
+        h.run_until_idle().await;
+    }
+    h.advance(Duration::from_secs(5));
+    h.signal(picky, "approval", &serde_json::json!({"ok": true}))
+        .await
+        .expect("sent");
+    drive(h).await;
+    vec![early, woken, picky]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signals_before_and_after_the_wait_and_the_predicate_agree() {
-    let projections = both(
-        |env| env.register(approvals()),
-        |worker| worker.register(approvals()),
-        |driver| async move {
-            // Sent while `prepare` is still scheduled: `approve` takes it without parking.
-            let early = driver.start::<Approvals>(&1).await;
-            driver
-                .signal(early, "approval", &serde_json::json!({"n": 1}))
-                .await
-                .expect("sent");
-            // Parked first, then woken by the signal.
-            let woken = driver.start::<Approvals>(&2).await;
-            // The predicate turns two down (they stay unconsumed), then accepts one.
-            let picky = driver.start::<Approvals>(&3).await;
-            driver.run_until_idle().await;
-            driver
-                .signal(woken, "approval", &serde_json::json!({"n": 2}))
-                .await
-                .expect("sent");
-            driver
-                .signal(picky, "other.name", &serde_json::json!({"ok": true}))
-                .await
-                .expect("sent");
-            driver.run_until_idle().await;
-            for n in [1, 2] {
-                driver
-                    .signal(picky, "approval", &serde_json::json!({"ok": false, "n": n}))
-                    .await
-                    .expect("sent");
-                driver.run_until_idle().await;
-            }
-            driver.advance(Duration::from_secs(5));
-            driver
-                .signal(picky, "approval", &serde_json::json!({"ok": true}))
-                .await
-                .expect("sent");
-            drive(&driver).await;
-            (driver, vec![early, woken, picky])
-        },
-    )
-    .await;
+    let projections = both!(|h| h.register(approvals()), before_and_after_the_wait());
 
     let [early, woken, picky] = &projections[..] else {
         unreachable!()
@@ -234,81 +225,67 @@ async fn signals_before_and_after_the_wait_and_the_predicate_agree() {
     assert_eq!(picky.signals[3].consumed_ms, Some(5_000));
 }
 
+/// A second signal comes while the gate's predicate holds the first.
+async fn between_claim_and_park<R: Rig>(h: &Harness<R>, hold: &Hold) -> Vec<RunId> {
+    let run = h.start::<Approvals>(&1).await;
+    h.run_until_idle().await; // parks
+    h.signal(run, "approval", &serde_json::json!({"ok": false}))
+        .await
+        .expect("sent");
+    hold.arm();
+    let running = h.spawn_next();
+    hold.entered.notified().await;
+    // The gate holds the first signal in its predicate: the row is in
+    // progress, so this one finds nothing waiting to wake.
+    h.signal(run, "approval", &serde_json::json!({"ok": true}))
+        .await
+        .expect("sent");
+    hold.release();
+    running.await.expect("join");
+    let view = h.view(run).await;
+    assert_eq!(
+        view.steps[1].status,
+        StepStatus::Scheduled,
+        "parked and woken at once"
+    );
+    drive(h).await;
+    vec![run]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signal_between_claim_and_park_wakes_the_row_the_same_way() {
     let hold = Arc::new(Hold::default());
-    let projections = both(
-        |env| {
-            env.register(Approvals {
-                hold: Arc::clone(&hold),
-            })
-        },
-        |worker| {
-            worker.register(Approvals {
-                hold: Arc::clone(&hold),
-            })
-        },
-        |driver| {
-            let hold = Arc::clone(&hold);
-            async move {
-                let run = driver.start::<Approvals>(&1).await;
-                driver.run_until_idle().await; // parks
-                driver
-                    .signal(run, "approval", &serde_json::json!({"ok": false}))
-                    .await
-                    .expect("sent");
-                hold.arm();
-                let running = driver.spawn_next();
-                hold.entered.notified().await;
-                // The gate holds the first signal in its predicate: the row is in
-                // progress, so this one finds nothing waiting to wake.
-                driver
-                    .signal(run, "approval", &serde_json::json!({"ok": true}))
-                    .await
-                    .expect("sent");
-                hold.release();
-                running.await.expect("join");
-                let view = driver.view(run).await;
-                assert_eq!(
-                    view.steps[1].status,
-                    StepStatus::Scheduled,
-                    "parked and woken at once"
-                );
-                drive(&driver).await;
-                (driver, vec![run])
-            }
-        },
-    )
-    .await;
+    let projections = both!(
+        |h| h.register(Approvals {
+            hold: Arc::clone(&hold),
+        }),
+        between_claim_and_park(&hold)
+    );
     let run = &projections[0];
     assert_eq!(run.status, RunStatus::Finished);
     assert_eq!(run.signals[1].consumed_by, Some(1));
     assert_eq!(run.signals[0].consumed_by, None);
 }
 
+/// A signal fails the first attempt, which is reattempted after a second signal.
+async fn reattempt_after_a_signal<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let run = h.start::<Approvals>(&1).await;
+    h.run_until_idle().await;
+    h.signal(run, "approval", &serde_json::json!({"flaky": true}))
+        .await
+        .expect("sent");
+    h.run_until_idle().await; // attempt 1 takes it and fails
+    h.signal(run, "approval", &serde_json::json!({"n": 2}))
+        .await
+        .expect("sent");
+    h.advance(Duration::from_secs(30));
+    drive(h).await;
+    vec![run]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reattempt_sees_the_signal_its_first_attempt_took() {
-    let projections = both(
-        |env| env.register(approvals()),
-        |worker| worker.register(approvals()),
-        |driver| async move {
-            let run = driver.start::<Approvals>(&1).await;
-            driver.run_until_idle().await;
-            driver
-                .signal(run, "approval", &serde_json::json!({"flaky": true}))
-                .await
-                .expect("sent");
-            driver.run_until_idle().await; // attempt 1 takes it and fails
-            driver
-                .signal(run, "approval", &serde_json::json!({"n": 2}))
-                .await
-                .expect("sent");
-            driver.advance(Duration::from_secs(30));
-            drive(&driver).await;
-            (driver, vec![run])
-        },
-    )
-    .await;
+    let projections = both!(|h| h.register(approvals()), reattempt_after_a_signal());
     let run = &projections[0];
     assert_eq!(run.status, RunStatus::Finished);
     let approve: Vec<&StepLine> = run.steps.iter().filter(|s| s.name == "approve").collect();
@@ -332,68 +309,60 @@ async fn a_reattempt_sees_the_signal_its_first_attempt_took() {
     );
 }
 
+/// A run of each `on_timeout` past its deadline, and a signal just in time.
+async fn on_timeouts<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let pause = h.start::<TimeoutPause>(&1).await;
+    let cancel = h.start::<TimeoutCancel>(&1).await;
+    let skip = h.start::<TimeoutSkip>(&1).await;
+    let run = h.start::<TimeoutRun>(&1).await;
+    // Past its deadline but not yet claimed: the signal still wins.
+    let late_signal = h.start::<TimeoutRun>(&2).await;
+    h.run_until_idle().await;
+    h.advance(Duration::from_secs(599));
+    h.run_until_idle().await;
+    for id in [pause, cancel, skip, run] {
+        assert_eq!(
+            h.view(id).await.steps[0].status,
+            StepStatus::Waiting,
+            "9m59s is not 10m"
+        );
+    }
+    h.advance(Duration::from_secs(1));
+    h.signal(late_signal, "go", &serde_json::json!("just in time"))
+        .await
+        .expect("sent");
+    h.run_until_idle().await;
+    let refused = h.signal(cancel, "go", &1).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("has ended (cancelled)")),
+        "{refused:?}"
+    );
+    // The paused one: resuming waits afresh; a signal then ends the wait.
+    h.advance(Duration::from_mins(1));
+    assert_eq!(
+        h.act(pause, Action::Resume, "wait again").await,
+        Ok(RunStatus::Ready)
+    );
+    h.run_until_idle().await;
+    h.signal(pause, "go", &serde_json::json!("at last"))
+        .await
+        .expect("sent");
+    drive(h).await;
+    vec![pause, cancel, skip, run, late_signal]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_on_timeout_applies_the_same_way() {
-    let projections = both(
-        |env| {
-            env.register(TimeoutPause)
-                .register(TimeoutCancel)
-                .register(TimeoutSkip)
-                .register(TimeoutRun)
-        },
-        |worker| {
-            worker
-                .register(TimeoutPause)
-                .register(TimeoutCancel)
-                .register(TimeoutSkip)
-                .register(TimeoutRun)
-        },
-        |driver| async move {
-            let pause = driver.start::<TimeoutPause>(&1).await;
-            let cancel = driver.start::<TimeoutCancel>(&1).await;
-            let skip = driver.start::<TimeoutSkip>(&1).await;
-            let run = driver.start::<TimeoutRun>(&1).await;
-            // Past its deadline but not yet claimed: the signal still wins.
-            let late_signal = driver.start::<TimeoutRun>(&2).await;
-            driver.run_until_idle().await;
-            driver.advance(Duration::from_secs(599));
-            driver.run_until_idle().await;
-            for id in [pause, cancel, skip, run] {
-                assert_eq!(
-                    driver.view(id).await.steps[0].status,
-                    StepStatus::Waiting,
-                    "9m59s is not 10m"
-                );
-            }
-            driver.advance(Duration::from_secs(1));
-            driver
-                .signal(late_signal, "go", &serde_json::json!("just in time"))
-                .await
-                .expect("sent");
-            driver.run_until_idle().await;
-            let refused = driver.signal(cancel, "go", &1).await;
-            assert!(
-                refused
-                    .as_ref()
-                    .is_err_and(|e| e.contains("has ended (cancelled)")),
-                "{refused:?}"
-            );
-            // The paused one: resuming waits afresh; a signal then ends the wait.
-            driver.advance(Duration::from_mins(1));
-            assert_eq!(
-                driver.act(pause, Action::Resume, "wait again").await,
-                Ok(RunStatus::Ready)
-            );
-            driver.run_until_idle().await;
-            driver
-                .signal(pause, "go", &serde_json::json!("at last"))
-                .await
-                .expect("sent");
-            drive(&driver).await;
-            (driver, vec![pause, cancel, skip, run, late_signal])
-        },
-    )
-    .await;
+    let projections = both!(
+        |h| h
+            .register(TimeoutPause)
+            .register(TimeoutCancel)
+            .register(TimeoutSkip)
+            .register(TimeoutRun),
+        on_timeouts()
+    );
 
     let [pause, cancel, skip, run, late_signal] = &projections[..] else {
         unreachable!()
@@ -431,76 +400,69 @@ async fn every_on_timeout_applies_the_same_way() {
     );
 }
 
+/// Operators pause, resume and skip runs whose step waits for a signal.
+async fn around_a_waiting_step<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let signalled = h.start::<Approvals>(&1).await;
+    let unsignalled = h.start::<Approvals>(&2).await;
+    let skipped = h.start::<Approvals>(&3).await;
+    let early = h.start::<Approvals>(&4).await;
+    let expired = h.start::<TimeoutPause>(&5).await;
+    assert_eq!(
+        h.act(early, Action::Pause, "before it starts").await,
+        Ok(RunStatus::Paused)
+    );
+    h.run_until_idle().await; // the others park
+    for run in [signalled, unsignalled, skipped, expired] {
+        assert_eq!(
+            h.act(run, Action::Pause, "hold on").await,
+            Ok(RunStatus::Paused)
+        );
+    }
+    // A signal to a paused run: kept, and its waiting row woken, but
+    // nothing runs until the run is resumed.
+    h.signal(signalled, "approval", &serde_json::json!({"n": 1}))
+        .await
+        .expect("sent");
+    h.signal(early, "approval", &serde_json::json!({"n": 4}))
+        .await
+        .expect("sent");
+    h.advance(Duration::from_mins(11));
+    h.run_until_idle().await;
+    assert_eq!(
+        h.view(signalled).await.steps[1].status,
+        StepStatus::Scheduled
+    );
+    let refused = h.act(signalled, Action::Skip, "r").await;
+    assert!(refused.is_ok(), "a woken row can be skipped: {refused:?}");
+    for run in [unsignalled, early, expired] {
+        assert_eq!(
+            h.act(run, Action::Resume, "go on").await,
+            Ok(RunStatus::Ready)
+        );
+    }
+    assert_eq!(
+        h.act(skipped, Action::Skip, "no approval needed").await,
+        Ok(RunStatus::Ready)
+    );
+    h.run_until_idle().await;
+    // Still waiting: nothing came.
+    assert_eq!(
+        h.view(unsignalled).await.steps[1].status,
+        StepStatus::Waiting
+    );
+    h.signal(unsignalled, "approval", &serde_json::json!({"n": 2}))
+        .await
+        .expect("sent");
+    drive(h).await;
+    vec![signalled, unsignalled, skipped, early, expired]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_resume_and_skip_around_a_waiting_step_agree() {
-    let projections = both(
-        |env| env.register(approvals()).register(TimeoutPause),
-        |worker| worker.register(approvals()).register(TimeoutPause),
-        |driver| async move {
-            let signalled = driver.start::<Approvals>(&1).await;
-            let unsignalled = driver.start::<Approvals>(&2).await;
-            let skipped = driver.start::<Approvals>(&3).await;
-            let early = driver.start::<Approvals>(&4).await;
-            let expired = driver.start::<TimeoutPause>(&5).await;
-            assert_eq!(
-                driver.act(early, Action::Pause, "before it starts").await,
-                Ok(RunStatus::Paused)
-            );
-            driver.run_until_idle().await; // the others park
-            for run in [signalled, unsignalled, skipped, expired] {
-                assert_eq!(
-                    driver.act(run, Action::Pause, "hold on").await,
-                    Ok(RunStatus::Paused)
-                );
-            }
-            // A signal to a paused run: kept, and its waiting row woken, but
-            // nothing runs until the run is resumed.
-            driver
-                .signal(signalled, "approval", &serde_json::json!({"n": 1}))
-                .await
-                .expect("sent");
-            driver
-                .signal(early, "approval", &serde_json::json!({"n": 4}))
-                .await
-                .expect("sent");
-            driver.advance(Duration::from_mins(11));
-            driver.run_until_idle().await;
-            assert_eq!(
-                driver.view(signalled).await.steps[1].status,
-                StepStatus::Scheduled
-            );
-            let refused = driver.act(signalled, Action::Skip, "r").await;
-            assert!(refused.is_ok(), "a woken row can be skipped: {refused:?}");
-            for run in [unsignalled, early, expired] {
-                assert_eq!(
-                    driver.act(run, Action::Resume, "go on").await,
-                    Ok(RunStatus::Ready)
-                );
-            }
-            assert_eq!(
-                driver
-                    .act(skipped, Action::Skip, "no approval needed")
-                    .await,
-                Ok(RunStatus::Ready)
-            );
-            driver.run_until_idle().await;
-            // Still waiting: nothing came.
-            assert_eq!(
-                driver.view(unsignalled).await.steps[1].status,
-                StepStatus::Waiting
-            );
-            driver
-                .signal(unsignalled, "approval", &serde_json::json!({"n": 2}))
-                .await
-                .expect("sent");
-            drive(&driver).await;
-            (
-                driver,
-                vec![signalled, unsignalled, skipped, early, expired],
-            )
-        },
-    )
-    .await;
+    let projections = both!(
+        |h| h.register(approvals()).register(TimeoutPause),
+        around_a_waiting_step()
+    );
     let [signalled, unsignalled, skipped, early, expired] = &projections[..] else {
         unreachable!()
     };

@@ -40,50 +40,48 @@ impl TwoWaits {
     }
 }
 
+/// A predicate turns a signal down halfway through a wait; two waits for one
+/// name, their signals sent early or not.
+async fn turned_down_and_two_waits<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let picky = h.start::<PickyTimeout>(&1).await;
+    let both_early = h.start::<TwoWaits>(&2).await;
+    let one_early = h.start::<TwoWaits>(&3).await;
+    for n in [1, 2] {
+        h.signal(both_early, "go", &serde_json::json!(n))
+            .await
+            .expect("sent");
+    }
+    h.signal(one_early, "go", &serde_json::json!(1))
+        .await
+        .expect("sent");
+    h.run_until_idle().await;
+    h.advance(Duration::from_mins(5));
+    h.signal(picky, "go", &serde_json::json!({"ok": false}))
+        .await
+        .expect("sent");
+    h.run_until_idle().await; // turned down: parks again, same deadline
+    h.advance(Duration::from_secs(299));
+    h.run_until_idle().await;
+    assert_eq!(
+        h.view(picky).await.steps[0].status,
+        StepStatus::Waiting,
+        "9m59s after the first park"
+    );
+    h.advance(Duration::from_secs(1));
+    h.run_until_idle().await;
+    h.signal(one_early, "go", &serde_json::json!(2))
+        .await
+        .expect("sent");
+    drive(h).await;
+    vec![picky, both_early, one_early]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turned_down_signal_does_not_restart_the_timeout_and_each_wait_takes_its_own() {
-    let projections = both(
-        |env| env.register(PickyTimeout).register(TwoWaits),
-        |worker| worker.register(PickyTimeout).register(TwoWaits),
-        |driver| async move {
-            let picky = driver.start::<PickyTimeout>(&1).await;
-            let both_early = driver.start::<TwoWaits>(&2).await;
-            let one_early = driver.start::<TwoWaits>(&3).await;
-            for n in [1, 2] {
-                driver
-                    .signal(both_early, "go", &serde_json::json!(n))
-                    .await
-                    .expect("sent");
-            }
-            driver
-                .signal(one_early, "go", &serde_json::json!(1))
-                .await
-                .expect("sent");
-            driver.run_until_idle().await;
-            driver.advance(Duration::from_mins(5));
-            driver
-                .signal(picky, "go", &serde_json::json!({"ok": false}))
-                .await
-                .expect("sent");
-            driver.run_until_idle().await; // turned down: parks again, same deadline
-            driver.advance(Duration::from_secs(299));
-            driver.run_until_idle().await;
-            assert_eq!(
-                driver.view(picky).await.steps[0].status,
-                StepStatus::Waiting,
-                "9m59s after the first park"
-            );
-            driver.advance(Duration::from_secs(1));
-            driver.run_until_idle().await;
-            driver
-                .signal(one_early, "go", &serde_json::json!(2))
-                .await
-                .expect("sent");
-            drive(&driver).await;
-            (driver, vec![picky, both_early, one_early])
-        },
-    )
-    .await;
+    let projections = both!(
+        |h| h.register(PickyTimeout).register(TwoWaits),
+        turned_down_and_two_waits()
+    );
     let [picky, both_early, one_early] = &projections[..] else {
         unreachable!()
     };
@@ -128,10 +126,9 @@ impl Counted {
 }
 
 /// Sends `count` signals `s` that `Counted` turns down.
-pub(super) async fn turned_down(driver: &Driver, run: RunId, count: usize) {
+pub(super) async fn turned_down<R: Rig>(h: &Harness<R>, run: RunId, count: usize) {
     for n in 0..count {
-        driver
-            .signal(run, "s", &serde_json::json!({"ok": false, "n": n}))
+        h.signal(run, "s", &serde_json::json!({"ok": false, "n": n}))
             .await
             .expect("sent");
     }
@@ -144,69 +141,59 @@ pub(super) fn count_events(projection: &Projection, event: &str) -> usize {
         .count()
 }
 
+/// Three runs wait through pages of turned-down signals; `calls` counts every
+/// judgement of the predicate.
+async fn signal_pages<R: Rig>(h: &Harness<R>, calls: &AtomicUsize) -> Vec<RunId> {
+    let paged = h.start::<Counted>(&1).await;
+    let wins = h.start::<Counted>(&2).await;
+    let loses = h.start::<Counted>(&3).await;
+    h.run_until_idle().await; // all three park
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+
+    // 20 turned down: pages of 8, 8 and 4, each signal judged once.
+    turned_down(h, paged, 20).await;
+    h.run_until_idle().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 20);
+    assert_eq!(h.view(paged).await.steps[0].status, StepStatus::Waiting);
+    // The match that wakes it is the only signal judged.
+    h.signal(paged, "s", &serde_json::json!({"ok": true}))
+        .await
+        .expect("sent");
+    h.run_until_idle().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 21, "none judged twice");
+
+    // Past the deadline before any claim looked: the match behind
+    // two full pages wins; with none, the short last page times out.
+    turned_down(h, wins, 20).await;
+    h.signal(wins, "s", &serde_json::json!({"ok": true}))
+        .await
+        .expect("sent");
+    turned_down(h, loses, 20).await;
+    h.advance(Duration::from_secs(601));
+    h.run_until_idle().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 21 + 21 + 20);
+    vec![paged, wins, loses]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[allow(clippy::too_many_lines)] // three runs through their pages, then the checks
 async fn signal_pages_are_judged_once_and_the_timeout_waits_for_the_last_page_the_same_way() {
-    let memory_calls = Arc::new(AtomicUsize::new(0));
-    let pg_calls = Arc::new(AtomicUsize::new(0));
-    let (memory_for_env, pg_for_worker) = (Arc::clone(&memory_calls), Arc::clone(&pg_calls));
-    let projections = both(
-        move |env| {
-            env.register(Counted {
-                calls: Arc::clone(&memory_for_env),
+    // One count, set back to 0 as each store's harness is set up: the scenario
+    // checks each store's count (62 at its end) before the next one starts.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let projections = both!(
+        |h| {
+            calls.store(0, Ordering::SeqCst);
+            h.register(Counted {
+                calls: Arc::clone(&calls),
             })
         },
-        move |worker| {
-            worker.register(Counted {
-                calls: pg_for_worker,
-            })
-        },
-        |driver| {
-            let calls = match &driver {
-                Driver::Memory(_) => Arc::clone(&memory_calls),
-                Driver::Postgres { .. } => Arc::clone(&pg_calls),
-            };
-            async move {
-                let paged = driver.start::<Counted>(&1).await;
-                let wins = driver.start::<Counted>(&2).await;
-                let loses = driver.start::<Counted>(&3).await;
-                driver.run_until_idle().await; // all three park
-                assert_eq!(calls.load(Ordering::SeqCst), 0);
-
-                // 20 turned down: pages of 8, 8 and 4, each signal judged once.
-                turned_down(&driver, paged, 20).await;
-                driver.run_until_idle().await;
-                assert_eq!(calls.load(Ordering::SeqCst), 20);
-                assert_eq!(
-                    driver.view(paged).await.steps[0].status,
-                    StepStatus::Waiting
-                );
-                // The match that wakes it is the only signal judged.
-                driver
-                    .signal(paged, "s", &serde_json::json!({"ok": true}))
-                    .await
-                    .expect("sent");
-                driver.run_until_idle().await;
-                assert_eq!(calls.load(Ordering::SeqCst), 21, "none judged twice");
-
-                // Past the deadline before any claim looked: the match behind
-                // two full pages wins; with none, the short last page times out.
-                turned_down(&driver, wins, 20).await;
-                driver
-                    .signal(wins, "s", &serde_json::json!({"ok": true}))
-                    .await
-                    .expect("sent");
-                turned_down(&driver, loses, 20).await;
-                driver.advance(Duration::from_secs(601));
-                driver.run_until_idle().await;
-                assert_eq!(calls.load(Ordering::SeqCst), 21 + 21 + 20);
-                (driver, vec![paged, wins, loses])
-            }
-        },
-    )
-    .await;
-    assert_eq!(memory_calls.load(Ordering::SeqCst), 62);
-    assert_eq!(pg_calls.load(Ordering::SeqCst), 62);
+        signal_pages(&calls)
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        62,
+        "Postgres's count, after the memory store's 62: nothing judged since"
+    );
 
     let [paged, wins, loses] = &projections[..] else {
         unreachable!()
@@ -268,43 +255,43 @@ impl RunRetry {
     async fn after(&self, _cx: &mut StepCx<u8>) {}
 }
 
+/// Two waits time out; signals come after, while one reattempts and the other
+/// is paused.
+async fn timeout_again<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let retry = h.start::<RunRetry>(&1).await;
+    let paused = h.start::<TimeoutPause>(&1).await;
+    h.run_until_idle().await;
+    h.advance(Duration::from_mins(10));
+    h.run_until_idle().await;
+    // Sent after each timeout was decided.
+    h.signal(retry, "go", &serde_json::json!("late"))
+        .await
+        .expect("sent");
+    h.signal(paused, "go", &serde_json::json!("while paused"))
+        .await
+        .expect("sent");
+    h.advance(Duration::from_secs(1));
+    h.run_until_idle().await;
+    let view = h.view(retry).await;
+    assert_eq!(view.run.status, RunStatus::Paused, "reattempts used up");
+    assert_eq!(view.signals[0].consumed_by, None);
+    h.advance(Duration::from_mins(1));
+    for run in [retry, paused] {
+        assert_eq!(
+            h.act(run, Action::Resume, "go on").await,
+            Ok(RunStatus::Ready)
+        );
+    }
+    drive(h).await;
+    vec![retry, paused]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reattempt_sees_its_timeout_again_and_a_resume_waits_afresh_the_same_way() {
-    let projections = both(
-        |env| env.register(RunRetry).register(TimeoutPause),
-        |worker| worker.register(RunRetry).register(TimeoutPause),
-        |driver| async move {
-            let retry = driver.start::<RunRetry>(&1).await;
-            let paused = driver.start::<TimeoutPause>(&1).await;
-            driver.run_until_idle().await;
-            driver.advance(Duration::from_mins(10));
-            driver.run_until_idle().await;
-            // Sent after each timeout was decided.
-            driver
-                .signal(retry, "go", &serde_json::json!("late"))
-                .await
-                .expect("sent");
-            driver
-                .signal(paused, "go", &serde_json::json!("while paused"))
-                .await
-                .expect("sent");
-            driver.advance(Duration::from_secs(1));
-            driver.run_until_idle().await;
-            let view = driver.view(retry).await;
-            assert_eq!(view.run.status, RunStatus::Paused, "reattempts used up");
-            assert_eq!(view.signals[0].consumed_by, None);
-            driver.advance(Duration::from_mins(1));
-            for run in [retry, paused] {
-                assert_eq!(
-                    driver.act(run, Action::Resume, "go on").await,
-                    Ok(RunStatus::Ready)
-                );
-            }
-            drive(&driver).await;
-            (driver, vec![retry, paused])
-        },
-    )
-    .await;
+    let projections = both!(
+        |h| h.register(RunRetry).register(TimeoutPause),
+        timeout_again()
+    );
     let [retry, paused] = &projections[..] else {
         unreachable!()
     };

@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// Starts a run of `Verbs` per input and drives them all.
+async fn every_verb<R: Rig>(h: &Harness<R>, inputs: &[Script]) -> Vec<RunId> {
+    let mut runs = Vec::new();
+    for input in inputs {
+        runs.push(h.start::<Verbs>(input).await);
+    }
+    drive(h).await;
+    runs
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_verb_policy_and_guard_leaves_the_same_history() {
     let inputs = [
@@ -25,22 +35,7 @@ async fn every_verb_policy_and_guard_leaves_the_same_history() {
             ..script("complete")
         },
     ];
-    let projections = both(
-        |env| env.register(Verbs),
-        |worker| worker.register(Verbs),
-        |driver| {
-            let inputs = inputs.clone();
-            async move {
-                let mut runs = Vec::new();
-                for input in &inputs {
-                    runs.push(driver.start::<Verbs>(input).await);
-                }
-                drive(&driver).await;
-                (driver, runs)
-            }
-        },
-    )
-    .await;
+    let projections = both!(|h| h.register(Verbs), every_verb(&inputs));
 
     // The histories are not only equal but right: spot-check the table.
     let status = |i: usize| projections[i].status;
@@ -83,46 +78,24 @@ async fn every_verb_policy_and_guard_leaves_the_same_history() {
     );
 }
 
+/// `a` runs under `Before`; then a deploy drops `b`, with a gravestone or
+/// (`lost`) without, and a new runner drives the run on.
+async fn deploy<R: Rig>(h: &Harness<R>, lost: bool) -> Vec<RunId> {
+    let run = h.start::<Before>(&1).await;
+    h.run_until_idle().await; // `a`; `b` is parked a minute out
+    let deployed = if lost {
+        h.redeploy().register(AfterLoss)
+    } else {
+        h.redeploy().register(AfterRemoval)
+    };
+    drive(&deployed).await;
+    vec![run]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gravestone_is_skipped_and_a_lost_step_pauses_the_same_way() {
     for lost in [false, true] {
-        let projections = both(
-            |env| env.register(Before),
-            |worker| worker.register(Before),
-            |driver| async move {
-                let run = driver.start::<Before>(&1).await;
-                driver.run_until_idle().await; // `a`; `b` is parked a minute out
-                let driver = match driver {
-                    Driver::Memory(env) => {
-                        let env = Arc::try_unwrap(env).expect("the only handle");
-                        Driver::Memory(Arc::new(if lost {
-                            env.register(AfterLoss)
-                        } else {
-                            env.register(AfterRemoval)
-                        }))
-                    }
-                    Driver::Postgres {
-                        db, clock, client, ..
-                    } => {
-                        let builder = db.db().worker().notifications(false);
-                        let worker = if lost {
-                            builder.register(AfterLoss)
-                        } else {
-                            builder.register(AfterRemoval)
-                        };
-                        Driver::Postgres {
-                            worker: worker.build().expect("worker"),
-                            db,
-                            clock,
-                            client,
-                        }
-                    }
-                };
-                drive(&driver).await;
-                (driver, vec![run])
-            },
-        )
-        .await;
+        let projections = both!(|h| h.register(Before), deploy(lost));
         let expected = if lost {
             RunStatus::Paused
         } else {
@@ -132,20 +105,18 @@ async fn a_gravestone_is_skipped_and_a_lost_step_pauses_the_same_way() {
     }
 }
 
+/// Two starts under one key start one run.
+async fn idempotent<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let first = h.start_keyed::<Before>(&1, "same").await;
+    let second = h.start_keyed::<Before>(&2, "same").await;
+    assert_eq!(first, second);
+    drive(h).await;
+    vec![first]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_starts_agree() {
-    both(
-        |env| env.register(Before),
-        |worker| worker.register(Before),
-        |driver| async move {
-            let first = driver.start_keyed::<Before>(&1, "same").await;
-            let second = driver.start_keyed::<Before>(&2, "same").await;
-            assert_eq!(first, second);
-            drive(&driver).await;
-            (driver, vec![first])
-        },
-    )
-    .await;
+    both!(|h| h.register(Before), idempotent());
 }
 
 /// Lets a test hold a body open and act while it runs.
@@ -173,76 +144,29 @@ impl Gated {
     async fn after(&self, _cx: &mut StepCx<u8>) {}
 }
 
+/// The claim is taken away while the body runs: its completion is late.
+async fn lose_the_claim<R: Rig>(h: &Harness<R>, gate: &Gate) -> Vec<RunId> {
+    let run = h.start::<Gated>(&1).await;
+    let running = h.spawn_next();
+    gate.entered.notified().await;
+    assert!(h.lose_claim(run).await);
+    gate.release.notify_one();
+    assert_eq!(running.await.expect("join"), 1);
+    assert_eq!(h.late_completions(), 1, "the completion lost its fence");
+    assert_eq!(h.run_until_idle().await, 0, "nothing follows a lost claim");
+    vec![run]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completion_that_lost_its_claim_is_ignored_the_same_way() {
-    use std::sync::Arc;
-
-    // Memory: the claim is taken away while the body runs.
     let gate = Arc::new(Gate::default());
-    let env = Arc::new(TestEnv::new().register(Gated {
-        gate: Arc::clone(&gate),
-    }));
-    let memory_run = env.start::<Gated>(&1).expect("start").run_id;
-    let running = tokio::spawn({
-        let env = Arc::clone(&env);
-        async move { env.run_next().await }
-    });
-    gate.entered.notified().await;
-    assert!(env.lose_claim(memory_run));
-    gate.release.notify_one();
-    let record = running.await.expect("join").expect("an attempt ran");
-    assert!(record.late);
-    assert!(
-        env.run_until_idle().await.is_empty(),
-        "nothing follows a lost claim"
+    let projections = both!(
+        |h| h.register(Gated {
+            gate: Arc::clone(&gate)
+        }),
+        lose_the_claim(&gate)
     );
-
-    // Postgres: the same, the row re-pointed in SQL.
-    let clock = ManualClock::new(default_start());
-    let db = TestDatabase::with_clock(Clock::Manual(clock))
-        .await
-        .expect("schema");
-    let gate = Arc::new(Gate::default());
-    let worker = db
-        .db()
-        .worker()
-        .notifications(false)
-        .register(Gated {
-            gate: Arc::clone(&gate),
-        })
-        .build()
-        .expect("worker");
-    let client = db.db().client();
-    let pg_run = client.start::<Gated>(&1).await.expect("start").run_id;
-    let running = tokio::spawn({
-        let worker = worker.clone();
-        async move { worker.run_once().await }
-    });
-    gate.entered.notified().await;
-    let sql = format!(
-        "UPDATE \"{}\".steps SET worker_id = 'elsewhere' WHERE run_id = $1 AND status = 'in_progress'",
-        db.db().schema()
-    );
-    let moved = db
-        .db()
-        .pool()
-        .get()
-        .await
-        .expect("connection")
-        .execute(&sql, &[&pg_run.0])
-        .await
-        .expect("re-point the claim");
-    assert_eq!(moved, 1);
-    gate.release.notify_one();
-    assert_eq!(running.await.expect("join").expect("run"), 1);
-    assert_eq!(worker.run_until_idle().await.expect("run"), 0);
-
-    let memory = project(&env.run(memory_run).expect("run"));
-    let postgres = project(&client.run(pg_run).await.expect("run"));
-    assert_eq!(
-        memory, postgres,
-        "memory (left) and Postgres (right) disagree"
-    );
+    let memory = &projections[0];
     assert_eq!(
         memory.status,
         RunStatus::Performing,
@@ -255,21 +179,19 @@ async fn a_completion_that_lost_its_claim_is_ignored_the_same_way() {
     assert_eq!(memory.steps[0].output, None, "the late output is discarded");
 }
 
+/// A run of `Before` under a runner that knows only `AfterLoss`.
+async fn older_worker<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let run = h.start::<Before>(&1).await;
+    drive(h).await;
+    vec![run]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_worker_never_skips_a_step_the_run_has() {
     // The run starts under `Before` (a, b, c); the only worker runs an older
     // version without `b`. The run follows its own step list: `b` is scheduled and
     // pauses the run with StepNotDefined instead of being skipped.
-    let projections = both(
-        |env| env.register(AfterLoss),
-        |worker| worker.register(AfterLoss),
-        |driver| async move {
-            let run = driver.start::<Before>(&1).await;
-            drive(&driver).await;
-            (driver, vec![run])
-        },
-    )
-    .await;
+    let projections = both!(|h| h.register(AfterLoss), older_worker());
     let run = &projections[0];
     assert_eq!(run.status, RunStatus::Paused);
     let names: Vec<&str> = run.steps.iter().map(|s| s.name.as_str()).collect();
@@ -285,82 +207,78 @@ async fn an_older_worker_never_skips_a_step_the_run_has() {
 
 // ---- operator actions, stalls and retention -------------------------------------
 
+/// Pauses, resumes, skips and cancels around every kind of stop, and the
+/// refusals.
+async fn operator_actions<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    let asked = h.start::<Verbs>(&script("pause")).await;
+    let failed = h.start::<Verbs>(&script("other_error")).await;
+    let early = h.start::<Verbs>(&script("complete")).await;
+    let held = h.start::<Verbs>(&script("complete")).await;
+    let dropped = h.start::<Verbs>(&script("complete")).await;
+    assert_eq!(
+        h.act(early, Action::Pause, "before it starts").await,
+        Ok(RunStatus::Paused)
+    );
+    h.run_until_idle().await;
+
+    // A `Pause` verb: nothing to skip; resume schedules `follow` 5 min on.
+    let refused = h.act(asked, Action::Skip, "r").await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("nothing to skip")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        h.act(asked, Action::Resume, "go on").await,
+        Ok(RunStatus::Ready)
+    );
+    // An error pause: resume runs a new attempt (which fails again), then
+    // skip passes over it.
+    h.advance(Duration::from_secs(7));
+    assert_eq!(
+        h.act(failed, Action::Resume, "retry").await,
+        Ok(RunStatus::Ready)
+    );
+    h.run_until_idle().await;
+    assert_eq!(
+        h.act(failed, Action::Skip, "give up").await,
+        Ok(RunStatus::Ready)
+    );
+    // Paused before its first step: resume lets it start.
+    assert_eq!(
+        h.act(early, Action::Resume, "r").await,
+        Ok(RunStatus::Ready)
+    );
+    // A held row: skipped; cancel a scheduled one.
+    assert_eq!(h.act(held, Action::Pause, "r").await, Ok(RunStatus::Paused));
+    assert_eq!(
+        h.act(held, Action::Skip, "not this one").await,
+        Ok(RunStatus::Finished)
+    );
+    assert_eq!(
+        h.act(dropped, Action::Cancel, "bye").await,
+        Ok(RunStatus::Cancelled)
+    );
+    let refused = h.act(dropped, Action::Resume, "r").await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("has ended (cancelled)")),
+        "{refused:?}"
+    );
+    let refused = h.act(early, Action::Resume, "r").await;
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("not paused")),
+        "{refused:?}"
+    );
+    drive(h).await;
+    vec![asked, failed, early, held, dropped]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_actions_leave_the_same_history_and_refusals() {
-    let projections = both(
-        |env| env.register(Verbs),
-        |worker| worker.register(Verbs),
-        |driver| async move {
-            let asked = driver.start::<Verbs>(&script("pause")).await;
-            let failed = driver.start::<Verbs>(&script("other_error")).await;
-            let early = driver.start::<Verbs>(&script("complete")).await;
-            let held = driver.start::<Verbs>(&script("complete")).await;
-            let dropped = driver.start::<Verbs>(&script("complete")).await;
-            assert_eq!(
-                driver.act(early, Action::Pause, "before it starts").await,
-                Ok(RunStatus::Paused)
-            );
-            driver.run_until_idle().await;
-
-            // A `Pause` verb: nothing to skip; resume schedules `follow` 5 min on.
-            let refused = driver.act(asked, Action::Skip, "r").await;
-            assert!(
-                refused
-                    .as_ref()
-                    .is_err_and(|e| e.contains("nothing to skip")),
-                "{refused:?}"
-            );
-            assert_eq!(
-                driver.act(asked, Action::Resume, "go on").await,
-                Ok(RunStatus::Ready)
-            );
-            // An error pause: resume runs a new attempt (which fails again), then
-            // skip passes over it.
-            driver.advance(Duration::from_secs(7));
-            assert_eq!(
-                driver.act(failed, Action::Resume, "retry").await,
-                Ok(RunStatus::Ready)
-            );
-            driver.run_until_idle().await;
-            assert_eq!(
-                driver.act(failed, Action::Skip, "give up").await,
-                Ok(RunStatus::Ready)
-            );
-            // Paused before its first step: resume lets it start.
-            assert_eq!(
-                driver.act(early, Action::Resume, "r").await,
-                Ok(RunStatus::Ready)
-            );
-            // A held row: skipped; cancel a scheduled one.
-            assert_eq!(
-                driver.act(held, Action::Pause, "r").await,
-                Ok(RunStatus::Paused)
-            );
-            assert_eq!(
-                driver.act(held, Action::Skip, "not this one").await,
-                Ok(RunStatus::Finished)
-            );
-            assert_eq!(
-                driver.act(dropped, Action::Cancel, "bye").await,
-                Ok(RunStatus::Cancelled)
-            );
-            let refused = driver.act(dropped, Action::Resume, "r").await;
-            assert!(
-                refused
-                    .as_ref()
-                    .is_err_and(|e| e.contains("has ended (cancelled)")),
-                "{refused:?}"
-            );
-            let refused = driver.act(early, Action::Resume, "r").await;
-            assert!(
-                refused.as_ref().is_err_and(|e| e.contains("not paused")),
-                "{refused:?}"
-            );
-            drive(&driver).await;
-            (driver, vec![asked, failed, early, held, dropped])
-        },
-    )
-    .await;
+    let projections = both!(|h| h.register(Verbs), operator_actions());
     let status: Vec<RunStatus> = projections.iter().map(|p| p.status).collect();
     assert_eq!(
         status,
