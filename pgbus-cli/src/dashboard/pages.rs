@@ -319,7 +319,7 @@ fn run_body(
                 (cut_note(cut, run.id, cut.batches, "batches", ""))
                 table { thead { tr { th { "Id" } th { "Status" } th { "Finished" } th { "Cancelled" } th { "Total" } } }
                     tbody { @for b in &view.batches { tr {
-                        td { (b.id) } td { (b.status) } td { (b.finished) } td { (b.cancelled) } td { (b.total) }
+                        td { (b.id) } td { (b.status.as_str()) } td { (b.finished) } td { (b.cancelled) } td { (b.total) }
                     } } }
                 }
             }
