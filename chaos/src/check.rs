@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use pgbus_runtime::Database;
+use pgbus_runtime::{Database, EventKind};
 
 use crate::workflow::STEPS;
 
@@ -544,10 +544,21 @@ impl Rows {
                 .await
                 .map_err(|e| format!("{sql}: {e}"))
         };
-        let completed_twice = one("SELECT count(*) FROM (
-                 SELECT 1 FROM chaos.events WHERE event = 'step_completed'
+        // An event kind's stored name, bound as `$1`.
+        let of_kind = |sql: &'static str, kind: EventKind| async move {
+            let name = kind.as_str();
+            client
+                .query_one(sql, &[&name])
+                .await
+                .map_err(|e| format!("{sql}: {e}"))
+        };
+        let completed_twice = of_kind(
+            "SELECT count(*) FROM (
+                 SELECT 1 FROM chaos.events WHERE event = $1
                  GROUP BY run_id, step_name, attempt HAVING count(*) > 1
-             ) d")
+             ) d",
+            EventKind::StepCompleted,
+        )
         .await?;
         let effects = one("SELECT count(*) FILTER (WHERE executions > 1), count(*),
                     coalesce(sum(executions), 0)::bigint
@@ -566,8 +577,11 @@ impl Rows {
              FROM chaos.steps",
         )
         .await?;
-        let late = one("SELECT count(*) FROM chaos.events WHERE event = 'late_completion_ignored'")
-            .await?;
+        let late = of_kind(
+            "SELECT count(*) FROM chaos.events WHERE event = $1",
+            EventKind::LateCompletionIgnored,
+        )
+        .await?;
         let steps_rerun = one("SELECT count(*) FROM (
                  SELECT 1 FROM chaos.chaos_effects
                  GROUP BY run_id, step_name HAVING count(*) > 1
@@ -579,8 +593,8 @@ impl Rows {
                         coalesce(e.reason, '')
                  FROM chaos.events e
                  LEFT JOIN chaos.steps s ON s.id = e.step_id
-                 WHERE e.event = 'stall_detected'",
-                &[],
+                 WHERE e.event = $1",
+                &[&EventKind::StallDetected.as_str()],
             )
             .await
             .map_err(|e| e.to_string())?
