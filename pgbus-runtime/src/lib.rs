@@ -33,7 +33,7 @@ pub use definition::{
     Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy, FailureAction, GuardRef,
     HandlerRef, OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,
 };
-pub use engine::{Action, EventKind, IllegalMove, RunStatus, StepOutcome, StepStatus};
+pub use engine::{Action, BatchStatus, EventKind, IllegalMove, RunStatus, StepOutcome, StepStatus};
 pub use error::{
     BadInput, Error, FanOutFailed, Message, Panicked, StepError, StepNotDefined, StepStalled,
     Timeout, Unstorable, WaitTimedOut,

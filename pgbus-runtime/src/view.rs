@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::context::RunId;
-use crate::engine::{EventKind, RunStatus, StepOutcome, StepStatus};
+use crate::engine::{BatchStatus, EventKind, RunStatus, StepOutcome, StepStatus};
 
 /// A run with its step attempts and events, oldest first: the latest of
 /// each as a [`RunRead`] bounds them ([`RunView::counts`] says how many
@@ -416,8 +416,8 @@ pub struct BatchView {
     pub finished: i32,
     /// Children that were cancelled (or are missing).
     pub cancelled: i32,
-    /// `open`, `succeeded` (all finished) or `failed`.
-    pub status: String,
+    /// Open, succeeded (all finished) or failed.
+    pub status: BatchStatus,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When the last child ended (or the parent was cancelled).

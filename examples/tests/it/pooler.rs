@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use pgbus_examples::{Fulfil, NotifyVendor, Order, Settlement};
-use pgbus_runtime::{Clock, Database, RunStatus};
+use pgbus_runtime::{BatchStatus, Clock, Database, RunStatus};
 use pgbus_testkit::TestDatabase;
 use pgbus_testkit::pgbouncer::{self, PgBouncer};
 use tokio_postgres::error::SqlState;
@@ -173,7 +173,11 @@ async fn the_readme_workflow_runs_to_the_end_through_pgbouncer() {
         let view = client.run(*run).await.expect("read the run");
         assert_eq!(view.run.status, RunStatus::Finished, "{run}: {view:?}");
         assert_eq!(view.batches.len(), 1, "the vendors' fan_out");
-        assert_ne!(view.batches[0].status, "open", "the batch resolved");
+        assert_ne!(
+            view.batches[0].status,
+            BatchStatus::Open,
+            "the batch resolved"
+        );
         assert!(view.signals.iter().all(|s| s.consumed_by.is_some()));
     }
     let listed = client

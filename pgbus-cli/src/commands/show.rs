@@ -176,7 +176,7 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
             batches.add_row(vec![
                 batch.id.to_string(),
                 batch.parent_step_id.to_string(),
-                batch.status.clone(),
+                batch.status.as_str().to_owned(),
                 batch.finished.to_string(),
                 batch.cancelled.to_string(),
                 batch.total.to_string(),

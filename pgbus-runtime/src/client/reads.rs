@@ -5,7 +5,7 @@ use tracing::instrument;
 
 use super::Client;
 use crate::context::RunId;
-use crate::engine::{RunStatus, StepOutcome, StepStatus};
+use crate::engine::{BatchStatus, RunStatus, StepOutcome, StepStatus};
 use crate::error::Error;
 use crate::pg::store::parse_stored;
 use crate::view::{
@@ -118,7 +118,7 @@ impl Client {
 
             let statement = self.store.prep.in_tx(&client, &sql.run_batches).await?;
             for row in statement.query(&client, &[&run_id.0, &last]).await? {
-                view.batches.push(batch_view(&row));
+                view.batches.push(batch_view(&row)?);
             }
             client.commit().await?;
             view.omitted = omitted;
@@ -249,17 +249,17 @@ fn event_view(row: &tokio_postgres::Row) -> Result<EventView, Error> {
 }
 
 /// A batch's row as read by `run_batches.sql`.
-fn batch_view(row: &tokio_postgres::Row) -> BatchView {
-    BatchView {
+fn batch_view(row: &tokio_postgres::Row) -> Result<BatchView, Error> {
+    Ok(BatchView {
         id: row.get("id"),
         parent_step_id: row.get("parent_step_id"),
         total: row.get("total"),
         finished: row.get("succeeded"),
         cancelled: row.get("failed"),
-        status: row.get("status"),
+        status: parse_stored::<BatchStatus>(&row.get::<_, String>("status"))?,
         created_at: row.get("created_at"),
         resolved_at: row.get("resolved_at"),
-    }
+    })
 }
 
 /// A JSON column, or a typed error when the driver cannot read it back (JSON nested

@@ -1,4 +1,5 @@
-//! The status and outcome strings stored in Postgres, as enums.
+//! The status and outcome strings stored in Postgres, as enums: a run's, a
+//! step attempt's, an attempt's outcome and a fan_out batch's.
 
 use std::fmt;
 use std::str::FromStr;
@@ -99,10 +100,83 @@ stored_enum! {
     }
 }
 
+stored_enum! {
+    /// A fan_out batch's status: `open` until its last child ends (or its
+    /// parent is cancelled), then resolved for good.
+    pub enum BatchStatus {
+        /// Some children are still running.
+        Open => "open",
+        /// Every child finished.
+        Succeeded => "succeeded",
+        /// A child was cancelled (or is missing), or the parent was cancelled.
+        Failed => "failed",
+    }
+}
+
 impl RunStatus {
     /// Finished or cancelled: nothing more happens to the run.
     #[must_use]
     pub const fn is_terminal(self) -> bool {
         matches!(self, Self::Finished | Self::Cancelled)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{BatchStatus, RunStatus, StepOutcome, StepStatus, UnknownStatus};
+
+    /// Each value has one stored string, read back by `FromStr` and written
+    /// the same by serde; a string this version does not know is refused.
+    fn one_form<T>(all: &[T], texts: &[&str])
+    where
+        T: Copy + std::fmt::Debug + PartialEq + std::fmt::Display + serde::Serialize,
+        T: std::str::FromStr<Err = UnknownStatus>,
+    {
+        let shown: Vec<String> = all.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, texts);
+        for (value, text) in all.iter().zip(texts) {
+            assert_eq!(text.parse::<T>(), Ok(*value));
+            assert_eq!(
+                serde_json::to_value(value).ok(),
+                Some(serde_json::json!(text))
+            );
+        }
+        assert_eq!(
+            "exploded".parse::<T>(),
+            Err(UnknownStatus("exploded".to_owned()))
+        );
+    }
+
+    #[test]
+    fn each_value_has_one_stored_string() {
+        one_form(
+            RunStatus::ALL,
+            &["ready", "performing", "paused", "finished", "cancelled"],
+        );
+        one_form(
+            StepStatus::ALL,
+            &[
+                "scheduled",
+                "in_progress",
+                "waiting",
+                "completed",
+                "skipped",
+                "failed",
+                "cancelled",
+            ],
+        );
+        one_form(
+            StepOutcome::ALL,
+            &[
+                "completed",
+                "finished_early",
+                "paused",
+                "skipped",
+                "cancelled",
+                "reattempted",
+            ],
+        );
+        // The `batches.status` CHECK of migration 0001.
+        one_form(BatchStatus::ALL, &["open", "succeeded", "failed"]);
     }
 }

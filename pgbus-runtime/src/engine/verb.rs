@@ -52,6 +52,26 @@ impl Verb {
             Self::Reattempt { .. } => "reattempt",
         }
     }
+
+    /// The verb as `events.details.verb` and [`ErrorReport::verb`] store it:
+    /// its variant and fields as Rust's `Debug` writes them, `Complete`,
+    /// `Pause { reason: "out of stock" }` or `Reattempt { wait_ms: 500 }`
+    /// (a reason escaped and quoted as `{:?}` does). Spelt out here rather
+    /// than derived, so the text stored since the first release cannot
+    /// change with the type (see `docs/decisions.md`).
+    ///
+    /// [`ErrorReport::verb`]: crate::ErrorReport::verb
+    #[must_use]
+    pub fn stored(&self) -> String {
+        match self {
+            Self::Complete => "Complete".to_owned(),
+            Self::Finish => "Finish".to_owned(),
+            Self::Pause { reason } => format!("Pause {{ reason: {reason:?} }}"),
+            Self::Cancel { reason } => format!("Cancel {{ reason: {reason:?} }}"),
+            Self::Skip { reason } => format!("Skip {{ reason: {reason:?} }}"),
+            Self::Reattempt { wait_ms } => format!("Reattempt {{ wait_ms: {wait_ms} }}"),
+        }
+    }
 }
 
 impl From<Flow> for Verb {
@@ -83,6 +103,51 @@ impl Verb {
             FailureAction::Pause => Self::Pause { reason },
             FailureAction::Cancel => Self::Cancel { reason },
             FailureAction::Skip => Self::Skip { reason },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Verb;
+
+    /// The stored text of each verb, pinned: rows and error reports written
+    /// so far hold exactly these, and it is what `{:?}` gives today.
+    #[test]
+    fn each_verb_has_its_stored_text() {
+        let reason = "out of \"stock\"\n\u{0}".to_owned();
+        let cases = [
+            (Verb::Complete, "Complete"),
+            (Verb::Finish, "Finish"),
+            (
+                Verb::Pause {
+                    reason: reason.clone(),
+                },
+                r#"Pause { reason: "out of \"stock\"\n\0" }"#,
+            ),
+            (
+                Verb::Cancel {
+                    reason: reason.clone(),
+                },
+                r#"Cancel { reason: "out of \"stock\"\n\0" }"#,
+            ),
+            (
+                Verb::Skip { reason },
+                r#"Skip { reason: "out of \"stock\"\n\0" }"#,
+            ),
+            (Verb::Reattempt { wait_ms: 0 }, "Reattempt { wait_ms: 0 }"),
+            (
+                Verb::Reattempt { wait_ms: 1_500 },
+                "Reattempt { wait_ms: 1500 }",
+            ),
+        ];
+        for (verb, text) in cases {
+            assert_eq!(verb.stored(), text);
+            assert_eq!(
+                verb.stored(),
+                format!("{verb:?}"),
+                "the Debug text it keeps"
+            );
         }
     }
 }

@@ -152,3 +152,5 @@ statements! {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vocabulary;

@@ -43,7 +43,8 @@ pub struct ErrorReport {
     pub class: String,
     /// The error's message.
     pub message: String,
-    /// What the engine did about it, e.g. `Reattempt { wait_ms: 2000 }`.
+    /// What the engine did about it, as [`Verb::stored`](crate::engine::Verb::stored)
+    /// writes it, e.g. `Reattempt { wait_ms: 2000 }`.
     pub verb: String,
 }
 
@@ -198,7 +199,7 @@ impl Worker {
                 attempt: claim.attempt,
                 class: error.class.clone(),
                 message: error.message.clone(),
-                verb: format!("{:?}", result.verb),
+                verb: result.verb.stored(),
             });
         }
     }

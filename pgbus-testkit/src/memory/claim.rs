@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use pgbus_runtime::context::CancellationToken;
-use pgbus_runtime::engine::{BatchState, RunStatus, StepStatus, StoredSignal};
+use pgbus_runtime::engine::{BatchState, BatchStatus, RunStatus, StepStatus, StoredSignal};
 use pgbus_runtime::store::{Claim, Claimer};
 use pgbus_runtime::{EventKind, RunId, SignalView};
 
@@ -61,7 +61,7 @@ impl Rows {
                 total: b.view.total,
                 finished: b.view.finished,
                 cancelled: b.view.cancelled,
-                open: b.view.status == "open",
+                open: b.view.status == BatchStatus::Open,
                 own: b.view.parent_step_id == step_id,
                 output: self
                     .steps

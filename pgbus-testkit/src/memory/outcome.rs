@@ -222,7 +222,7 @@ impl Rows {
             None,
         );
         self.set_details(Some(serde_json::json!({
-            "verb": format!("{:?}", result.verb),
+            "verb": result.verb.stored(),
             "error": result.error.as_ref().map(|e| e.message.clone()),
         })));
     }

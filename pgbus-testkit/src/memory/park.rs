@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use pgbus_runtime::engine::{
-    AttemptResult, Park, ParkWait, RunState, RunStatus, StepStatus, plan_park,
+    AttemptResult, BatchStatus, Park, ParkWait, RunState, RunStatus, StepStatus, plan_park,
 };
 use pgbus_runtime::store::{Claim, Parked};
 use pgbus_runtime::{BatchView, ChildRun, EventKind, RunId};
@@ -42,7 +42,7 @@ impl Rows {
         let (woken, adopt) = self.wakes_at_park(claim.run_id, &wait, seen_to);
         if let Some(batch) = adopt
             .and_then(|id| self.batches.get_mut(&id))
-            .filter(|b| b.view.status == "open")
+            .filter(|b| b.view.status == BatchStatus::Open)
         {
             batch.view.parent_step_id = claim.step_id;
         }
@@ -116,7 +116,7 @@ impl Rows {
         let batch_resolved = wait
             .batch_id
             .and_then(|id| self.batches.get(&id))
-            .is_some_and(|b| b.view.status != "open");
+            .is_some_and(|b| b.view.status != BatchStatus::Open);
         let adopt = wait.batch_id.filter(|_| wait.adopt);
         (signal_arrived || batch_resolved, adopt)
     }
@@ -138,7 +138,7 @@ impl Rows {
                     total,
                     finished: 0,
                     cancelled: 0,
-                    status: "open".to_owned(),
+                    status: BatchStatus::Open,
                     created_at: now,
                     resolved_at: None,
                 },
@@ -178,7 +178,7 @@ impl Rows {
         let Some(batch) = self
             .batches
             .get_mut(&batch_id)
-            .filter(|b| b.view.status == "open")
+            .filter(|b| b.view.status == BatchStatus::Open)
         else {
             return;
         };
@@ -190,12 +190,11 @@ impl Rows {
         if batch.view.finished + batch.view.cancelled < batch.view.total {
             return;
         }
-        let status = if batch.view.cancelled > 0 {
-            "failed"
+        batch.view.status = if batch.view.cancelled > 0 {
+            BatchStatus::Failed
         } else {
-            "succeeded"
+            BatchStatus::Succeeded
         };
-        status.clone_into(&mut batch.view.status);
         batch.view.resolved_at = Some(now);
         let batch = batch.clone();
         self.wake_parent(&batch, actor);
@@ -223,7 +222,7 @@ impl Rows {
             Some(&step),
             EventKind::BatchResolved,
             actor,
-            Some(batch.view.status.clone()),
+            Some(batch.view.status.as_str().to_owned()),
         );
         self.set_details(Some(serde_json::json!({
             "batch_id": batch.view.id,
@@ -243,12 +242,12 @@ impl Rows {
             let open: Vec<i64> = self
                 .batches
                 .values()
-                .filter(|b| b.run_id == parent && b.view.status == "open")
+                .filter(|b| b.run_id == parent && b.view.status == BatchStatus::Open)
                 .map(|b| b.view.id)
                 .collect();
             for batch_id in open {
                 if let Some(batch) = self.batches.get_mut(&batch_id) {
-                    "failed".clone_into(&mut batch.view.status);
+                    batch.view.status = BatchStatus::Failed;
                     batch.view.resolved_at = Some(now);
                 }
                 let children: Vec<i64> = self

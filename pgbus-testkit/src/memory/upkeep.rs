@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use pgbus_runtime::RunId;
-use pgbus_runtime::engine::{RunStatus, StepStatus};
+use pgbus_runtime::engine::{BatchStatus, RunStatus, StepStatus};
 use pgbus_runtime::store::{Claim, Stalled};
 
 use super::{Rows, due_key};
@@ -15,7 +15,7 @@ impl Rows {
         let stuck: Vec<i64> = self
             .batches
             .values()
-            .filter(|b| b.view.status == "open")
+            .filter(|b| b.view.status == BatchStatus::Open)
             .filter(|b| {
                 !self.runs.values().any(|run| {
                     run.parent_batch_id == Some(b.view.id) && !run.summary.status.is_terminal()
@@ -39,12 +39,11 @@ impl Rows {
             };
             batch.view.finished = i32::try_from(finished).unwrap_or(i32::MAX);
             batch.view.cancelled = batch.view.total - batch.view.finished;
-            let status = if batch.view.finished >= batch.view.total {
-                "succeeded"
+            batch.view.status = if batch.view.finished >= batch.view.total {
+                BatchStatus::Succeeded
             } else {
-                "failed"
+                BatchStatus::Failed
             };
-            status.clone_into(&mut batch.view.status);
             batch.view.resolved_at = Some(now);
             let batch = batch.clone();
             self.wake_parent(&batch, "sweep");

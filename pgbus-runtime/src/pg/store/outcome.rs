@@ -243,7 +243,7 @@ impl PgStore {
         }
         let statement = self.prep.in_tx(tx, &self.sql.late_completion).await?;
         let details = serde_json::json!({
-            "verb": format!("{:?}", result.verb),
+            "verb": result.verb.stored(),
             "error": result.error.as_ref().map(|e| e.message.clone()),
         });
         statement

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
-use pgbus_runtime::{FanOutFailed, MAX_DURATION_MS, RunStatus, RunView};
+use pgbus_runtime::{BatchStatus, FanOutFailed, MAX_DURATION_MS, RunStatus, RunView};
 use serde_json::json;
 
 use super::{Kid, Leaf, children, collect, named, polling, spread_kids};
@@ -377,7 +377,7 @@ async fn the_sweep_resolves_a_batch_whose_children_ended_behind_its_back() {
     );
     let view = t.run(open).await;
     assert_eq!(steps(&view), ["spread#1 waiting/-"], "a child still runs");
-    assert_eq!(view.batches[0].status, "open");
+    assert_eq!(view.batches[0].status, BatchStatus::Open);
 
     // The next claims complete the one and pause the other.
     assert_eq!(parents_only.run_until_idle().await.expect("run"), 3);

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use pgbus_runtime::RunStatus;
 use pgbus_runtime::prelude::*;
+use pgbus_runtime::{BatchStatus, RunStatus};
 use serde_json::json;
 
 use super::{Kid, Leaf, children, named, polling};
@@ -118,7 +118,7 @@ async fn cancelling_a_parent_cancels_its_open_children_and_grandchildren() {
         assert_eq!(cancelled[0].reason.as_deref(), Some(reason.as_str()));
         assert_eq!(cancelled[0].details, Some(json!({"cancelled_with": top.0})));
         for batch in &view.batches {
-            assert_eq!(batch.status, "failed", "{id:?}");
+            assert_eq!(batch.status, BatchStatus::Failed, "{id:?}");
         }
     }
     let quick_view = t.run(quick).await;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
-use pgbus_runtime::{MAX_DURATION_MS, RunStatus, StepStalled, Worker};
+use pgbus_runtime::{BatchStatus, MAX_DURATION_MS, RunStatus, StepStalled, Worker};
 
 use super::{Kid, Leaf, children, named, polling};
 use crate::pg::{TestDb, steps};
@@ -129,7 +129,10 @@ async fn a_crash_after_the_batch_resolved_starts_no_second_batch_but_a_failed_on
         .run_id;
     assert_eq!(parents.run_until_idle().await.expect("run"), 2, "both park");
     assert_eq!(leaves.run_until_idle().await.expect("run"), 4);
-    for (run, status) in [(succeeded, "succeeded"), (failed, "failed")] {
+    for (run, status) in [
+        (succeeded, BatchStatus::Succeeded),
+        (failed, BatchStatus::Failed),
+    ] {
         let view = t.run(run).await;
         assert_eq!(steps(&view), ["spread#1 scheduled/-"], "woken by its batch");
         assert_eq!(view.batches[0].status, status);
@@ -274,7 +277,8 @@ async fn a_new_attempt_takes_over_the_batch_still_open_and_its_last_child_wakes_
     sweep_and_resume(&t, &parents, &[run]).await;
     let view = t.run(run).await;
     assert_eq!(
-        view.batches[0].status, "open",
+        view.batches[0].status,
+        BatchStatus::Open,
         "the sweep left the batch be"
     );
 
@@ -292,7 +296,7 @@ async fn a_new_attempt_takes_over_the_batch_still_open_and_its_last_child_wakes_
         view.batches[0].parent_step_id, second,
         "the batch now wakes the new attempt"
     );
-    assert_eq!(view.batches[0].status, "open");
+    assert_eq!(view.batches[0].status, BatchStatus::Open);
     assert_eq!(bodies.lock().unwrap().len(), 1, "the body ran once");
 
     // The last child ends: the batch resolves and wakes the new row.

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
-use pgbus_runtime::{RunFilter, RunStatus, StepOutcome, StepStatus};
+use pgbus_runtime::{BatchStatus, RunFilter, RunStatus, StepOutcome, StepStatus};
 use pgbus_testkit::TestEnv;
 
 /// Bills each line in a child run, then sends the invoice.
@@ -101,7 +101,7 @@ async fn a_fan_out_step_waits_for_its_children() {
     );
     let view = env.run(run).unwrap();
     assert_eq!(view.run.status, RunStatus::Finished);
-    assert_eq!(view.batches[0].status, "succeeded");
+    assert_eq!(view.batches[0].status, BatchStatus::Succeeded);
     assert!(view.events.iter().any(|e| e.event == "batch_resolved"));
 }
 
@@ -240,7 +240,11 @@ async fn a_crash_after_the_batch_resolved_starts_a_second_batch_only_if_it_faile
         }
         let view = env.run(run).unwrap();
         assert_eq!(view.steps[0].status, StepStatus::Scheduled, "woken");
-        let resolved = if batches == 1 { "succeeded" } else { "failed" };
+        let resolved = if batches == 1 {
+            BatchStatus::Succeeded
+        } else {
+            BatchStatus::Failed
+        };
         assert_eq!(view.batches[0].status, resolved);
 
         // The wake's claim is taken by a worker that dies at once.
@@ -314,7 +318,7 @@ async fn a_new_attempt_takes_over_the_open_batch_and_its_last_child_wakes_it() {
     env.advance(Duration::from_millis(pgbus_runtime::MAX_DURATION_MS));
     assert_eq!(env.crash_next(), Some(run));
     sweep_and_resume(&env, run);
-    assert_eq!(env.run(run).unwrap().batches[0].status, "open");
+    assert_eq!(env.run(run).unwrap().batches[0].status, BatchStatus::Open);
 
     // The new attempt takes the open batch over instead of running the body.
     let records = env.run_until_idle().await;

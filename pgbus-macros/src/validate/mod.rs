@@ -1,6 +1,12 @@
 //! Stage two: every rule of the DSL, applied to the raw options. Per-option and
 //! per-step rules first, then the rules across steps; each error is spanned at
 //! the smallest token that breaks the rule, and all are reported together.
+//!
+//! The rules of names and values are in `names`; the options digest's JSON
+//! in `digest`.
+
+mod digest;
+mod names;
 
 use darling::Error;
 use darling::error::Accumulator;
@@ -9,13 +15,13 @@ use pgbus_core::defaults::{
 };
 use pgbus_core::{EntryKind, ExceptionAction, FailureAction, OnTimeout, Report};
 use quote::ToTokens;
-use serde_json::{Value, json};
 
-use crate::model::{
-    ActionDef, EntryDef, MethodDef, NamedAt, PolicyDef, StepDef, WaitForDef, WorkflowDef,
-};
-use crate::parse::values::{Int, Text};
+use crate::model::{ActionDef, EntryDef, MethodDef, PolicyDef, StepDef, WaitForDef, WorkflowDef};
+use crate::parse::values::Int;
 use crate::parse::{RawEntry, RawPolicy, RawStepArgs, RawWorkflow};
+pub(crate) use digest::tokens;
+use digest::{method_name, options_json};
+use names::{check_names, non_empty, priority, queue, signal_name};
 
 /// Validates and normalizes. Returns `None` only when there is nothing to build a
 /// model from; otherwise returns a model even when errors were pushed (the caller
@@ -367,258 +373,6 @@ fn policy_def(raw: &RawPolicy, errors: &mut Accumulator) -> Option<PolicyDef> {
         action,
         report: raw.report.map_or(Report::Always, |r| r.value),
     })
-}
-
-/// Durable names: unique across live steps; a gravestone neither repeats a live
-/// step nor another gravestone.
-fn check_names(entries: &[RawEntry], errors: &mut Accumulator) {
-    let mut live: Vec<NamedAt> = Vec::new();
-    let mut removed: Vec<NamedAt> = Vec::new();
-    for entry in entries {
-        let Some(named) = durable_name(entry) else {
-            continue;
-        };
-        if entry.kind == EntryKind::Removed {
-            if removed.iter().any(|r| r.name == named.name) {
-                errors.push(
-                    Error::custom(format!(
-                        "step `{}` is removed twice; keep one `removed_step!`",
-                        named.name
-                    ))
-                    .with_span(&named.span),
-                );
-            } else {
-                removed.push(named);
-            }
-        } else if live.iter().any(|l| l.name == named.name) {
-            errors.push(
-                Error::custom(format!(
-                    "duplicate durable step name `{}`; give one of the steps another `name = \"...\"`",
-                    named.name
-                ))
-                .with_span(&named.span),
-            );
-        } else {
-            live.push(named);
-        }
-    }
-    for gravestone in &removed {
-        if live.iter().any(|l| l.name == gravestone.name) {
-            errors.push(
-                Error::custom(format!(
-                    "step `{}` is marked removed but is also a live step; delete the `removed_step!` or rename the step",
-                    gravestone.name
-                ))
-                .with_span(&gravestone.span),
-            );
-        }
-    }
-}
-
-fn durable_name(entry: &RawEntry) -> Option<NamedAt> {
-    if let Some(text) = entry.removed_name.as_ref().or(entry.args.name.as_ref()) {
-        return Some(NamedAt {
-            name: text.value.clone(),
-            span: text.span,
-        });
-    }
-    let method = entry.method.as_ref()?;
-    Some(NamedAt {
-        name: syn::ext::IdentExt::unraw(method).to_string(),
-        span: method.span(),
-    })
-}
-
-/// A durable name (workflow, step, gravestone, signal): stored in Postgres `text`
-/// and compared byte for byte, so no control characters (Postgres refuses NUL)
-/// and no whitespace at either end that a reader could not see.
-fn non_empty(text: &Text, what: &str, example: &str, errors: &mut Accumulator) -> Option<String> {
-    let value = &text.value;
-    let problem = if value.trim().is_empty() {
-        Some("cannot be empty")
-    } else if value.chars().any(char::is_control) {
-        Some("cannot contain control characters (tabs, newlines, NUL)")
-    } else if value.trim() != value {
-        Some("cannot start or end with whitespace")
-    } else {
-        None
-    };
-    if let Some(problem) = problem {
-        errors.push(
-            Error::custom(format!("{what} {problem}; write e.g. `{example}`"))
-                .with_span(&text.span),
-        );
-        return None;
-    }
-    Some(value.clone())
-}
-
-/// A `wait_for` name, checked by the rule `Client::signal` applies
-/// ([`pgbus_core::check_signal_name`]): a name no signal can carry would leave the
-/// step waiting until it times out.
-fn signal_name(text: &Text, errors: &mut Accumulator) -> Option<String> {
-    let value = &text.value;
-    let Err(reason) = pgbus_core::check_signal_name(value) else {
-        return Some(value.clone());
-    };
-    let count = value.chars().count();
-    let message = if count > pgbus_core::MAX_SIGNAL_NAME_CHARS {
-        format!(
-            "{reason}, and this one has {count}: `Client::signal` rejects such a name, \
-             so the step could only time out"
-        )
-    } else if let Some((at, c)) = unseen_char(value) {
-        format!(
-            "{reason}; found U+{:04X} at character {}",
-            u32::from(c),
-            at + 1
-        )
-    } else {
-        format!("{reason}; write e.g. `\"payment.settled\"`")
-    };
-    errors.push(Error::custom(message).with_span(&text.span));
-    None
-}
-
-/// The first character, counted from zero, that the signal name rule rejects for
-/// what it is and that a diagnostic cannot show: a control character first, as
-/// the rule checks those first, else an invisible one. `None` for a blank name,
-/// whose reason says enough.
-fn unseen_char(value: &str) -> Option<(usize, char)> {
-    if value.trim().is_empty() {
-        return None;
-    }
-    let find = |rejected: fn(char) -> bool| value.chars().enumerate().find(|&(_, c)| rejected(c));
-    find(char::is_control).or_else(|| find(pgbus_core::is_invisible))
-}
-
-fn queue(text: &Text, errors: &mut Accumulator) -> Option<String> {
-    if text.value.is_empty() {
-        errors.push(
-            Error::custom("`queue` cannot be empty; leave it out to use `\"default\"`")
-                .with_span(&text.span),
-        );
-        return None;
-    }
-    if text
-        .value
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control())
-    {
-        errors.push(
-            Error::custom("`queue` cannot contain whitespace; use e.g. `\"orders_eu\"`")
-                .with_span(&text.span),
-        );
-        return None;
-    }
-    Some(text.value.clone())
-}
-
-fn priority(int: Int, errors: &mut Accumulator) -> Option<i16> {
-    if let Ok(value) = i16::try_from(int.value) {
-        Some(value)
-    } else {
-        errors.push(
-            Error::custom(format!(
-                "`priority` must fit in `i16` ({} to {}); lower numbers run first",
-                i16::MIN,
-                i16::MAX
-            ))
-            .with_span(&int.span),
-        );
-        None
-    }
-}
-
-/// The normalized options as JSON, for the options digest: the same value for the
-/// same options however they were spelled.
-fn options_json(def: &WorkflowDef, type_ident: Option<&syn::Ident>) -> Value {
-    let method = |path: &syn::Path| method_name(path, type_ident);
-    json!({
-        "name": def.name,
-        "input": tokens(&def.input),
-        "queue": def.queue,
-        "priority": def.priority,
-        "cancel_if": def.cancel_if.iter().map(method).collect::<Vec<_>>(),
-        "on_exception": def.policies.iter().map(|p| policy_json(p, type_ident)).collect::<Vec<_>>(),
-        "entries": def.entries.iter().map(|entry| {
-            let o = &entry.options;
-            json!({
-                "name": entry.name,
-                "kind": entry.kind.as_str(),
-                "wait_ms": o.wait_ms,
-                "timeout_ms": o.timeout_ms,
-                "skip_if": o.skip_if.as_ref().map(method),
-                "queue": o.queue,
-                "priority": o.priority,
-                "wait_for": o.wait_for.as_ref().map(|w| json!({
-                    "signal": w.signal,
-                    "matches": w.matches.as_ref().map(method),
-                    "timeout_ms": w.timeout_ms,
-                    "on_timeout": w.on_timeout.as_str(),
-                })),
-                "on_batch_failure": o.on_batch_failure.map(FailureAction::as_str),
-                "on_exception": o.policies.iter().map(|p| policy_json(p, type_ident)).collect::<Vec<_>>(),
-            })
-        }).collect::<Vec<_>>(),
-    })
-}
-
-fn policy_json(policy: &PolicyDef, type_ident: Option<&syn::Ident>) -> Value {
-    let action = match &policy.action {
-        ActionDef::Pause => json!({ "action": "pause" }),
-        ActionDef::Cancel => json!({ "action": "cancel" }),
-        ActionDef::Skip => json!({ "action": "skip" }),
-        ActionDef::Reattempt {
-            wait_ms,
-            max_reattempts,
-            terminal_action,
-        } => json!({
-            "action": "reattempt",
-            "wait_ms": wait_ms,
-            "max_reattempts": max_reattempts,
-            "terminal_action": terminal_action.as_str(),
-        }),
-        ActionDef::Handler(path) => json!({ "handler": method_name(path, type_ident) }),
-    };
-    json!({
-        "matching": policy.matching.iter().map(tokens).collect::<Vec<_>>(),
-        "do": action,
-        "report": policy.report.as_str(),
-    })
-}
-
-/// A method path as the options digest sees it: `g`, `Self::g` and `Fulfil::g`
-/// (the workflow's own type) are the same method and read `g`; other paths are
-/// kept as written.
-fn method_name(path: &syn::Path, type_ident: Option<&syn::Ident>) -> String {
-    if let [owner, method] = path.segments.iter().collect::<Vec<_>>().as_slice()
-        && (owner.ident == "Self" || Some(&owner.ident) == type_ident)
-        && path.leading_colon.is_none()
-    {
-        return syn::ext::IdentExt::unraw(&method.ident).to_string();
-    }
-    match path.get_ident() {
-        Some(ident) => syn::ext::IdentExt::unraw(ident).to_string(),
-        None => tokens(path),
-    }
-}
-
-/// A path or type as compact text, e.g. `Self :: is_void` -> `Self::is_void`,
-/// `Vec < Order >` -> `Vec<Order>`; a space stays only between two words.
-pub(crate) fn tokens(node: &impl ToTokens) -> String {
-    let text = node.to_token_stream().to_string();
-    let chars: Vec<char> = text.chars().collect();
-    let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '\'';
-    chars
-        .iter()
-        .enumerate()
-        .filter(|&(i, &c)| {
-            c != ' '
-                || (i > 0 && i + 1 < chars.len() && is_word(chars[i - 1]) && is_word(chars[i + 1]))
-        })
-        .map(|(_, &c)| c)
-        .collect()
 }
 
 #[cfg(test)]

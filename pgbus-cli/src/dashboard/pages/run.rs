@@ -1,4 +1,4 @@
-//! The dashboard's pages.
+//! A run's page, and the operator actions posted from it.
 
 use std::sync::Arc;
 
@@ -6,171 +6,15 @@ use axum::Extension;
 use axum::extract::{Form, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use maud::{DOCTYPE, Markup, html};
-use pgbus_runtime::view::{RunFilter, RunView, ValueOf};
-use pgbus_runtime::window::{WINDOWS, Window};
+use maud::{Markup, html};
+use pgbus_runtime::view::{RunView, ValueOf};
 use pgbus_runtime::{Error, RunId, RunStatus};
 use serde::Deserialize;
 
-use super::{App, Csrf, chart, same};
+use super::{error_page, now, page, status_badge};
 use crate::commands::{Cut, SHOWN, SHOWN_AT_MOST};
 use crate::commands::{VALUE_BYTES, clip, time, took, value_text};
-
-/// A page in the dashboard's frame.
-fn page(title: &str, body: &Markup) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · pgbus" }
-                link rel="stylesheet" href="/style.css";
-            }
-            body {
-                header {
-                    a.brand href="/" { "pgbus" }
-                    nav { a href="/" { "Runs" } a href="/insights" { "Insights" } }
-                }
-                main { h1 { (title) } (body) }
-            }
-        }
-    }
-}
-
-/// A page with one message.
-pub(crate) fn plain_page(title: &str, message: &str) -> Markup {
-    page(title, &html! { p { (message) } })
-}
-
-/// Any other address.
-pub(crate) async fn not_found() -> Response {
-    error_page(StatusCode::NOT_FOUND, "There is no such page.")
-}
-
-/// A page for an error, with its status.
-fn error_page(status: StatusCode, error: &str) -> Response {
-    (status, plain_page("Something went wrong", error)).into_response()
-}
-
-fn status_badge(status: RunStatus) -> Markup {
-    html! { span class=(format!("badge {}", status.as_str())) { (status.as_str()) } }
-}
-
-/// The runs list's filters and page.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RunsQuery {
-    workflow: Option<String>,
-    status: Option<String>,
-    before: Option<i64>,
-}
-
-/// How many runs a page of the list shows.
-const PAGE: u32 = 50;
-
-pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQuery>) -> Response {
-    let workflow = query.workflow.filter(|w| !w.trim().is_empty());
-    if workflow.as_deref().is_some_and(|w| w.contains('\0')) {
-        return error_page(
-            StatusCode::BAD_REQUEST,
-            "A workflow name has no NUL characters.",
-        );
-    }
-    let status = match query.status.as_deref().filter(|s| !s.is_empty()) {
-        None => None,
-        Some(text) => match text.parse::<RunStatus>() {
-            Ok(status) => Some(status),
-            Err(_) => {
-                // The link's own text is not repeated: a link cannot make the
-                // page say what it likes.
-                let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
-                return error_page(
-                    StatusCode::BAD_REQUEST,
-                    &format!("Unknown status: use one of {}.", known.join(", ")),
-                );
-            }
-        },
-    };
-    let mut filter = RunFilter::new().limit(PAGE);
-    filter.workflow.clone_from(&workflow);
-    filter.status = status;
-    filter.before = query.before.map(RunId);
-    let runs = match app.db.client().list_runs(&filter).await {
-        Ok(runs) => runs,
-        Err(error) => {
-            return error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &crate::commands::chain(&error),
-            );
-        }
-    };
-    let next = (runs.len() == PAGE as usize)
-        .then(|| runs.last().map(|r| r.id.0))
-        .flatten();
-    let body = html! {
-        form.filters method="get" action="/" {
-            label { "Workflow " input name="workflow" value=(workflow.clone().unwrap_or_default()); }
-            label { "Status "
-                select name="status" {
-                    option value="" { "any" }
-                    @for s in RunStatus::ALL {
-                        option value=(s.as_str()) selected[status == Some(*s)] { (s.as_str()) }
-                    }
-                }
-            }
-            button type="submit" { "Filter" }
-        }
-        @if runs.is_empty() {
-            p.empty { "No runs match." }
-        } @else {
-            table.runs {
-                thead { tr { th { "Run" } th { "Workflow" } th { "Status" } th { "Step" } th { "Created" } th { "Updated" } } }
-                tbody {
-                    @for run in &runs {
-                        tr {
-                            td { a href=(format!("/runs/{}", run.id.0)) { (run.id.0) } }
-                            td { (crate::commands::visible(&run.workflow)) }
-                            td { (status_badge(run.status)) }
-                            td { (crate::commands::visible(run.current_step.as_deref().unwrap_or("-"))) }
-                            td { (time(run.created_at)) }
-                            td { (time(run.updated_at)) }
-                        }
-                    }
-                }
-            }
-        }
-        @if let Some(before) = next {
-            a.next href=(older_link(before, workflow.as_deref(), status)) { "Older runs →" }
-        }
-    };
-    page("Runs", &body).into_response()
-}
-
-/// The next page of the runs list, its filters kept.
-fn older_link(before: i64, workflow: Option<&str>, status: Option<RunStatus>) -> String {
-    let mut link = format!("/?before={before}");
-    if let Some(workflow) = workflow {
-        link.push_str("&workflow=");
-        link.push_str(&encode(workflow));
-    }
-    if let Some(status) = status {
-        link.push_str("&status=");
-        link.push_str(status.as_str());
-    }
-    link
-}
-
-/// `text` safe in a query string.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+use crate::dashboard::{App, Csrf, chart, same};
 
 /// What an action reported back to the run page.
 #[derive(Debug, Default, Deserialize)]
@@ -228,13 +72,6 @@ pub(crate) async fn run(
             &format!("the page could not be drawn: {error}"),
         ),
     }
-}
-
-/// The database's time (what stored times are on).
-async fn now(app: &App) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    crate::commands::db_now(&app.db)
-        .await
-        .map_err(|e| crate::commands::chain(e.as_ref()))
 }
 
 fn run_body(
@@ -319,7 +156,7 @@ fn run_body(
                 (cut_note(cut, run.id, cut.batches, "batches", ""))
                 table { thead { tr { th { "Id" } th { "Status" } th { "Finished" } th { "Cancelled" } th { "Total" } } }
                     tbody { @for b in &view.batches { tr {
-                        td { (b.id) } td { (b.status) } td { (b.finished) } td { (b.cancelled) } td { (b.total) }
+                        td { (b.id) } td { (b.status.as_str()) } td { (b.finished) } td { (b.cancelled) } td { (b.total) }
                     } } }
                 }
             }
@@ -513,98 +350,4 @@ fn code_of(error: &Error) -> &'static str {
         },
         _ => "failed",
     }
-}
-
-/// The insights page's window.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct InsightsQuery {
-    window: Option<String>,
-}
-
-pub(crate) async fn insights(
-    State(app): State<Arc<App>>,
-    Query(query): Query<InsightsQuery>,
-) -> Response {
-    let Ok(window) = query.window.as_deref().unwrap_or("24h").parse::<Window>() else {
-        return error_page(
-            StatusCode::BAD_REQUEST,
-            "Unknown window: use 1h, 24h, 7d or 30d.",
-        );
-    };
-    let now = match now(&app).await {
-        Ok(now) => now,
-        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &error),
-    };
-    let range = window.at(now, app.settings.retention);
-    let client = app.db.client();
-    let (counts, outcomes, slowest) = match tokio::try_join!(
-        client.run_counts(&range),
-        client.step_outcomes(&range),
-        client.slowest_steps(&range, 10)
-    ) {
-        Ok(all) => all,
-        Err(error) => {
-            return error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &crate::commands::chain(&error),
-            );
-        }
-    };
-    let mut outcome_names: Vec<&str> = outcomes.iter().map(|o| o.outcome.as_str()).collect();
-    outcome_names.sort_unstable();
-    outcome_names.dedup();
-    let body = html! {
-        nav.windows {
-            @for w in WINDOWS {
-                a class=(if w == window { "current" } else { "" }) href=(format!("/insights?window={w}")) { (w.as_str()) }
-            }
-        }
-        p { "From " (time(range.from)) " to " (time(range.to)) ", in buckets of "
-            (pgbus_core::format_duration_ms(u64::try_from(range.bucket.as_millis()).unwrap_or(u64::MAX))) "." }
-        @if range.capped {
-            p.notice { "Cut to the retention age: ended runs last changed before then are deleted, so older buckets would undercount." }
-        }
-        section {
-            h2 { "Runs" }
-            table.counts {
-                thead { tr { th { "Bucket" } th { "Started" } th { "Finished" } th { "Paused" } th { "Cancelled" } } }
-                tbody { @for b in &counts { tr {
-                    td { (time(b.bucket)) } td { (b.started) } td { (b.finished) } td { (b.paused) } td { (b.cancelled) }
-                } } }
-            }
-        }
-        section {
-            h2 { "Step outcomes" }
-            @if outcomes.is_empty() { p.empty { "No step ended in this window." } } @else {
-                table.outcomes {
-                    thead { tr { th { "Bucket" } @for name in &outcome_names { th { (name) } } } }
-                    tbody {
-                        @for b in range.buckets() {
-                            @if outcomes.iter().any(|o| o.bucket == b) {
-                                tr { td { (time(b)) }
-                                    @for name in &outcome_names {
-                                        td { (outcomes.iter().find(|o| o.bucket == b && o.outcome.as_str() == *name).map_or(0, |o| o.steps)) }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        section {
-            h2 { "Slowest steps and pickup latency" }
-            @if slowest.is_empty() { p.empty { "No step ended in this window." } } @else {
-                table.slowest {
-                    thead { tr { th { "Workflow" } th { "Step" } th { "Attempts" } th { "Mean run" } th { "Longest run" } th { "Pickup p50" } th { "Pickup p99" } } }
-                    tbody { @for s in &slowest { tr {
-                        td { (crate::commands::visible(&s.workflow)) } td { (crate::commands::visible(&s.step)) } td { (s.attempts) }
-                        td { (format!("{:.1} ms", s.mean_ms)) } td { (format!("{:.1} ms", s.max_ms)) }
-                        td { (format!("{:.1} ms", s.pickup_p50_ms)) } td { (format!("{:.1} ms", s.pickup_p99_ms)) }
-                    } } }
-                }
-            }
-        }
-    };
-    page(&format!("Insights, last {window}"), &body).into_response()
 }

@@ -1,0 +1,184 @@
+//! The dashboard's pages: the frame they share and the runs list here, a
+//! run's page with its actions in `run`, the insights in `insights`.
+
+mod insights;
+mod run;
+
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use maud::{DOCTYPE, Markup, html};
+use pgbus_runtime::view::RunFilter;
+use pgbus_runtime::{RunId, RunStatus};
+use serde::Deserialize;
+
+use super::App;
+use crate::commands::time;
+
+pub(crate) use insights::insights;
+pub(crate) use run::{act, run};
+
+/// A page in the dashboard's frame.
+fn page(title: &str, body: &Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · pgbus" }
+                link rel="stylesheet" href="/style.css";
+            }
+            body {
+                header {
+                    a.brand href="/" { "pgbus" }
+                    nav { a href="/" { "Runs" } a href="/insights" { "Insights" } }
+                }
+                main { h1 { (title) } (body) }
+            }
+        }
+    }
+}
+
+/// A page with one message.
+pub(crate) fn plain_page(title: &str, message: &str) -> Markup {
+    page(title, &html! { p { (message) } })
+}
+
+/// Any other address.
+pub(crate) async fn not_found() -> Response {
+    error_page(StatusCode::NOT_FOUND, "There is no such page.")
+}
+
+/// A page for an error, with its status.
+fn error_page(status: StatusCode, error: &str) -> Response {
+    (status, plain_page("Something went wrong", error)).into_response()
+}
+
+fn status_badge(status: RunStatus) -> Markup {
+    html! { span class=(format!("badge {}", status.as_str())) { (status.as_str()) } }
+}
+
+/// The runs list's filters and page.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RunsQuery {
+    workflow: Option<String>,
+    status: Option<String>,
+    before: Option<i64>,
+}
+
+/// How many runs a page of the list shows.
+const PAGE: u32 = 50;
+
+pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQuery>) -> Response {
+    let workflow = query.workflow.filter(|w| !w.trim().is_empty());
+    if workflow.as_deref().is_some_and(|w| w.contains('\0')) {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "A workflow name has no NUL characters.",
+        );
+    }
+    let status = match query.status.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => match text.parse::<RunStatus>() {
+            Ok(status) => Some(status),
+            Err(_) => {
+                // The link's own text is not repeated: a link cannot make the
+                // page say what it likes.
+                let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+                return error_page(
+                    StatusCode::BAD_REQUEST,
+                    &format!("Unknown status: use one of {}.", known.join(", ")),
+                );
+            }
+        },
+    };
+    let mut filter = RunFilter::new().limit(PAGE);
+    filter.workflow.clone_from(&workflow);
+    filter.status = status;
+    filter.before = query.before.map(RunId);
+    let runs = match app.db.client().list_runs(&filter).await {
+        Ok(runs) => runs,
+        Err(error) => {
+            return error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &crate::commands::chain(&error),
+            );
+        }
+    };
+    let next = (runs.len() == PAGE as usize)
+        .then(|| runs.last().map(|r| r.id.0))
+        .flatten();
+    let body = html! {
+        form.filters method="get" action="/" {
+            label { "Workflow " input name="workflow" value=(workflow.clone().unwrap_or_default()); }
+            label { "Status "
+                select name="status" {
+                    option value="" { "any" }
+                    @for s in RunStatus::ALL {
+                        option value=(s.as_str()) selected[status == Some(*s)] { (s.as_str()) }
+                    }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
+        @if runs.is_empty() {
+            p.empty { "No runs match." }
+        } @else {
+            table.runs {
+                thead { tr { th { "Run" } th { "Workflow" } th { "Status" } th { "Step" } th { "Created" } th { "Updated" } } }
+                tbody {
+                    @for run in &runs {
+                        tr {
+                            td { a href=(format!("/runs/{}", run.id.0)) { (run.id.0) } }
+                            td { (crate::commands::visible(&run.workflow)) }
+                            td { (status_badge(run.status)) }
+                            td { (crate::commands::visible(run.current_step.as_deref().unwrap_or("-"))) }
+                            td { (time(run.created_at)) }
+                            td { (time(run.updated_at)) }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(before) = next {
+            a.next href=(older_link(before, workflow.as_deref(), status)) { "Older runs →" }
+        }
+    };
+    page("Runs", &body).into_response()
+}
+
+/// The next page of the runs list, its filters kept.
+fn older_link(before: i64, workflow: Option<&str>, status: Option<RunStatus>) -> String {
+    let mut link = format!("/?before={before}");
+    if let Some(workflow) = workflow {
+        link.push_str("&workflow=");
+        link.push_str(&encode(workflow));
+    }
+    if let Some(status) = status {
+        link.push_str("&status=");
+        link.push_str(status.as_str());
+    }
+    link
+}
+
+/// `text` safe in a query string.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The database's time (what stored times are on).
+async fn now(app: &App) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    crate::commands::db_now(&app.db)
+        .await
+        .map_err(|e| crate::commands::chain(e.as_ref()))
+}

@@ -1,0 +1,176 @@
+//! The rules of names and values: durable names unique and visible, signal
+//! names a signal can carry, a queue, a priority.
+
+use darling::Error;
+use darling::error::Accumulator;
+use pgbus_core::EntryKind;
+
+use crate::model::NamedAt;
+use crate::parse::RawEntry;
+use crate::parse::values::{Int, Text};
+
+/// Durable names: unique across live steps; a gravestone neither repeats a live
+/// step nor another gravestone.
+pub(super) fn check_names(entries: &[RawEntry], errors: &mut Accumulator) {
+    let mut live: Vec<NamedAt> = Vec::new();
+    let mut removed: Vec<NamedAt> = Vec::new();
+    for entry in entries {
+        let Some(named) = durable_name(entry) else {
+            continue;
+        };
+        if entry.kind == EntryKind::Removed {
+            if removed.iter().any(|r| r.name == named.name) {
+                errors.push(
+                    Error::custom(format!(
+                        "step `{}` is removed twice; keep one `removed_step!`",
+                        named.name
+                    ))
+                    .with_span(&named.span),
+                );
+            } else {
+                removed.push(named);
+            }
+        } else if live.iter().any(|l| l.name == named.name) {
+            errors.push(
+                Error::custom(format!(
+                    "duplicate durable step name `{}`; give one of the steps another `name = \"...\"`",
+                    named.name
+                ))
+                .with_span(&named.span),
+            );
+        } else {
+            live.push(named);
+        }
+    }
+    for gravestone in &removed {
+        if live.iter().any(|l| l.name == gravestone.name) {
+            errors.push(
+                Error::custom(format!(
+                    "step `{}` is marked removed but is also a live step; delete the `removed_step!` or rename the step",
+                    gravestone.name
+                ))
+                .with_span(&gravestone.span),
+            );
+        }
+    }
+}
+
+fn durable_name(entry: &RawEntry) -> Option<NamedAt> {
+    if let Some(text) = entry.removed_name.as_ref().or(entry.args.name.as_ref()) {
+        return Some(NamedAt {
+            name: text.value.clone(),
+            span: text.span,
+        });
+    }
+    let method = entry.method.as_ref()?;
+    Some(NamedAt {
+        name: syn::ext::IdentExt::unraw(method).to_string(),
+        span: method.span(),
+    })
+}
+
+/// A durable name (workflow, step, gravestone, signal): stored in Postgres `text`
+/// and compared byte for byte, so no control characters (Postgres refuses NUL)
+/// and no whitespace at either end that a reader could not see.
+pub(super) fn non_empty(
+    text: &Text,
+    what: &str,
+    example: &str,
+    errors: &mut Accumulator,
+) -> Option<String> {
+    let value = &text.value;
+    let problem = if value.trim().is_empty() {
+        Some("cannot be empty")
+    } else if value.chars().any(char::is_control) {
+        Some("cannot contain control characters (tabs, newlines, NUL)")
+    } else if value.trim() != value {
+        Some("cannot start or end with whitespace")
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        errors.push(
+            Error::custom(format!("{what} {problem}; write e.g. `{example}`"))
+                .with_span(&text.span),
+        );
+        return None;
+    }
+    Some(value.clone())
+}
+
+/// A `wait_for` name, checked by the rule `Client::signal` applies
+/// ([`pgbus_core::check_signal_name`]): a name no signal can carry would leave the
+/// step waiting until it times out.
+pub(super) fn signal_name(text: &Text, errors: &mut Accumulator) -> Option<String> {
+    let value = &text.value;
+    let Err(reason) = pgbus_core::check_signal_name(value) else {
+        return Some(value.clone());
+    };
+    let count = value.chars().count();
+    let message = if count > pgbus_core::MAX_SIGNAL_NAME_CHARS {
+        format!(
+            "{reason}, and this one has {count}: `Client::signal` rejects such a name, \
+             so the step could only time out"
+        )
+    } else if let Some((at, c)) = unseen_char(value) {
+        format!(
+            "{reason}; found U+{:04X} at character {}",
+            u32::from(c),
+            at + 1
+        )
+    } else {
+        format!("{reason}; write e.g. `\"payment.settled\"`")
+    };
+    errors.push(Error::custom(message).with_span(&text.span));
+    None
+}
+
+/// The first character, counted from zero, that the signal name rule rejects for
+/// what it is and that a diagnostic cannot show: a control character first, as
+/// the rule checks those first, else an invisible one. `None` for a blank name,
+/// whose reason says enough.
+fn unseen_char(value: &str) -> Option<(usize, char)> {
+    if value.trim().is_empty() {
+        return None;
+    }
+    let find = |rejected: fn(char) -> bool| value.chars().enumerate().find(|&(_, c)| rejected(c));
+    find(char::is_control).or_else(|| find(pgbus_core::is_invisible))
+}
+
+pub(super) fn queue(text: &Text, errors: &mut Accumulator) -> Option<String> {
+    if text.value.is_empty() {
+        errors.push(
+            Error::custom("`queue` cannot be empty; leave it out to use `\"default\"`")
+                .with_span(&text.span),
+        );
+        return None;
+    }
+    if text
+        .value
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control())
+    {
+        errors.push(
+            Error::custom("`queue` cannot contain whitespace; use e.g. `\"orders_eu\"`")
+                .with_span(&text.span),
+        );
+        return None;
+    }
+    Some(text.value.clone())
+}
+
+pub(super) fn priority(int: Int, errors: &mut Accumulator) -> Option<i16> {
+    if let Ok(value) = i16::try_from(int.value) {
+        Some(value)
+    } else {
+        errors.push(
+            Error::custom(format!(
+                "`priority` must fit in `i16` ({} to {}); lower numbers run first",
+                i16::MIN,
+                i16::MAX
+            ))
+            .with_span(&int.span),
+        );
+        None
+    }
+}
