@@ -236,7 +236,7 @@ async fn a_cancelled_child_applies_each_on_batch_failure_the_same_way() {
     assert_eq!(skip.status, RunStatus::Finished);
     assert_eq!(skip.steps[0].outcome, Some(StepOutcome::Skipped));
     assert_eq!(by_hand.status, RunStatus::Finished);
-    assert_eq!(by_hand.batches[0].status, "failed");
+    assert_eq!(by_hand.batches[0].status, BatchStatus::Failed);
     assert_eq!(by_hand.batches[0].children[0].status, RunStatus::Cancelled);
     assert_eq!(passed_over.status, RunStatus::Finished);
     assert_eq!(
@@ -289,7 +289,7 @@ async fn cancelling_a_parent_cascades_to_children_and_grandchildren_the_same_way
         ]
     );
     let middle = &batch.children[0];
-    assert_eq!(middle.batches[0].status, "failed");
+    assert_eq!(middle.batches[0].status, BatchStatus::Failed);
     let grandchildren: Vec<RunStatus> = middle.batches[0]
         .children
         .iter()
@@ -427,7 +427,7 @@ async fn operators_on_parents_and_middle_children_agree() {
     let batch = &skipper.batches[0];
     assert_eq!((batch.finished, batch.cancelled), (1, 1));
     let middle = &batch.children[0];
-    assert_eq!(middle.batches[0].status, "failed");
+    assert_eq!(middle.batches[0].status, BatchStatus::Failed);
     assert_eq!(middle.batches[0].children[0].status, RunStatus::Cancelled);
     assert_eq!(paused.status, RunStatus::Finished);
     assert_eq!(
@@ -437,10 +437,10 @@ async fn operators_on_parents_and_middle_children_agree() {
     );
     assert_eq!(skipped.status, RunStatus::Finished);
     assert_eq!(skipped.steps[0].outcome, Some(StepOutcome::Skipped));
-    assert_eq!(skipped.batches[0].status, "succeeded");
+    assert_eq!(skipped.batches[0].status, BatchStatus::Succeeded);
     assert!(!event_names(skipped).contains(&"batch_resolved"));
     assert_eq!(pausing.status, RunStatus::Paused);
-    assert_eq!(pausing.batches[0].status, "failed");
+    assert_eq!(pausing.batches[0].status, BatchStatus::Failed);
 }
 
 // ---- signal pages ---------------------------------------------------------------------

@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
-use pgbus_runtime::{Action, RunStatus, RunView, StallAction, StepOutcome, StepStatus};
+use pgbus_runtime::{
+    Action, BatchStatus, RunStatus, RunView, StallAction, StepOutcome, StepStatus,
+};
 
 #[macro_use]
 mod harness;
@@ -225,7 +227,7 @@ struct BatchLine {
     total: i32,
     finished: i32,
     cancelled: i32,
-    status: String,
+    status: BatchStatus,
     created_ms: i64,
     resolved_ms: Option<i64>,
     /// Its child runs, oldest first.
@@ -435,7 +437,7 @@ fn project_in(
                 total: b.total,
                 finished: b.finished,
                 cancelled: b.cancelled,
-                status: b.status.clone(),
+                status: b.status,
                 created_ms: offset(b.created_at),
                 resolved_ms: b.resolved_at.map(offset),
                 children: ids
