@@ -82,9 +82,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims up to `limit` due steps for `claimer`: the lowest priority
     /// number first, then the earliest due, then the oldest row; only rows
-    /// whose run is `ready`, of `claimer`'s workflows and queues. Each claimed
-    /// row is `in_progress` under `claimer.worker_id` with a `step_started`
-    /// event and a stall horizon (its timeout, else the claimer's threshold).
+    /// whose run is `ready`, on `claimer`'s queues, whose step `claimer`'s own
+    /// definition of the workflow holds (others are passed over, never
+    /// blocking the rows behind them). Each claimed row is `in_progress`
+    /// under `claimer.worker_id` with a `step_started` event (after a
+    /// `definition_changed` one when the run's digest differs from the
+    /// claimer's, see [`Claimer::registered`]) and a stall horizon (its
+    /// timeout, else the claimer's threshold).
     fn claim(
         &self,
         claimer: &Claimer<'_>,
