@@ -151,6 +151,21 @@ enum Command {
         #[arg(long, env = "PGBUS_RETENTION", default_value = "30d", value_parser = parse_retention)]
         retention: Retention,
     },
+    /// Lists the live workers: name, host, pid, queues, concurrency, the
+    /// workflows each registered (with the definition digest's first 12
+    /// characters), attempts in flight and the age of its last heartbeat.
+    Workers {
+        /// How old a heartbeat may be for its worker to count as live: the
+        /// workers' lost-worker threshold (default 30s).
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        lost_worker_threshold: Duration,
+        /// At most this many (1 to 1000).
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: u32,
+        /// JSON, one array, instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Runs started, finished, paused and cancelled per time bucket.
     Stats {
         /// The window: `1h` (5-minute buckets), `24h` (1 hour), `7d` (6 hours)

@@ -24,7 +24,9 @@ pub mod window;
 pub mod worker;
 pub mod workflow;
 
-pub use client::{BucketCounts, Client, OutcomeCount, Started, StepTimings};
+pub use client::{
+    BucketCounts, Client, OutcomeCount, RegisteredWorkflow, Started, StepTimings, WorkerView,
+};
 pub use clock::{Clock, ManualClock};
 pub use connection::SslMode;
 pub use context::{Limits, RunId, Signal, SignalId, StepCx};

@@ -97,6 +97,7 @@ pub struct TestEnv {
     stall_action: StallAction,
     lost_worker_threshold: Duration,
     retention: Option<Duration>,
+    undefined_step_grace: Option<Duration>,
     limits: Limits,
 }
 
@@ -147,6 +148,7 @@ impl TestEnv {
             stall_action: StallAction::default(),
             lost_worker_threshold: Duration::from_secs(30),
             retention: Some(pgbus_runtime::worker::DEFAULT_RETENTION),
+            undefined_step_grace: Some(pgbus_runtime::worker::DEFAULT_UNDEFINED_STEP_GRACE),
             limits: Limits::default(),
         }
     }
@@ -184,6 +186,16 @@ impl TestEnv {
     #[must_use]
     pub const fn retention(mut self, retention: Option<Duration>) -> Self {
         self.retention = retention;
+        self
+    }
+
+    /// How long a due row whose step the registered definition lacks waits
+    /// before [`TestEnv::sweep`] pauses its run with `StepNotDefined`, as
+    /// `WorkerBuilder::undefined_step_grace` (default 5 minutes; `None`
+    /// never). The environment's registered workflows are its live worker.
+    #[must_use]
+    pub const fn undefined_step_grace(mut self, grace: Option<Duration>) -> Self {
+        self.undefined_step_grace = grace;
         self
     }
 
@@ -271,6 +283,8 @@ impl TestEnv {
             batch_limit: i64::MAX,
             retention_batch: i64::MAX,
             retention_batches: 1,
+            undefined_grace_ms: self.undefined_step_grace.map(capped_ms),
+            undefined_limit: i64::MAX,
         };
         let sweep = pgbus_runtime::store::sweep(
             self.store(),
@@ -285,20 +299,38 @@ impl TestEnv {
         }
     }
 
-    /// Registers a workflow value; as a worker, the environment runs only steps of
-    /// registered workflows. A second value with the same name replaces the first.
+    /// Registers a workflow value; as a worker, the environment runs only the
+    /// steps its registered definitions hold, and its store's registry lists
+    /// them as its live worker's. A second value with the same name replaces
+    /// the first.
     #[must_use]
     pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
         self.runner = self.runner.register(workflow);
+        self.store()
+            .rows()
+            .register_worker(TESTKIT_WORKER, &self.runner.definitions());
         self
+    }
+
+    /// [`Error::WorkflowNotRegistered`] unless `W` is registered.
+    fn registered<W: Workflow>(&self) -> Result<(), Error> {
+        match self.runner.definition(W::DEFINITION.name) {
+            Some(_) => Ok(()),
+            None => Err(Error::WorkflowNotRegistered {
+                workflow: W::DEFINITION.name.to_owned(),
+            }),
+        }
     }
 
     /// Starts a run of `W`, due after its first step's `wait`, as
     /// `Client::start`.
     ///
     /// # Errors
-    /// [`Error::Json`] when the input does not serialize, [`Error::NoSteps`].
+    /// [`Error::WorkflowNotRegistered`] unless [`TestEnv::register`] was
+    /// given a `W` (nothing here would run it), [`Error::Json`] when the
+    /// input does not serialize, [`Error::NoSteps`].
     pub fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
+        self.registered::<W>()?;
         let input = serde_json::to_value(input)?;
         self.limits.check_input(&input)?;
         let (run_id, created) = self.store().rows().start_run(W::DEFINITION, input, None)?;
@@ -317,6 +349,7 @@ impl TestEnv {
         input: &W::Input,
         key: &str,
     ) -> Result<Started, Error> {
+        self.registered::<W>()?;
         pgbus_runtime::client::check_key(key)?;
         let input = serde_json::to_value(input)?;
         self.limits.check_input(&input)?;
@@ -413,7 +446,7 @@ impl TestEnv {
                 continue;
             }
             let mut rows = self.store().rows();
-            match rows.next_due(self.runner.workflows()) {
+            match rows.next_due(self.runner.registered()) {
                 Some(due) if due > rows.now => rows.now = due,
                 _ => break,
             }

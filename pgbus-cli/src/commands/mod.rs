@@ -12,6 +12,7 @@ mod show;
 mod stats;
 mod sweep;
 mod text;
+mod workers;
 
 use act::{Verb, act, read_payload, signal};
 use runs::runs;
@@ -20,6 +21,7 @@ pub(crate) use show::{Cut, SHOWN, SHOWN_AT_MOST, VALUE_BYTES};
 use stats::stats;
 use sweep::sweep;
 pub(crate) use text::{clip, defang, time, took, value_text, visible};
+use workers::workers;
 
 /// The statement timeout of every command but `migrate`, unless one is given:
 /// below the dashboard's 15 s page timeout, so the server has cancelled a
@@ -210,6 +212,11 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             retention,
             json,
         } => stats(&db, out, window, retention, json).await?,
+        Command::Workers {
+            lost_worker_threshold,
+            limit,
+            json,
+        } => workers(&db, out, lost_worker_threshold, limit, json).await?,
     }
     Ok(())
 }

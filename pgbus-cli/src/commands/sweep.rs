@@ -26,12 +26,14 @@ pub(super) async fn sweep(
     let report = sweeper.sweep().await?;
     out.line(&format!(
         "repaired {} stalled attempts ({} had ended meanwhile), resolved {} batches, \
-         deleted {} runs past retention, removed {} silent worker rows",
+         deleted {} runs past retention, removed {} silent worker rows, \
+         paused {} runs at a step no live worker has",
         report.repaired,
         report.left_alone,
         report.batches_resolved,
         report.runs_deleted,
-        report.workers_removed
+        report.workers_removed,
+        report.undefined_paused
     ))?;
     Ok(())
 }

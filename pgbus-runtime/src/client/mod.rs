@@ -8,9 +8,11 @@ mod checks;
 mod insights;
 mod reads;
 mod start;
+mod workers;
 
 pub use checks::{check_actor, check_key, check_reason, checked_reason};
 pub use insights::{BucketCounts, OutcomeCount, StepTimings};
+pub use workers::{RegisteredWorkflow, WorkerView};
 
 /// Starts and reads runs. Cheap to clone; all clones share one pool.
 #[derive(Debug, Clone)]

@@ -13,7 +13,8 @@
 use std::fmt;
 
 /// One kind of event (DESIGN §5's names, with `step_waiting`,
-/// `signal_consumed` and `batch_resolved` for parks, gates and fan-out).
+/// `signal_consumed` and `batch_resolved` for parks, gates and fan-out, and
+/// `definition_changed` for deploys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -52,11 +53,15 @@ pub enum EventKind {
     WaitTimedOut,
     /// A fan-out batch was resolved.
     BatchResolved,
+    /// A worker whose definition of the workflow has another digest than the
+    /// run's claimed a step of it; details `{"old_digest", "new_digest"}`, and
+    /// the run takes the new digest, so each change is recorded once.
+    DefinitionChanged,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::Started,
         Self::StepStarted,
         Self::StepCompleted,
@@ -74,6 +79,7 @@ impl EventKind {
         Self::SignalConsumed,
         Self::WaitTimedOut,
         Self::BatchResolved,
+        Self::DefinitionChanged,
     ];
 
     /// The stored name (`step_started`).
@@ -97,6 +103,7 @@ impl EventKind {
             Self::SignalConsumed => "signal_consumed",
             Self::WaitTimedOut => "wait_timed_out",
             Self::BatchResolved => "batch_resolved",
+            Self::DefinitionChanged => "definition_changed",
         }
     }
 

@@ -9,16 +9,23 @@ use serde_json::Value;
 use super::{
     AttemptResult, EventKind, EventSpec, NewStep, Plan, PlannedStep, RunStatus, StepStatus, Verb,
 };
+use crate::definition::WorkflowDefinition;
 use crate::store::Claim;
 
 /// Whether an outcome's `plan` may hand its next step to the worker that ran
 /// the attempt (see [`Handoff`](crate::store::Handoff)): the run stays `ready`,
-/// the next step is a first attempt due at once on one of `queues`, and its
-/// entry waits for no signal (no gate inputs to read). `step_plan`: the run's
-/// stored plan (`None` for a run started before plans were stored: never
-/// handed on).
+/// the next step is a first attempt due at once on one of `queues`, the
+/// worker's own `definition` holds it (a claim would not take a step it
+/// lacks, so neither does a handoff), and its entry waits for no signal (no
+/// gate inputs to read). `step_plan`: the run's stored plan (`None` for a run
+/// started before plans were stored: never handed on).
 #[must_use]
-pub fn hands_off(plan: &Plan, step_plan: Option<&[PlannedStep]>, queues: &[String]) -> bool {
+pub fn hands_off(
+    plan: &Plan,
+    step_plan: Option<&[PlannedStep]>,
+    queues: &[String],
+    definition: &WorkflowDefinition,
+) -> bool {
     let Some(next) = &plan.next else {
         return false;
     };
@@ -26,6 +33,7 @@ pub fn hands_off(plan: &Plan, step_plan: Option<&[PlannedStep]>, queues: &[Strin
         && next.delay_ms == 0
         && next.attempt == 1
         && queues.contains(&next.queue)
+        && definition.entry(&next.step_name).is_some()
         && step_plan.is_some_and(|steps| {
             steps
                 .iter()

@@ -28,7 +28,7 @@ pub use park::{BatchState, Park, ParkPlan, ParkWait, StoredSignal, plan_park, wa
 pub use plan::{AttemptState, EventSpec, NewStep, Plan, RunState};
 pub use resolve::{Resolution, resolve_error};
 pub use result::{AttemptResult, ErrorRecord, Gate};
-pub use stall::{StallAction, stalled_result};
+pub use stall::{StallAction, stalled_result, undefined_result};
 pub use status::{BatchStatus, RunStatus, StepOutcome, StepStatus, UnknownStatus};
 pub use step_plan::{PlannedStep, first_attempt, live_step_names, step_plan};
 pub use verb::Verb;

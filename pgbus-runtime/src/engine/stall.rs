@@ -51,3 +51,24 @@ pub fn stalled_result(
     };
     AttemptResult::failed(verb, &error, true)
 }
+
+/// How the sweep's grace rule ends a due row that no live worker can run
+/// (see [`Store::undefined_steps`](crate::store::Store::undefined_steps)):
+/// with a [`StepNotDefined`](crate::StepNotDefined) error (always reported)
+/// and a pause, as a worker's claim of a step its definition lacked did
+/// before claims filtered on the definition. An operator's resume runs the
+/// step again as a new attempt, once a worker that has it is live.
+#[must_use]
+pub fn undefined_result(workflow: &str, step: &str) -> AttemptResult {
+    let error = StepError::from(crate::StepNotDefined {
+        workflow: workflow.to_owned(),
+        step: step.to_owned(),
+    });
+    AttemptResult::failed(
+        Verb::Pause {
+            reason: format!("no live worker's definition of `{workflow}` has step `{step}`"),
+        },
+        &error,
+        true,
+    )
+}

@@ -282,6 +282,15 @@ pub enum Error {
     /// A worker was built with nothing to run.
     #[error("a worker needs at least one registered workflow and one queue")]
     NothingToRun,
+    /// A start in a test environment (the testkit's `TestEnv`) of a workflow
+    /// it has not registered: none of its steps would ever run there.
+    #[error(
+        "workflow `{workflow}` is not registered in this environment; register it first with `TestEnv::register`, as a worker must register every workflow it runs"
+    )]
+    WorkflowNotRegistered {
+        /// The workflow's name.
+        workflow: String,
+    },
     /// An input or output could not be converted to or from JSON.
     #[error("JSON conversion failed")]
     Json(#[from] serde_json::Error),
@@ -301,7 +310,9 @@ pub enum Error {
     /// A connection setting is unknown, ill-formed, out of range or does not
     /// fit with another: in the URL or key-value string, in a libpq
     /// environment variable (then `setting` is the variable's name, e.g.
-    /// `PGPORT`), or given to [`crate::DatabaseBuilder`].
+    /// `PGPORT`), or given to [`crate::DatabaseBuilder`]; or a worker setting
+    /// [`crate::WorkerBuilder`] refuses (`setting` names its method, e.g.
+    /// `WorkerBuilder::name`).
     #[error("setting `{setting}` {problem}")]
     InvalidSetting {
         /// The setting to change, as libpq (or the builder method) names it.

@@ -80,6 +80,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0010_signals_by_run.sql",
         sql: include_str!("../../migrations/0010_signals_by_run.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_definition_registry.sql",
+        sql: include_str!("../../migrations/0011_definition_registry.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

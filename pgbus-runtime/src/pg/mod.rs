@@ -148,6 +148,9 @@ statements! {
     run_status_counts => "run_status_counts.sql",
     step_insights => "step_insights.sql",
     slowest_steps => "slowest_steps.sql",
+    undefined_steps => "undefined_steps.sql",
+    pause_undefined => "pause_undefined.sql",
+    list_workers => "list_workers.sql",
 }
 
 #[cfg(test)]

@@ -296,6 +296,7 @@ fn the_statements_spell_only_known_event_kinds_and_batch_statuses() {
         EventKind::SignalReceived,
         EventKind::WaitTimedOut,
         EventKind::BatchResolved,
+        EventKind::DefinitionChanged,
     ] {
         assert!(kinds.contains(&kind), "{kind} was not found: {kinds:?}");
     }

@@ -9,6 +9,8 @@ use tokio_util::sync::CancellationToken;
 use crate::context::RunId;
 use crate::engine::{BatchState, StoredSignal};
 
+use super::Registered;
+
 /// A step attempt a store handed to a worker: the row, what its body reads, and
 /// what its gate reads. Built by [`Store::claim`](super::Store::claim), by a
 /// handoff ([`engine::continued_claim`](crate::engine::continued_claim)), and
@@ -102,8 +104,15 @@ pub struct Claimer<'a> {
     pub worker_id: &'a str,
     /// The queues it takes steps from.
     pub queues: &'a [String],
-    /// The workflows it has registered: it takes steps of no other.
-    pub workflows: &'a [String],
+    /// What it can run: it takes a row only when its own definition of the
+    /// row's workflow holds the row's step (a gravestone included). A row of
+    /// a step it lacks, or of a workflow it did not register, waits for a
+    /// worker that has it, and does not keep it from the rows behind it.
+    /// When the run's `definition_digest` differs from this worker's digest
+    /// of the workflow, the claim records a `definition_changed` event
+    /// (details `{"old_digest", "new_digest"}`) before `step_started`, and
+    /// the run takes this worker's digest.
+    pub registered: &'a Registered,
     /// The stall horizon of a claimed step without a timeout, in milliseconds.
     pub stall_threshold_ms: i64,
 }
@@ -119,7 +128,9 @@ pub struct Claimer<'a> {
 /// it to the sweep like any claim. Offered on a retried outcome too: a retry
 /// hands nothing on, and if it finds its outcome recorded by a try whose reply
 /// was lost, it puts back in the queue the step that try handed on, which
-/// nothing would otherwise run.
+/// nothing would otherwise run. As with a claim, a step is handed on only
+/// when the worker's own definition (the one the outcome is ended with) holds
+/// it.
 #[derive(Debug, Clone, Copy)]
 pub struct Handoff<'a> {
     /// The queues of the worker: the next step must be on one.

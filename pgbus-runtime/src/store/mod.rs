@@ -17,6 +17,7 @@
 //! faults).
 
 mod claim;
+mod registry;
 mod runner;
 mod sweep;
 
@@ -32,8 +33,9 @@ use crate::view::{RunFilter, RunRead, RunSummary, RunView};
 
 pub use crate::pg::store::PgStore;
 pub use claim::{Claim, Claimer, Handoff, Stalled};
+pub use registry::{Registered, Registration, registered_plan};
 pub use runner::{Attempted, FaultHook, Observe, Runner};
-pub use sweep::{Repaired, SweepSettings, repair_message, sweep};
+pub use sweep::{Repair, Repaired, SweepSettings, repair_message, sweep};
 
 /// What ending an attempt did.
 #[derive(Debug)]
@@ -80,9 +82,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims up to `limit` due steps for `claimer`: the lowest priority
     /// number first, then the earliest due, then the oldest row; only rows
-    /// whose run is `ready`, of `claimer`'s workflows and queues. Each claimed
-    /// row is `in_progress` under `claimer.worker_id` with a `step_started`
-    /// event and a stall horizon (its timeout, else the claimer's threshold).
+    /// whose run is `ready`, on `claimer`'s queues, whose step `claimer`'s own
+    /// definition of the workflow holds (others are passed over, never
+    /// blocking the rows behind them). Each claimed row is `in_progress`
+    /// under `claimer.worker_id` with a `step_started` event (after a
+    /// `definition_changed` one when the run's digest differs from the
+    /// claimer's, see [`Claimer::registered`]) and a stall horizon (its
+    /// timeout, else the claimer's threshold).
     fn claim(
         &self,
         claimer: &Claimer<'_>,
@@ -123,6 +129,48 @@ pub trait Store: Send + Sync + 'static {
         definition: &'static WorkflowDefinition,
         stalled: &Stalled,
         result: &AttemptResult,
+    ) -> impl Future<Output = Result<Ended, Error>> + Send;
+
+    /// Records a worker in the registry, before its first claim: its row
+    /// (id, name, host, pid, queues, concurrency, a heartbeat now) and the
+    /// definitions it runs, each stored once per digest. Idempotent: a second
+    /// registration of the same id replaces the first's row and links (what
+    /// a worker does when the sweep removed its row). Postgres keeps it in
+    /// `workers`, `definitions` and `worker_definitions`; the memory store in
+    /// a map, a worker it was told died (the testkit's
+    /// `MemoryStore::worker_died`) not counting as live once the lost-worker
+    /// threshold passed.
+    fn register_worker(
+        &self,
+        registration: &Registration<'_>,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Up to `limit` rows the sweep's grace rule pauses, oldest due first:
+    /// due (`scheduled`, or `waiting` past its wait timeout) for longer than
+    /// `grace_ms`, their run `ready`, of a workflow that some live worker
+    /// registered (heartbeat within `lost_ms`) while no live worker's
+    /// definition of it holds the row's step. Rows of a workflow no live
+    /// worker registered are not among them: they wait. Each comes as a
+    /// claim without input or outputs.
+    fn undefined_steps(
+        &self,
+        grace_ms: i64,
+        lost_ms: i64,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<Claim>, Error>> + Send;
+
+    /// Ends a row [`Store::undefined_steps`] found with `result` (see
+    /// [`engine::undefined_result`](crate::engine::undefined_result)): fenced
+    /// on the row being unclaimed and due, its run `ready`, and the rule still
+    /// holding (a worker with the step may have registered since); applied as
+    /// the sweep (actor `sweep`). A row the fence no longer finds is left
+    /// alone: [`Ended::Late`], and nothing written.
+    fn pause_undefined(
+        &self,
+        step: &Claim,
+        result: &AttemptResult,
+        grace_ms: i64,
+        lost_ms: i64,
     ) -> impl Future<Output = Result<Ended, Error>> + Send;
 
     /// Resolves up to `limit` open batches whose children all ended but whose

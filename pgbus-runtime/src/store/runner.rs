@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{Instrument as _, debug, error, info, info_span, warn};
 
-use super::{Claim, Claimer, Ended, Handoff, Store};
+use super::{Claim, Claimer, Ended, Handoff, Registered, Store};
 use crate::context::Limits;
 use crate::definition::WorkflowDefinition;
 use crate::engine::{AttemptResult, Plan, unstorable_result};
@@ -75,7 +75,9 @@ pub struct Runner<S> {
     /// not derived per attempt).
     queues: Vec<String>,
     queues_set: bool,
-    workflows: Vec<String>,
+    /// What the registry holds, as claims filter on it (kept up to date on
+    /// registration).
+    registered: Registered,
     stall_threshold_ms: i64,
     limits: Limits,
     faults: Option<FaultHook>,
@@ -86,7 +88,7 @@ impl<S> std::fmt::Debug for Runner<S> {
         f.debug_struct("Runner")
             .field("worker_id", &self.worker_id)
             .field("queues", &self.queues)
-            .field("workflows", &self.workflows)
+            .field("workflows", &self.registered.names())
             .finish_non_exhaustive()
     }
 }
@@ -101,7 +103,7 @@ impl<S: Store> Runner<S> {
             worker_id: worker_id.into(),
             queues: Vec::new(),
             queues_set: false,
-            workflows: Vec::new(),
+            registered: Registered::default(),
             stall_threshold_ms: crate::worker::capped_ms(crate::worker::DEFAULT_STALL_THRESHOLD),
             limits: Limits::default(),
             faults: None,
@@ -117,8 +119,7 @@ impl<S: Store> Runner<S> {
     pub(crate) fn register_erased(mut self, workflow: Arc<dyn ErasedWorkflow>) -> Self {
         let name = workflow.definition().name;
         self.registry.insert(name, workflow);
-        self.workflows = self.registry.keys().map(|n| (*n).to_owned()).collect();
-        self.workflows.sort();
+        self.registered = Registered::of(self.registry.values().map(|w| w.definition()));
         if !self.queues_set {
             self.queues = self.registered_queues();
         }
@@ -194,7 +195,19 @@ impl<S: Store> Runner<S> {
 
     /// The names of the registered workflows, sorted.
     pub fn workflows(&self) -> &[String] {
-        &self.workflows
+        self.registered.names()
+    }
+
+    /// What the registered definitions hold, as claims filter on it.
+    pub const fn registered(&self) -> &Registered {
+        &self.registered
+    }
+
+    /// The registered definitions, by workflow name.
+    pub fn definitions(&self) -> Vec<&'static WorkflowDefinition> {
+        let mut definitions: Vec<_> = self.registry.values().map(|w| w.definition()).collect();
+        definitions.sort_by_key(|d| d.name);
+        definitions
     }
 
     /// The registered definition of `workflow`, if it is registered.
@@ -207,12 +220,13 @@ impl<S: Store> Runner<S> {
         Claimer {
             worker_id: &self.worker_id,
             queues,
-            workflows: &self.workflows,
+            registered: &self.registered,
             stall_threshold_ms: self.stall_threshold_ms,
         }
     }
 
-    /// Claims up to `limit` due steps of the registered workflows on `queues`.
+    /// Claims up to `limit` due steps on `queues` of what the registered
+    /// definitions hold.
     ///
     /// # Errors
     /// The store's.
@@ -233,7 +247,7 @@ impl<S: Store> Runner<S> {
         stopping: &AtomicBool,
     ) -> usize {
         let Some(workflow) = self.registry.get(claim.workflow.as_str()) else {
-            // Claims filter on registered workflows, so this cannot happen;
+            // Claims filter on registered definitions, so this cannot happen;
             // leave the row to the sweep rather than guess.
             error!(target: WORKER_TARGET, { pgbus.workflow = %claim.workflow }, "claimed a step of an unregistered workflow");
             return 0;

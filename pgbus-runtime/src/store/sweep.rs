@@ -1,10 +1,13 @@
-//! The sweep over any store: stalled attempts, unresolved batches, retention.
+//! The sweep over any store: stalled attempts, the grace rule's due rows no
+//! live worker can run, unresolved batches, retention.
 
 use tracing::info_span;
 
 use super::{Ended, Stalled, Store};
 use crate::definition::WorkflowDefinition;
-use crate::engine::{AttemptResult, Plan, StallAction, StepOutcome, stalled_result};
+use crate::engine::{
+    AttemptResult, Plan, StallAction, StepOutcome, stalled_result, undefined_result,
+};
 use crate::error::Error;
 use crate::worker::SweepReport;
 
@@ -31,11 +34,33 @@ pub struct SweepSettings {
     pub retention_batch: i64,
     /// See `retention_batch`.
     pub retention_batches: usize,
+    /// The grace rule: a due row whose step no live worker's definition holds
+    /// (while some live worker registered its workflow) is paused with
+    /// [`StepNotDefined`](crate::StepNotDefined) once it has been due for
+    /// longer than this (ms); `None` turns the rule off. "Live": a heartbeat
+    /// within `lost_ms`. See [`Store::undefined_steps`].
+    pub undefined_grace_ms: Option<i64>,
+    /// At most this many rows paused by the grace rule per sweep.
+    pub undefined_limit: i64,
 }
 
-/// A stalled attempt the sweep ended, for the owner's report.
+/// What the sweep repaired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repair {
+    /// A stalled attempt, ended with the stall action.
+    Stalled,
+    /// A due row no live worker can run, paused by the grace rule (never
+    /// claimed: `Stalled::worker_id` is empty, `detection` is
+    /// `step_not_defined`).
+    UndefinedStep,
+}
+
+/// A stalled attempt the sweep ended (or a due row it paused), for the
+/// owner's report.
 #[derive(Debug)]
 pub struct Repaired<'a> {
+    /// What kind of repair.
+    pub repair: Repair,
     /// The attempt and who held it.
     pub stalled: &'a Stalled,
     /// What was recorded for it.
@@ -47,7 +72,9 @@ pub struct Repaired<'a> {
 /// Sweeps `store` once: each stalled attempt ends with a
 /// [`StepStalled`](crate::StepStalled) error, the stall action and a
 /// `stall_detected` event (fenced: one that ended meanwhile is left alone);
-/// batches whose children all ended are resolved; then retention. `definition`
+/// with `undefined_grace_ms` set, due rows no live worker can run are paused
+/// (the grace rule, see [`Store::undefined_steps`]); batches whose children
+/// all ended are resolved; then retention. `definition`
 /// finds a registered workflow (an unregistered one's stalled run pauses, as a
 /// reattempt needs the definition). `repaired` hears of each repair.
 ///
@@ -86,6 +113,7 @@ pub async fn sweep<S: Store>(
                 let _span = info_span!(target: WORKER_TARGET, "pgbus.sweep", pgbus.workflow = %claim.workflow, pgbus.run_id = %claim.run_id, pgbus.step = %claim.step_name, pgbus.attempt = claim.attempt, pgbus.stalled_worker = %stalled.worker_id)
                 .entered();
                 repaired(&Repaired {
+                    repair: Repair::Stalled,
                     stalled: &stalled,
                     result: &result,
                     plan: &plan,
@@ -95,6 +123,9 @@ pub async fn sweep<S: Store>(
             // meanwhile.
             Ended::Late | Ended::Parked(_) => report.left_alone += 1,
         }
+    }
+    if let Some(grace_ms) = settings.undefined_grace_ms {
+        report.undefined_paused = pause_undefined(store, settings, grace_ms, &repaired).await?;
     }
     report.batches_resolved = store.resolve_batches(settings.batch_limit).await?;
     if report.batches_resolved > 0 {
@@ -117,6 +148,46 @@ pub async fn sweep<S: Store>(
         metrics::counter!(crate::metric::RUNS_DELETED).increment(report.runs_deleted);
     }
     Ok(report)
+}
+
+/// The grace rule: pauses the due rows no live worker can run (see
+/// [`Store::undefined_steps`]); how many.
+async fn pause_undefined<S: Store>(
+    store: &S,
+    settings: &SweepSettings,
+    grace_ms: i64,
+    repaired: &impl Fn(&Repaired<'_>),
+) -> Result<usize, Error> {
+    let mut paused = 0;
+    for claim in store
+        .undefined_steps(grace_ms, settings.lost_ms, settings.undefined_limit)
+        .await?
+    {
+        let result = undefined_result(&claim.workflow, &claim.step_name);
+        let ended = store
+            .pause_undefined(&claim, &result, grace_ms, settings.lost_ms)
+            .await?;
+        let (Ended::Applied(plan) | Ended::Continued(plan, _)) = ended else {
+            // Claimed, ended or given a worker meanwhile.
+            continue;
+        };
+        paused += 1;
+        metrics::counter!(crate::metric::SWEEP_REPAIRS, "repair" => "undefined_step").increment(1);
+        let _span = info_span!(target: WORKER_TARGET, "pgbus.sweep", pgbus.workflow = %claim.workflow, pgbus.run_id = %claim.run_id, pgbus.step = %claim.step_name, pgbus.attempt = claim.attempt)
+            .entered();
+        let stalled = Stalled {
+            claim,
+            worker_id: String::new(),
+            detection: "step_not_defined".to_owned(),
+        };
+        repaired(&Repaired {
+            repair: Repair::UndefinedStep,
+            stalled: &stalled,
+            result: &result,
+            plan: &plan,
+        });
+    }
+    Ok(paused)
 }
 
 /// Whether a repair's outcome reattempts the step (a recovery under way)

@@ -8,8 +8,9 @@ use std::time::Duration;
 use tracing::warn;
 
 use super::{
-    DEFAULT_EAGER_STEPS, DEFAULT_RETENTION, DEFAULT_STALL_THRESHOLD, ErrorHook, ErrorReport, Inner,
-    StallAction, SweepReport, UPKEEP_CONNECTIONS, WORKER_TARGET, Worker, capped_ms,
+    DEFAULT_EAGER_STEPS, DEFAULT_RETENTION, DEFAULT_STALL_THRESHOLD, DEFAULT_UNDEFINED_STEP_GRACE,
+    ErrorHook, ErrorReport, Inner, MAX_WORKER_NAME_CHARS, StallAction, SweepReport,
+    UPKEEP_CONNECTIONS, WORKER_TARGET, Worker, capped_ms,
 };
 use crate::database::Database;
 use crate::error::Error;
@@ -36,6 +37,8 @@ pub struct WorkerBuilder {
     retention: Option<Duration>,
     eager_steps: usize,
     run_gauges: bool,
+    name: Option<String>,
+    undefined_step_grace: Option<Duration>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -67,7 +70,45 @@ impl WorkerBuilder {
             retention: Some(DEFAULT_RETENTION),
             eager_steps: DEFAULT_EAGER_STEPS,
             run_gauges: false,
+            name: None,
+            undefined_step_grace: Some(DEFAULT_UNDEFINED_STEP_GRACE),
         }
+    }
+
+    /// A stable name for the worker (default: its id, `worker-<uuid>`), for
+    /// logs (the `pgbus.worker_name` field of its `pgbus.worker` span), the
+    /// registry (`workers.name`, `pgbus workers`) and the dashboard. Unlike
+    /// the id, which is new in every process and fences the rows it claims,
+    /// the name may stay the same across restarts (a pod's or a unit's name)
+    /// and two workers may share it. 1 to [`MAX_WORKER_NAME_CHARS`]
+    /// characters, no control characters, not blank, no whitespace at either
+    /// end; [`WorkerBuilder::build`] refuses another with
+    /// [`Error::InvalidSetting`].
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// How long a due row waits for a worker whose definition has its step
+    /// before this worker's sweep pauses the run with
+    /// [`StepNotDefined`](crate::StepNotDefined) (default
+    /// [`DEFAULT_UNDEFINED_STEP_GRACE`], 5 minutes; at most `36500d`; `None`
+    /// never pauses such a row).
+    ///
+    /// A worker claims only steps its own definition of the workflow has, so
+    /// during a rolling deploy a step only the new version has waits for a
+    /// new worker, and one only the old version has for an old worker. The
+    /// grace ends the wait when no live worker (a heartbeat within the
+    /// lost-worker threshold) that registered the workflow has the step: a
+    /// step removed or renamed without a `removed_step!` gravestone, once
+    /// every old worker is gone, pauses its run (an operator decides) rather
+    /// than wait for ever. A row of a workflow no live worker registered at
+    /// all is never paused by this: it waits for a worker of that workflow.
+    #[must_use]
+    pub const fn undefined_step_grace(mut self, grace: Option<Duration>) -> Self {
+        self.undefined_step_grace = grace;
+        self
     }
 
     /// Whether each sweep sets the `pgbus_runs` gauge (runs per status that is
@@ -233,7 +274,8 @@ impl WorkerBuilder {
     /// [`Error::NothingToRun`] without any workflow, [`Error::BuildPool`]
     /// when the pool of its upkeep connections cannot be built, and
     /// [`Error::InvalidSetting`] or [`Error::UnreadableFile`] for a
-    /// [`WorkerBuilder::listen_url`] whose settings are wrong.
+    /// [`WorkerBuilder::listen_url`] whose settings are wrong, and
+    /// [`Error::InvalidSetting`] for a [`WorkerBuilder::name`] it refuses.
     pub fn build(self) -> Result<Worker, Error> {
         let pool_size = self.db.pool().status().max_size;
         let needed = self.concurrency.saturating_add(1);
@@ -307,6 +349,13 @@ impl WorkerBuilder {
             None => self.db.connector.clone(),
         };
         let id = format!("worker-{}", uuid::Uuid::new_v4());
+        let name = match self.name {
+            Some(name) => {
+                check_name(&name)?;
+                name
+            }
+            None => id.clone(),
+        };
         let runner = registry.into_values().fold(
             Runner::new(self.db.store.clone(), id.clone())
                 .queues(queues.clone())
@@ -323,6 +372,7 @@ impl WorkerBuilder {
                 queues,
                 workflows,
                 id,
+                name,
                 concurrency: self.concurrency,
                 poll_interval: self.poll_interval,
                 shutdown_grace: self.shutdown_grace,
@@ -335,6 +385,7 @@ impl WorkerBuilder {
                 retention_ms: self.retention.map(capped_ms),
                 eager_steps: self.eager_steps,
                 run_gauges: self.run_gauges,
+                undefined_grace_ms: self.undefined_step_grace.map(capped_ms),
                 registered: AtomicBool::new(false),
                 loops: std::sync::atomic::AtomicUsize::new(0),
                 suspects: std::sync::Mutex::new(std::collections::HashSet::new()),
@@ -342,6 +393,29 @@ impl WorkerBuilder {
             }),
         })
     }
+}
+
+/// Checks a worker name (see [`WorkerBuilder::name`]).
+fn check_name(name: &str) -> Result<(), Error> {
+    let problem = if name.trim().is_empty() {
+        Some("cannot be empty or blank".to_owned())
+    } else if name.chars().count() > MAX_WORKER_NAME_CHARS {
+        Some(format!(
+            "is longer than {MAX_WORKER_NAME_CHARS} characters; use a shorter name"
+        ))
+    } else if name.chars().any(char::is_control) {
+        Some("cannot hold control characters (tabs, newlines, escapes)".to_owned())
+    } else if name.trim() != name {
+        Some("cannot start or end with whitespace".to_owned())
+    } else {
+        None
+    };
+    problem.map_or(Ok(()), |problem| {
+        Err(Error::InvalidSetting {
+            setting: "WorkerBuilder::name".to_owned(),
+            problem,
+        })
+    })
 }
 
 /// Runs the sweep alone: from [`WorkerBuilder::sweeper`], for a cron job or an

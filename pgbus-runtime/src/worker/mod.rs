@@ -73,6 +73,15 @@ pub const UPKEEP_CONNECTIONS: usize = 2;
 pub const RETENTION_BATCH: i64 = 500;
 /// How many retention batches one sweep deletes at most.
 pub const RETENTION_BATCHES: usize = 10;
+/// How long a due row whose step no live worker's definition holds may wait
+/// for one before the sweep pauses its run with `StepNotDefined`, by default
+/// (see [`WorkerBuilder::undefined_step_grace`]): long enough for a rolling
+/// deploy to bring up the workers that have the step.
+pub const DEFAULT_UNDEFINED_STEP_GRACE: Duration = Duration::from_mins(5);
+
+/// The longest worker name [`WorkerBuilder::name`] accepts, in characters.
+pub const MAX_WORKER_NAME_CHARS: usize = 100;
+
 /// How long a worker row may go without a heartbeat before the sweep removes it
 /// (at least the lost-worker threshold).
 pub const WORKER_ROW_EXPIRY: Duration = Duration::from_hours(1);
@@ -94,6 +103,10 @@ pub struct SweepReport {
     /// Fan-out batches whose children had all ended without the count reaching
     /// the batch, resolved now (their parents woken).
     pub batches_resolved: u64,
+    /// Due rows no live worker's definition holds, paused with
+    /// `StepNotDefined` after the grace (see
+    /// [`WorkerBuilder::undefined_step_grace`]).
+    pub undefined_paused: usize,
 }
 
 /// Claims and runs steps. Cheap to clone.
@@ -106,6 +119,7 @@ impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
             .field("id", &self.inner.id)
+            .field("name", &self.inner.name)
             .field("queues", &self.inner.queues)
             .field("workflows", &self.inner.workflows)
             .finish_non_exhaustive()
@@ -125,6 +139,8 @@ struct Inner {
     queues: Vec<String>,
     workflows: Vec<String>,
     id: String,
+    /// Its stable name ([`WorkerBuilder::name`]; the id by default).
+    name: String,
     concurrency: usize,
     poll_interval: Duration,
     shutdown_grace: Duration,
@@ -137,6 +153,8 @@ struct Inner {
     retention_ms: Option<i64>,
     eager_steps: usize,
     run_gauges: bool,
+    /// The grace rule's grace, in ms (`None`: off).
+    undefined_grace_ms: Option<i64>,
     /// Cancellation tokens of the attempts running here, by step id: cancelled
     /// when a heartbeat finds the claim lost.
     running: std::sync::Mutex<HashMap<i64, CancellationToken>>,
@@ -156,6 +174,12 @@ impl Worker {
     #[must_use]
     pub fn id(&self) -> &str {
         &self.inner.id
+    }
+
+    /// Its stable name ([`WorkerBuilder::name`]; the id by default).
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.inner.name
     }
 
     /// The queues it claims from.

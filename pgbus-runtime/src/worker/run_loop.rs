@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{Level, debug, info, warn};
+use tracing::{Instrument as _, Level, debug, info, info_span, warn};
 
 use super::upkeep::Failures;
 use super::{Inner, WORKER_TARGET, Worker, failure_level};
@@ -26,6 +26,14 @@ impl Worker {
     /// None today; the `Result` leaves room for fatal setup errors.
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let inner = &self.inner;
+        // Everything the loop logs, its tasks' lines included, names the
+        // worker.
+        let span = info_span!(target: WORKER_TARGET, "pgbus.worker", pgbus.worker = %inner.id, pgbus.worker_name = %inner.name);
+        self.run_loop(shutdown).instrument(span).await
+    }
+
+    async fn run_loop(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+        let inner = &self.inner;
         inner.loops.fetch_add(1, Ordering::AcqRel);
         info!(target: WORKER_TARGET, { pgbus.worker = %inner.id, pgbus.workflows = ?inner.workflows, pgbus.queues = ?inner.queues, pgbus.concurrency = inner.concurrency }, "worker started");
         if let Err(error) = self.ensure_registered().await {
@@ -37,7 +45,7 @@ impl Worker {
         let stop_listening = Arc::new(AtomicBool::new(false));
         let listener = self.spawn_listener(&wake, &stop_listening);
 
-        let upkeep = tokio::spawn(self.clone().upkeep());
+        let upkeep = tokio::spawn(self.clone().upkeep().in_current_span());
 
         let slots = Arc::new(Semaphore::new(inner.concurrency));
         // Set once shutdown begins: slots stop taking steps eagerly.
@@ -60,17 +68,20 @@ impl Worker {
                             };
                             let worker = self.clone();
                             let stopping = Arc::clone(&stopping);
-                            tasks.spawn(async move {
-                                worker.run_claim(claim, running, &stopping).await;
-                                drop(permit);
-                            });
+                            tasks.spawn(
+                                async move {
+                                    worker.run_claim(claim, running, &stopping).await;
+                                    drop(permit);
+                                }
+                                .in_current_span(),
+                            );
                         }
                         if full {
                             continue;
                         }
                         if let Ok(Some(due_in)) = inner
                             .store
-                            .next_due_ms(&inner.queues, &inner.workflows)
+                            .next_due_ms(&inner.queues, inner.runner.registered())
                             .await
                         {
                             // A step due now that the claim skipped is locked by

@@ -11,20 +11,28 @@ use super::{
 };
 use crate::engine::RunStatus;
 use crate::error::{Error, display_chain};
-use crate::store::SweepSettings;
+use crate::store::{Registration, Repair, SweepSettings};
 
 impl Worker {
-    /// Writes the worker row once, before the first claim: claims put this id on
-    /// step rows, and the sweep checks those against the row's heartbeat.
+    /// Writes the worker's registry entry once, before the first claim: its
+    /// row (claims put this id on step rows, and the sweep checks those
+    /// against the row's heartbeat) and the definitions it runs (the sweep's
+    /// grace rule reads them).
     pub(super) async fn ensure_registered(&self) -> Result<(), Error> {
         let inner = &self.inner;
         if !inner.registered.swap(true, Ordering::AcqRel) {
             let pid = i32::try_from(std::process::id()).unwrap_or(0);
-            if let Err(error) = inner
-                .store
-                .register_worker(&inner.id, &host(), pid, &inner.queues)
-                .await
-            {
+            let (host, definitions) = (host(), inner.runner.definitions());
+            let registration = Registration {
+                worker_id: &inner.id,
+                name: &inner.name,
+                host: &host,
+                pid,
+                queues: &inner.queues,
+                concurrency: inner.concurrency,
+                definitions: &definitions,
+            };
+            if let Err(error) = inner.store.register_worker(&registration).await {
                 inner.registered.store(false, Ordering::Release);
                 return Err(error);
             }
@@ -156,7 +164,11 @@ impl Worker {
     /// than the lost-worker threshold (detection `worker_lost`) ends with a
     /// [`StepStalled`](crate::StepStalled) error, the stall action and a
     /// `stall_detected` event. Fenced: an attempt that ended meanwhile is left
-    /// alone. Then retention: finished and cancelled runs last changed before the
+    /// alone. Then the grace rule (see
+    /// [`WorkerBuilder::undefined_step_grace`](super::WorkerBuilder::undefined_step_grace)):
+    /// a row due for longer than the grace whose step no live worker's
+    /// definition holds pauses its run with
+    /// [`StepNotDefined`](crate::StepNotDefined). Then retention: finished and cancelled runs last changed before the
     /// retention age are deleted with their rows, at most [`RETENTION_BATCHES`]
     /// batches of [`RETENTION_BATCH`] per sweep (the next sweep goes on), and
     /// worker rows silent for [`WORKER_ROW_EXPIRY`] are removed. Safe to run from
@@ -175,6 +187,8 @@ impl Worker {
             batch_limit: 100,
             retention_batch: RETENTION_BATCH,
             retention_batches: RETENTION_BATCHES,
+            undefined_grace_ms: inner.undefined_grace_ms,
+            undefined_limit: 100,
         };
         let mut report = crate::store::sweep(
             &inner.upkeep,
@@ -182,12 +196,18 @@ impl Worker {
             |workflow| inner.runner.definition(workflow),
             |repaired| {
                 if let Some(record) = &repaired.result.error {
+                    let message = match repaired.repair {
+                        Repair::Stalled => crate::store::repair_message(repaired.plan),
+                        Repair::UndefinedStep => {
+                            "no live worker's definition has the step; the run is paused"
+                        }
+                    };
                     self.report(
                         &repaired.stalled.claim,
                         repaired.result,
                         record,
                         failure_level(repaired.plan.step_outcome),
-                        crate::store::repair_message(repaired.plan),
+                        message,
                     );
                 }
             },

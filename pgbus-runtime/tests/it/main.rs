@@ -16,6 +16,7 @@ mod migrate_pg;
 mod operator_pg;
 mod pg;
 mod policy_pg;
+mod registry_pg;
 mod robust_pg;
 mod signal_pg;
 mod start_in_pg;

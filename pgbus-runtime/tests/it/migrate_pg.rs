@@ -30,11 +30,13 @@ async fn a_fresh_schema_gets_every_table_and_a_bookkeeping_row() {
         tables,
         [
             "batches",
+            "definitions",
             "events",
             "pgbus_migrations",
             "runs",
             "signals",
             "steps",
+            "worker_definitions",
             "workers"
         ]
     );

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use pgbus_runtime::context::CancellationToken;
 use pgbus_runtime::engine::{BatchState, BatchStatus, RunStatus, StepStatus, StoredSignal};
-use pgbus_runtime::store::{Claim, Claimer};
+use pgbus_runtime::store::{Claim, Claimer, Registered};
 use pgbus_runtime::{EventKind, RunId, SignalView};
 
 use super::{CRASHED_WORKER, Rows, Run, Step};
@@ -15,7 +15,7 @@ impl Rows {
     pub(crate) fn claim(&mut self, claimer: &Claimer<'_>) -> Option<Claim> {
         let now = self.now;
         let worker = claimer.worker_id;
-        let step_id = self.next_claimable(claimer.workflows, Some(claimer.queues))?;
+        let step_id = self.next_claimable(claimer.registered, Some(claimer.queues))?;
         let step = self.update_step(step_id, |step| {
             step.view.status = StepStatus::InProgress;
             step.view.started_at = Some(now);
@@ -28,6 +28,26 @@ impl Rows {
         run.summary.status = RunStatus::Performing;
         run.summary.updated_at = now;
         let input = run.input.clone();
+        // As claim.sql: a worker of another digest takes the run over, with
+        // a `definition_changed` event before the claim's `step_started`.
+        let changed = claimer
+            .registered
+            .digest(&step.workflow)
+            .filter(|digest| *digest != run.definition_digest)
+            .map(|digest| {
+                let old = std::mem::replace(&mut run.definition_digest, digest.to_owned());
+                serde_json::json!({ "old_digest": old, "new_digest": digest })
+            });
+        if let Some(details) = changed {
+            self.event(
+                step.run_id,
+                Some(&step),
+                EventKind::DefinitionChanged,
+                worker,
+                None,
+            );
+            self.set_details(Some(details));
+        }
         self.event(
             step.run_id,
             Some(&step),
@@ -99,9 +119,9 @@ impl Rows {
     }
 
     /// The row a claim takes first: lowest priority number, then earliest due,
-    /// then oldest, among the due rows of registered workflows whose run is
-    /// `ready`.
-    fn next_claimable(&self, registered: &[String], queues: Option<&[String]>) -> Option<i64> {
+    /// then oldest, among the due rows whose run is `ready` and whose step
+    /// `registered` holds (a row it lacks is passed over, as claim.sql does).
+    fn next_claimable(&self, registered: &Registered, queues: Option<&[String]>) -> Option<i64> {
         let now = self.now;
         let mut from = (i16::MIN, DateTime::<Utc>::MIN_UTC, i64::MIN);
         loop {
@@ -117,7 +137,7 @@ impl Rows {
                     break;
                 }
                 let claimable = self.steps.get(&id).is_some_and(|step| {
-                    registered.contains(&step.workflow)
+                    registered.has_step(&step.workflow, &step.view.step_name)
                         && queues.is_none_or(|queues| queues.contains(&step.view.queue))
                         && self
                             .runs
@@ -199,14 +219,14 @@ impl Rows {
     /// waiting one at the end of its `wait_timeout`. A row parked with no end of
     /// its own (a signal without a timeout, a batch) is not counted: only a
     /// signal or its children wake it, and a clock jumped to its far due time
-    /// would only park it again.
-    pub(crate) fn next_due(&self, registered: &[String]) -> Option<DateTime<Utc>> {
+    /// would only park it again. Only rows of steps `registered` holds count.
+    pub(crate) fn next_due(&self, registered: &Registered) -> Option<DateTime<Utc>> {
         self.steps
             .values()
             .filter(|step| {
                 (step.view.status == StepStatus::Scheduled
                     || (step.view.status == StepStatus::Waiting && !step.open_ended))
-                    && registered.contains(&step.workflow)
+                    && registered.has_step(&step.workflow, &step.view.step_name)
                     && self
                         .runs
                         .get(&step.run_id.0)

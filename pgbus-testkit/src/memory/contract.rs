@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use chrono::{DateTime, Utc};
 use pgbus_runtime::client::{check_key, checked_reason};
 use pgbus_runtime::engine::{Action, AttemptResult, RunStatus};
-use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, Stalled, Store};
+use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
 use pgbus_runtime::{
     Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, SignalId, WorkflowDefinition,
 };
@@ -110,7 +110,7 @@ impl Store for MemoryStore {
         // is the Postgres store's).
         Ok(match (ended, handoff) {
             (Ended::Applied(plan), Some(handoff)) if !retrying => {
-                rows.hand_off(claim, result, worker_id, plan, handoff)
+                rows.hand_off(claim, result, worker_id, plan, handoff, definition)
             }
             (ended, _) => ended,
         })
@@ -127,6 +127,31 @@ impl Store for MemoryStore {
         result: &AttemptResult,
     ) -> Result<Ended, Error> {
         Ok(self.rows().sweep_attempt(definition, stalled, result))
+    }
+
+    async fn register_worker(&self, registration: &Registration<'_>) -> Result<(), Error> {
+        self.rows()
+            .register_worker(registration.worker_id, registration.definitions);
+        Ok(())
+    }
+
+    async fn undefined_steps(
+        &self,
+        grace_ms: i64,
+        lost_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<Claim>, Error> {
+        Ok(self.rows().undefined_steps(grace_ms, lost_ms, limit))
+    }
+
+    async fn pause_undefined(
+        &self,
+        step: &Claim,
+        result: &AttemptResult,
+        grace_ms: i64,
+        lost_ms: i64,
+    ) -> Result<Ended, Error> {
+        Ok(self.rows().pause_undefined(step, result, grace_ms, lost_ms))
     }
 
     async fn resolve_batches(&self, limit: i64) -> Result<u64, Error> {

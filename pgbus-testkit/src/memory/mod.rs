@@ -10,6 +10,7 @@ use pgbus_runtime::engine::{
 };
 use pgbus_runtime::{
     BatchView, EventKind, EventView, Limits, RunId, RunSummary, SignalView, StepView,
+    WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -104,6 +105,10 @@ pub(crate) struct Rows {
     tokens: BTreeMap<i64, CancellationToken>,
     /// Workers that died, with the time their heartbeat stopped.
     crashed: BTreeMap<String, DateTime<Utc>>,
+    /// The registry: each registered worker's definitions, by worker id. A
+    /// worker is live unless it died longer than the lost-worker threshold
+    /// ago (see `crashed`).
+    workers: BTreeMap<String, Vec<&'static WorkflowDefinition>>,
     next_signal: i64,
     batches: BTreeMap<i64, BatchRow>,
     next_batch: i64,
@@ -124,6 +129,7 @@ impl Rows {
             next_event: 1,
             tokens: BTreeMap::new(),
             crashed: BTreeMap::new(),
+            workers: BTreeMap::new(),
             next_signal: 1,
             batches: BTreeMap::new(),
             next_batch: 1,

@@ -118,6 +118,7 @@ impl Rows {
         worker: &str,
         plan: Box<Plan>,
         handoff: Handoff<'_>,
+        definition: &WorkflowDefinition,
     ) -> Ended {
         let now = self.now;
         let Some(run) = self.runs.get(&claim.run_id.0) else {
@@ -126,7 +127,9 @@ impl Rows {
         let (Some(next), Some(&next_id)) = (plan.next.as_ref(), run.step_ids.last()) else {
             return Ended::Applied(plan);
         };
-        if !hands_off(&plan, Some(&run.step_plan), handoff.queues) || !carries_over(claim, result) {
+        if !hands_off(&plan, Some(&run.step_plan), handoff.queues, definition)
+            || !carries_over(claim, result)
+        {
             return Ended::Applied(plan);
         }
         let kept_output = self
@@ -225,6 +228,78 @@ impl Rows {
             "verb": result.verb.stored(),
             "error": result.error.as_ref().map(|e| e.message.clone()),
         })));
+    }
+
+    /// As the Postgres store's `pause_undefined`: ends a due row no live
+    /// worker can run with `result`, fenced on the row still unclaimed and due
+    /// for longer than `grace_ms`, its run `ready`, and the rule still
+    /// holding; applied as the sweep.
+    pub(crate) fn pause_undefined(
+        &mut self,
+        step: &Claim,
+        result: &AttemptResult,
+        grace_ms: i64,
+        lost_ms: i64,
+    ) -> Ended {
+        let now = self.now;
+        let due_before = super::upkeep::before(now, grace_ms);
+        let fenced = self.steps.get(&step.step_id).is_some_and(|row| {
+            matches!(row.view.status, StepStatus::Scheduled | StepStatus::Waiting)
+                && row.view.attempt == step.attempt
+                && row.view.scheduled_at <= due_before
+                && self.undefined(&row.workflow, &row.view.step_name, lost_ms)
+        });
+        let Some(run) = self.runs.get(&step.run_id.0).filter(|_| fenced) else {
+            return Ended::Late;
+        };
+        if run.summary.status != RunStatus::Ready {
+            return Ended::Late;
+        }
+        let state = RunState {
+            status: run.summary.status,
+            step_names: Some(run.step_names.clone()),
+            step_plan: Some(run.step_plan.clone()),
+        };
+        let plan = plan_outcome(
+            &pgbus_runtime::__private::STAND_IN_DEFINITION,
+            &state,
+            &AttemptState {
+                step_name: step.step_name.clone(),
+                attempt: step.attempt,
+                reattempts: step.reattempts,
+            },
+            result,
+        );
+        let Some(row) = self.update_step(step.step_id, |row| {
+            row.view.status = plan.step_status;
+            row.view.outcome = Some(plan.step_outcome);
+            row.view.error_class = result.error.as_ref().map(|e| e.class.clone());
+            row.view.error_message = result.error.as_ref().map(|e| e.message.clone());
+            row.view.error_causes = result
+                .error
+                .as_ref()
+                .map(|e| e.causes.clone())
+                .unwrap_or_default();
+            row.view.finished_at = Some(now);
+            row.clone()
+        }) else {
+            return Ended::Late;
+        };
+        self.apply_change(
+            step.run_id,
+            &step.workflow,
+            &Change {
+                cancel_open_steps: plan.cancel_open_steps,
+                next: plan.next.as_ref(),
+                run_status: plan.run_status,
+                current_step: plan.current_step.as_deref(),
+                run_error: plan.run_error.as_ref(),
+                events: &plan.events,
+            },
+            Some(&row),
+            "sweep",
+        );
+        Ended::Applied(Box::new(plan))
     }
 
     /// Ends a stalled attempt for the sweep (its body told first), as the

@@ -1,9 +1,9 @@
 //! The sweep's upkeep: stalled attempts, batches, retention, and a lost claim for tests.
 
 use chrono::{DateTime, Utc};
-use pgbus_runtime::RunId;
 use pgbus_runtime::engine::{BatchStatus, RunStatus, StepStatus};
 use pgbus_runtime::store::{Claim, Stalled};
+use pgbus_runtime::{RunId, WorkflowDefinition};
 
 use super::{Rows, due_key};
 
@@ -132,6 +132,79 @@ impl Rows {
         deleted
     }
 
+    /// As `register_worker.sql`: records (or replaces) `worker`'s definitions.
+    pub(crate) fn register_worker(
+        &mut self,
+        worker: &str,
+        definitions: &[&'static WorkflowDefinition],
+    ) {
+        self.workers.insert(worker.to_owned(), definitions.to_vec());
+    }
+
+    /// Whether a live worker (registered, and not dead for longer than
+    /// `lost_ms`) registered `workflow` while none of those has `step` in its
+    /// definition of it: the grace rule's test of a row.
+    pub(super) fn undefined(&self, workflow: &str, step: &str, lost_ms: i64) -> bool {
+        let lost_before = before(self.now, lost_ms);
+        let mut live = self
+            .workers
+            .iter()
+            .filter(|(id, _)| {
+                self.crashed
+                    .get(id.as_str())
+                    .is_none_or(|since| *since >= lost_before)
+            })
+            .flat_map(|(_, definitions)| definitions.iter())
+            .filter(|definition| definition.name == workflow)
+            .peekable();
+        live.peek().is_some() && !live.any(|definition| definition.entry(step).is_some())
+    }
+
+    /// As `undefined_steps.sql`: up to `limit` rows due for longer than
+    /// `grace_ms`, their run `ready`, whose step no live worker's definition
+    /// of their workflow holds while some live worker registered the
+    /// workflow; oldest due first.
+    pub(crate) fn undefined_steps(&self, grace_ms: i64, lost_ms: i64, limit: i64) -> Vec<Claim> {
+        let now = self.now;
+        let due_before = before(now, grace_ms);
+        let mut found: Vec<(DateTime<Utc>, i64)> = self
+            .due
+            .iter()
+            .filter(|(_, at, _)| *at <= due_before)
+            .filter(|(_, _, id)| {
+                self.steps.get(id).is_some_and(|step| {
+                    self.runs
+                        .get(&step.run_id.0)
+                        .is_some_and(|run| run.summary.status == RunStatus::Ready)
+                        && self.undefined(&step.workflow, &step.view.step_name, lost_ms)
+                })
+            })
+            .map(|(_, at, id)| (*at, *id))
+            .collect();
+        found.sort_unstable();
+        found
+            .into_iter()
+            .take(usize::try_from(limit).unwrap_or(0))
+            .filter_map(|(_, id)| {
+                let step = self.steps.get(&id)?;
+                Some(Claim {
+                    step_id: id,
+                    reattempts: step.reattempts,
+                    scheduled_at: step.view.scheduled_at,
+                    timeout_ms: step.timeout_ms,
+                    waiting_since: step.view.waiting_since,
+                    ..Claim::new(
+                        step.run_id,
+                        step.workflow.clone(),
+                        step.view.step_name.clone(),
+                        step.view.attempt,
+                        now,
+                    )
+                })
+            })
+            .collect()
+    }
+
     /// Moves the in-progress claim of `run_id` to another worker, as a sweep or a
     /// second worker would take it, and tells the body; `false` when nothing of
     /// the run is in progress.
@@ -154,9 +227,8 @@ impl Rows {
     }
 }
 
-/// `at` plus `ms` milliseconds, stopping at the last time the clock can show.
 /// `ms` milliseconds before `now`, or the earliest time.
-fn before(now: DateTime<Utc>, ms: i64) -> DateTime<Utc> {
+pub(super) fn before(now: DateTime<Utc>, ms: i64) -> DateTime<Utc> {
     now.checked_sub_signed(chrono::Duration::milliseconds(ms))
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }

@@ -27,6 +27,9 @@ trait Clocked {
     type S: Store + Clone;
     fn store(&self) -> &Self::S;
     fn advance(&self, by: Duration);
+    /// Worker `id` is gone: its heartbeat stopped now (memory), or its row
+    /// was removed (Postgres).
+    async fn worker_died(&self, id: &str);
 }
 
 impl Clocked for MemoryStore {
@@ -38,13 +41,16 @@ impl Clocked for MemoryStore {
         let by = chrono::Duration::from_std(by).expect("a short duration");
         self.set_now(self.now() + by);
     }
+    async fn worker_died(&self, id: &str) {
+        Self::worker_died(self, id);
+    }
 }
 
 /// The Postgres store on a pinned clock, and the schema it lives in.
 struct Pinned {
     store: pgbus_runtime::store::PgStore,
     clock: ManualClock,
-    _db: TestDatabase,
+    db: TestDatabase,
 }
 
 impl Pinned {
@@ -72,7 +78,7 @@ impl Pinned {
         Self {
             store: db.db().store(),
             clock,
-            _db: db,
+            db,
         }
     }
 }
@@ -84,6 +90,19 @@ impl Clocked for Pinned {
     }
     fn advance(&self, by: Duration) {
         self.clock.advance(by);
+    }
+    async fn worker_died(&self, id: &str) {
+        let client = self.db.db().pool().get().await.expect("a connection");
+        client
+            .execute(
+                &format!(
+                    "DELETE FROM {}.workers WHERE id = $1",
+                    self.db.db().schema().as_str()
+                ),
+                &[&id],
+            )
+            .await
+            .expect("a removed worker row");
     }
 }
 
@@ -367,3 +386,6 @@ both_stores!(
     a_stalled_attempt_is_swept,
     the_verbs_check_their_input,
 );
+
+// The registry's scenarios (issue 19), under the same macro.
+mod registry;

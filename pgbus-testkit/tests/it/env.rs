@@ -394,3 +394,62 @@ async fn input_and_payload_sizes_are_settings() {
     );
     assert_eq!(view.counts.batches, 0, "no child of the batch was started");
 }
+
+#[test]
+fn starting_a_workflow_the_environment_has_not_registered_is_an_error() {
+    let env = TestEnv::new();
+    for started in [
+        env.start::<Restock>(&1),
+        env.start_idempotent::<Restock>(&1, "key"),
+    ] {
+        let error = started.expect_err("nothing here would run it");
+        assert!(
+            matches!(&error, Error::WorkflowNotRegistered { workflow } if workflow == "stock.restock"),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("TestEnv::register"), "{error}");
+    }
+    let env = env.register(Restock);
+    assert!(env.start::<Restock>(&1).is_ok());
+}
+
+/// A later version of `Restock` that added a step the environment's lacks.
+struct RestockV2;
+
+#[workflow(name = "stock.restock", input = u32)]
+impl RestockV2 {
+    #[step]
+    async fn order(&self, _cx: &mut StepCx<u32>) {}
+
+    #[step]
+    async fn approve(&self, _cx: &mut StepCx<u32>) {}
+
+    #[step]
+    async fn receive(&self, _cx: &mut StepCx<u32>) {}
+}
+
+#[tokio::test]
+async fn a_step_the_registered_definition_lacks_waits_then_pauses_after_the_grace() {
+    use pgbus_runtime::store::Store as _;
+    let env = TestEnv::new().register(Restock);
+    // A run of the later version, as a client of it would start one.
+    let (run, _) = env
+        .store()
+        .start_run(RestockV2::DEFINITION, &serde_json::json!(1), None)
+        .await
+        .expect("a start");
+    let ran = env.run_to_completion().await;
+    let names: Vec<&str> = ran.iter().map(|r| r.step.as_str()).collect();
+    assert_eq!(names, ["order"], "`approve` is not claimed");
+    assert_eq!(env.run(run).expect("run").run.status, RunStatus::Ready);
+    env.advance(Duration::from_secs(299));
+    assert_eq!(env.sweep().undefined_paused, 0, "within the grace");
+    env.advance(Duration::from_secs(2));
+    assert_eq!(env.sweep().undefined_paused, 1);
+    let view = env.run(run).expect("run");
+    assert_eq!(view.run.status, RunStatus::Paused);
+    assert_eq!(
+        view.error_class.as_deref(),
+        Some("pgbus_runtime::error::StepNotDefined")
+    );
+}

@@ -325,3 +325,51 @@ async fn show_escapes_what_would_act_on_a_terminal() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn workers_lists_the_live_workers_with_what_they_run() {
+    let t = TestSchema::new().await;
+    assert_eq!(t.ok(&["workers"]), "no live workers\n");
+    let worker =
+        t.db.worker()
+            .name("cli-worker-1")
+            .concurrency(3)
+            .register(Ops)
+            .build()
+            .expect("worker");
+    worker
+        .run_once()
+        .await
+        .expect("a claim registers the worker");
+
+    let table = t.ok(&["workers"]);
+    let short = &Ops::DEFINITION.digest[..12];
+    assert!(
+        table.lines().next().is_some_and(|h| h.contains("NAME")),
+        "{table}"
+    );
+    assert!(table.contains("cli-worker-1"), "{table}");
+    assert!(table.contains(&format!("cli.ops {short}")), "{table}");
+    assert!(
+        !table.contains(Ops::DEFINITION.digest),
+        "digests are cut: {table}"
+    );
+
+    let listed = json(&t.ok(&["workers", "--json"]));
+    let first = &listed.as_array().expect("an array")[0];
+    assert_eq!(first["name"], "cli-worker-1");
+    assert_eq!(first["concurrency"], 3);
+    assert_eq!(first["in_flight"], 0);
+    assert_eq!(first["workflows"][0]["digest"], Ops::DEFINITION.digest);
+    assert_eq!(first["queues"], serde_json::json!(["default"]));
+
+    t.fails(&["workers", "--limit", "0"], 2);
+    // Live: a heartbeat within the threshold.
+    t.batch("UPDATE {schema}.workers SET heartbeat_at = now() - interval '1 minute'")
+        .await;
+    assert_eq!(t.ok(&["workers"]), "no live workers\n");
+    assert!(
+        t.ok(&["workers", "--lost-worker-threshold", "5m"])
+            .contains("cli-worker-1")
+    );
+}

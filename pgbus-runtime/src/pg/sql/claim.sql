@@ -1,5 +1,5 @@
--- Claims up to $3 due steps of ready runs, on the given queues and of the given
--- workflows, lowest priority number first; locks step and run rows with SKIP
+-- Claims up to $3 due steps of ready runs, on the given queues and of the steps
+-- the worker's definitions hold, lowest priority number first; locks step and run rows with SKIP
 -- LOCKED so concurrent claimers never wait on each other or deadlock with an
 -- outcome holding a run lock. Due: `scheduled` rows whose time has come, and
 -- `waiting` rows whose `wait_timeout` ended (the gate then decides). Moves each
@@ -19,7 +19,19 @@
 -- queue, and no join the planner could turn into a scan of every ready run.
 -- Candidates beyond the limit (a worker of several queues) stay locked, not
 -- claimed, until this transaction commits.
--- $1 queues, $2 workflows, $3 limit, $4 worker id, $5 stall threshold (ms),
+--
+-- What the worker can run ($2) is a filter on each row of that scan, not a
+-- join: the row's workflow must be registered and its definition must hold the
+-- row's step (`$2 -> workflow -> 'steps' ? step_name`, a lookup in the bound
+-- JSON). A row the worker lacks is passed over like a row of a paused run, so
+-- it never stops the scan from reaching the rows behind it (no head-of-line
+-- blocking); it waits for a worker that has its step.
+--
+-- A run whose `definition_digest` differs from the claiming worker's digest of
+-- its workflow takes the worker's, and gets a `definition_changed` event
+-- (details: old and new digest) just before the claim's `step_started`.
+-- $1 queues, $2 what the worker runs, as JSON {"<workflow>": {"digest": "<hex>",
+-- "steps": ["<step>", ...]}}, $3 limit, $4 worker id, $5 stall threshold (ms),
 -- $6 now (NULL = clock_timestamp())
 WITH t AS (
     SELECT coalesce($6::timestamptz, clock_timestamp()) AS now
@@ -32,19 +44,20 @@ WITH t AS (
         WHERE s.queue = q.name
           AND s.status IN ('scheduled', 'waiting')
           AND s.scheduled_at <= (SELECT now FROM t)
-          AND s.workflow = ANY($2)
+          AND ($2::jsonb -> s.workflow -> 'steps') ? s.step_name
           AND (SELECT r.status FROM {schema}.runs r WHERE r.id = s.run_id) = 'ready'
         ORDER BY s.priority, s.scheduled_at, s.id
         LIMIT $3
         FOR UPDATE OF s SKIP LOCKED
     ) d
 ), runs_locked AS (
-    SELECT r.id, r.status
+    SELECT r.id, r.status, r.workflow, r.definition_digest
     FROM {schema}.runs r
     WHERE r.id = ANY (ARRAY(SELECT run_id FROM candidates))
     FOR UPDATE SKIP LOCKED
 ), due AS (
-    SELECT c.step_id, c.run_id
+    SELECT c.step_id, c.run_id, l.definition_digest AS old_digest,
+           coalesce($2::jsonb -> l.workflow ->> 'digest', l.definition_digest) AS new_digest
     FROM candidates c
     JOIN runs_locked l ON l.id = c.run_id AND l.status = 'ready'
     ORDER BY c.priority, c.scheduled_at, c.step_id
@@ -61,15 +74,27 @@ WITH t AS (
               s.scheduled_at, s.started_at, s.timeout_ms, s.waiting_since, s.waiting_for
 ), moved AS (
     UPDATE {schema}.runs r
-    SET status = 'performing', updated_at = t.now
+    SET status = 'performing', updated_at = t.now, definition_digest = due.new_digest
     FROM due, t
     WHERE r.id = due.run_id
     RETURNING r.id, r.input, r.step_plan
 ), started AS (
-    INSERT INTO {schema}.events (run_id, step_id, step_name, attempt, event, actor, created_at)
-    SELECT c.run_id, c.id, c.step_name, c.attempt, 'step_started', $4, c.started_at
+    -- Per claimed row its `step_started`, preceded by a `definition_changed`
+    -- when the digest changed, in that order.
+    INSERT INTO {schema}.events (run_id, step_id, step_name, attempt, event, actor, details, created_at)
+    SELECT c.run_id, c.id, c.step_name, c.attempt,
+           CASE WHEN e.changed THEN 'definition_changed' ELSE 'step_started' END,
+           $4,
+           CASE WHEN e.changed
+                THEN jsonb_build_object('old_digest', d.old_digest, 'new_digest', d.new_digest)
+           END,
+           c.started_at
     FROM claimed c
-    RETURNING id
+    JOIN due d ON d.step_id = c.id
+    CROSS JOIN LATERAL (VALUES (true), (false)) AS e(changed)
+    WHERE NOT e.changed OR d.old_digest <> d.new_digest
+    ORDER BY c.id, e.changed DESC
+    RETURNING id, event
 )
 SELECT c.id, c.run_id, c.workflow, c.step_name, c.attempt, c.reattempts,
        c.scheduled_at, c.started_at, c.timeout_ms, c.waiting_since, m.input,
@@ -84,7 +109,10 @@ SELECT c.id, c.run_id, c.workflow, c.step_name, c.attempt, c.reattempts,
        EXISTS (SELECT 1 FROM {schema}.batches b WHERE b.run_id = c.run_id) AS has_batches,
        (SELECT count(*) FROM claimed) AS claimed_rows,
        (SELECT count(*) FROM moved) AS moved_rows,
-       (SELECT count(*) FROM started) AS event_rows
+       (SELECT count(*) FROM started s WHERE s.event = 'step_started') AS event_rows,
+       (SELECT count(*) FROM started s WHERE s.event = 'definition_changed') AS changed_rows,
+       (SELECT count(*) FROM claimed k JOIN due d ON d.step_id = k.id
+        WHERE d.old_digest <> d.new_digest) AS changes
 FROM claimed c
 JOIN moved m ON m.id = c.run_id
 CROSS JOIN LATERAL (

@@ -1,4 +1,5 @@
--- Milliseconds until the next claimable step of these queues and workflows is due
+-- Milliseconds until the next claimable step of these queues is due, of the
+-- steps the worker's definitions hold (as claim.sql filters them)
 -- (zero or negative when one is due already), or NULL when none is scheduled.
 -- Steps of runs that are not `ready` (a paused run holding its next step) do not
 -- count: no claim can take them, so waking for them would spin. A waiting row
@@ -9,7 +10,8 @@
 -- then per queue and priority the earliest row whose run is ready, in index
 -- order, each run read by primary key. A join to runs would let the planner
 -- scan every run (history included) on each call.
--- $1 queues, $2 workflows, $3 now (NULL = clock_timestamp())
+-- $1 queues, $2 what the worker runs (JSON, as claim.sql's $2), $3 now (NULL =
+-- clock_timestamp())
 WITH RECURSIVE levels AS (
     SELECT q.name,
            (SELECT min(s.priority) FROM {schema}.steps s
@@ -30,7 +32,7 @@ CROSS JOIN LATERAL (
     FROM {schema}.steps s
     WHERE s.queue = l.name AND s.priority = l.priority
       AND s.status IN ('scheduled', 'waiting')
-      AND s.workflow = ANY($2)
+      AND ($2::jsonb -> s.workflow -> 'steps') ? s.step_name
       AND (SELECT r.status FROM {schema}.runs r WHERE r.id = s.run_id) = 'ready'
     ORDER BY s.scheduled_at, s.id
     LIMIT 1

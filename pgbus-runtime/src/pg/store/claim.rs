@@ -10,7 +10,7 @@ use super::{PgStore, TX_ATTEMPTS, check_count, retryable};
 use crate::context::RunId;
 use crate::engine::{BatchState, StoredSignal};
 use crate::error::Error;
-use crate::store::Claim;
+use crate::store::{Claim, Registered};
 
 /// The step columns of a claim or sweep row as a claim; no input or outputs
 /// (the sweep needs none, the claim fills them in).
@@ -31,11 +31,11 @@ pub(super) fn claim_of_step_row(row: &tokio_postgres::Row) -> Claim {
 }
 
 impl PgStore {
-    /// Claims up to `limit` due steps.
+    /// Claims up to `limit` due steps of what `registered` holds.
     pub(crate) async fn claim(
         &self,
         queues: &[String],
-        workflows: &[String],
+        registered: &Registered,
         limit: i64,
         worker_id: &str,
         stall_threshold_ms: i64,
@@ -44,7 +44,7 @@ impl PgStore {
         in_tx!(self.pool, |tx| self.claim_in(
             &tx,
             queues,
-            workflows,
+            registered,
             limit,
             worker_id,
             stall_threshold_ms,
@@ -57,7 +57,7 @@ impl PgStore {
         &self,
         tx: &Transaction<'_>,
         queues: &[String],
-        workflows: &[String],
+        registered: &Registered,
         limit: i64,
         worker_id: &str,
         stall_threshold_ms: i64,
@@ -69,7 +69,7 @@ impl PgStore {
                 tx,
                 &[
                     &queues,
-                    &workflows,
+                    registered.as_json(),
                     &limit,
                     &worker_id,
                     &stall_threshold_ms,
@@ -86,6 +86,11 @@ impl PgStore {
                 "claim: step_started events",
                 claimed_rows,
                 row.get("event_rows"),
+            )?;
+            check_count(
+                "claim: definition_changed events",
+                row.get("changes"),
+                row.get("changed_rows"),
             )?;
             // JSON Postgres stored but the driver cannot read back (nested deeper
             // than serde_json's limit): hand the attempt a note instead of
@@ -162,17 +167,17 @@ impl PgStore {
         Ok(())
     }
 
-    /// Milliseconds until the next scheduled step of these queues and workflows
-    /// is due, if one is scheduled.
+    /// Milliseconds until the next scheduled step of these queues, of a step
+    /// `registered` holds, is due, if one is scheduled.
     pub(crate) async fn next_due_ms(
         &self,
         queues: &[String],
-        workflows: &[String],
+        registered: &Registered,
     ) -> Result<Option<i64>, Error> {
         let mut client = self.pool.get().await?;
         let statement = self.prep.on(&mut client, &self.sql.next_due).await?;
         let row = statement
-            .query_one(&client, &[&queues, &workflows, &self.clock.now()])
+            .query_one(&client, &[&queues, registered.as_json(), &self.clock.now()])
             .await?;
         Ok(row.get(0))
     }

@@ -9,7 +9,7 @@ use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{Action, AttemptResult, RunStatus};
 use crate::error::Error;
-use crate::store::{Claim, Claimer, Ended, Handoff, Stalled, Store};
+use crate::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
 use crate::view::{RunFilter, RunRead, RunSummary, RunView};
 
 impl Store for PgStore {
@@ -30,7 +30,7 @@ impl Store for PgStore {
         Self::claim(
             self,
             claimer.queues,
-            claimer.workflows,
+            claimer.registered,
             i64::try_from(limit).unwrap_or(i64::MAX),
             claimer.worker_id,
             claimer.stall_threshold_ms,
@@ -80,6 +80,29 @@ impl Store for PgStore {
             &stalled.detection,
         )
         .await
+    }
+
+    async fn register_worker(&self, registration: &Registration<'_>) -> Result<(), Error> {
+        Self::register_worker(self, registration).await
+    }
+
+    async fn undefined_steps(
+        &self,
+        grace_ms: i64,
+        lost_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<Claim>, Error> {
+        Self::undefined_steps(self, grace_ms, lost_ms, limit).await
+    }
+
+    async fn pause_undefined(
+        &self,
+        step: &Claim,
+        result: &AttemptResult,
+        grace_ms: i64,
+        lost_ms: i64,
+    ) -> Result<Ended, Error> {
+        Self::pause_undefined(self, step, result, grace_ms, lost_ms).await
     }
 
     async fn resolve_batches(&self, limit: i64) -> Result<u64, Error> {

@@ -60,6 +60,31 @@ impl PgStore {
         ))
     }
 
+    /// Ends a due row no live worker can run, for the sweep's grace rule:
+    /// fenced on the row still unclaimed and due for longer than `grace_ms`,
+    /// its run `ready`, and still no live worker (heartbeat within
+    /// `lost_ms`) whose definition holds its step; `Late` when the fence
+    /// fails, with nothing written.
+    pub(crate) async fn pause_undefined(
+        &self,
+        step: &Claim,
+        result: &AttemptResult,
+        grace_ms: i64,
+        lost_ms: i64,
+    ) -> Result<Ended, Error> {
+        let now = self.clock.now();
+        in_tx!(self.pool, |tx| self.end_attempt_in(
+            &tx,
+            &crate::__private::STAND_IN_DEFINITION,
+            step,
+            "",
+            result,
+            now,
+            Ending::Undefined { grace_ms, lost_ms },
+            None
+        ))
+    }
+
     #[allow(clippy::too_many_arguments)] // one transaction, its parts named
     async fn end_attempt_in(
         &self,
@@ -74,7 +99,7 @@ impl PgStore {
     ) -> Result<Ended, Error> {
         let sweep = match ending {
             Ending::Sweep { detection } => Some(detection),
-            Ending::Outcome { .. } => None,
+            Ending::Outcome { .. } | Ending::Undefined { .. } => None,
         };
         let Some(run) = self.lock_run(tx, claimed.run_id, now).await? else {
             // The run was deleted (retention) while the step ran.
@@ -104,32 +129,15 @@ impl PgStore {
         let offered = handoff.is_some();
         let handoff = handoff.filter(|h| {
             matches!(ending, Ending::Outcome { retrying: false })
-                && hands_off(&plan, run_state.step_plan.as_deref(), h.queues)
+                && hands_off(&plan, run_state.step_plan.as_deref(), h.queues, definition)
                 && carries_over(claimed, result)
         });
         if let Some(detection) = sweep {
             plan.events.insert(0, stall_event(detection));
         }
 
-        let error = result.error.as_ref();
-        let causes = error.map(|e| Value::from(e.causes.clone()));
-        let fence = self.prep.in_tx(tx, &self.sql.end_attempt).await?;
-        let fenced = fence
-            .query_opt(
-                tx,
-                &[
-                    &claimed.step_id,
-                    &claimed.attempt,
-                    &worker_id,
-                    &plan.step_status.as_str(),
-                    &plan.step_outcome.as_str(),
-                    &result.output,
-                    &error.map(|e| e.class.as_str()),
-                    &error.map(|e| e.message.as_str()),
-                    &causes,
-                    &now,
-                ],
-            )
+        let fenced = self
+            .fence(tx, claimed, worker_id, &plan, result, now, ending)
             .await?;
         // The fence's `finished_at` is the time the whole transition uses: one
         // reading of the store's clock, no extra round trip.
@@ -148,7 +156,10 @@ impl PgStore {
         let db_now: DateTime<Utc> = fenced.get(0);
         let kept_output: Option<Value> = fenced.get("kept_output");
 
-        let actor = if sweep.is_some() { "sweep" } else { worker_id };
+        let actor = match ending {
+            Ending::Outcome { .. } => worker_id,
+            Ending::Sweep { .. } | Ending::Undefined { .. } => "sweep",
+        };
         if let Some(Gate::Signal { id, fresh: true }) = result.gate {
             self.consume_signal(tx, id, claimed.step_id, db_now).await?;
         }
@@ -176,6 +187,62 @@ impl PgStore {
         };
         let continued = continued_claim(claimed, &plan, next, result, kept_output, next_id, db_now);
         Ok(Ended::Continued(Box::new(plan), Box::new(continued)))
+    }
+
+    /// The fence of an ending: the attempt's own claim (`end_attempt.sql`), or
+    /// for the grace rule the unclaimed due row (`pause_undefined.sql`). The
+    /// row it changed (`finished_at`, `kept_output`), or `None`.
+    #[allow(clippy::too_many_arguments)] // one statement, its parts named
+    async fn fence(
+        &self,
+        tx: &Transaction<'_>,
+        claimed: &Claim,
+        worker_id: &str,
+        plan: &crate::engine::Plan,
+        result: &AttemptResult,
+        now: Option<DateTime<Utc>>,
+        ending: Ending<'_>,
+    ) -> Result<Option<tokio_postgres::Row>, Error> {
+        let error = result.error.as_ref();
+        let causes = error.map(|e| Value::from(e.causes.clone()));
+        if let Ending::Undefined { grace_ms, lost_ms } = ending {
+            let fence = self.prep.in_tx(tx, &self.sql.pause_undefined).await?;
+            return fence
+                .query_opt(
+                    tx,
+                    &[
+                        &claimed.step_id,
+                        &claimed.attempt,
+                        &plan.step_status.as_str(),
+                        &plan.step_outcome.as_str(),
+                        &error.map(|e| e.class.as_str()),
+                        &error.map(|e| e.message.as_str()),
+                        &causes,
+                        &now,
+                        &grace_ms,
+                        &lost_ms,
+                    ],
+                )
+                .await;
+        }
+        let fence = self.prep.in_tx(tx, &self.sql.end_attempt).await?;
+        fence
+            .query_opt(
+                tx,
+                &[
+                    &claimed.step_id,
+                    &claimed.attempt,
+                    &worker_id,
+                    &plan.step_status.as_str(),
+                    &plan.step_outcome.as_str(),
+                    &result.output,
+                    &error.map(|e| e.class.as_str()),
+                    &error.map(|e| e.message.as_str()),
+                    &causes,
+                    &now,
+                ],
+            )
+            .await
     }
 
     /// The locked run's status. An ended run never changes again: should a
@@ -225,7 +292,7 @@ impl PgStore {
         offered_handoff: bool,
     ) -> Result<bool, Error> {
         match ending {
-            Ending::Sweep { .. } => return Ok(false),
+            Ending::Sweep { .. } | Ending::Undefined { .. } => return Ok(false),
             Ending::Outcome { retrying: true } => {
                 let statement = self.prep.in_tx(tx, &self.sql.outcome_recorded).await?;
                 let recorded: bool = statement
@@ -431,6 +498,9 @@ pub(super) enum Ending<'a> {
     Outcome { retrying: bool },
     /// The sweep, which found it stalled.
     Sweep { detection: &'a str },
+    /// The sweep's grace rule, for a due row no live worker can run (not an
+    /// attempt anyone claimed).
+    Undefined { grace_ms: i64, lost_ms: i64 },
 }
 
 /// A change's events as the columns `insert_events.sql` takes.

@@ -1,9 +1,9 @@
 //! The sweep's and the workers' upkeep: stalled attempts, heartbeats, orphans, retention, worker rows, batches and status counts.
 
-use super::PgStore;
 use super::claim::claim_of_step_row;
+use super::{PgStore, check_count};
 use crate::error::Error;
-use crate::store::Claim;
+use crate::store::{Claim, Registration, registered_plan};
 
 impl PgStore {
     /// Attempts the sweep should repair: in progress past their `stall_at`
@@ -118,20 +118,69 @@ impl PgStore {
         Ok(u64::try_from(row.get::<_, i64>("resolved")).unwrap_or(0))
     }
 
-    /// Records a worker row.
+    /// Records a worker in the registry (`register_worker.sql`): its row, the
+    /// definitions it runs and its links to them.
     pub(crate) async fn register_worker(
         &self,
-        id: &str,
-        host: &str,
-        pid: i32,
-        queues: &[String],
+        registration: &Registration<'_>,
     ) -> Result<(), Error> {
+        let definitions: Vec<serde_json::Value> = registration
+            .definitions
+            .iter()
+            .map(|definition| {
+                serde_json::json!({
+                    "workflow": definition.name,
+                    "digest": definition.digest,
+                    "step_plan": registered_plan(definition),
+                })
+            })
+            .collect();
+        let definitions = serde_json::Value::Array(definitions);
+        let concurrency = i32::try_from(registration.concurrency).unwrap_or(i32::MAX);
         let mut client = self.pool.get().await?;
         let statement = self.prep.on(&mut client, &self.sql.register_worker).await?;
-        statement
-            .execute(&client, &[&id, &host, &pid, &queues, &self.clock.now()])
+        let row = statement
+            .query_one(
+                &client,
+                &[
+                    &registration.worker_id,
+                    &registration.host,
+                    &registration.pid,
+                    &registration.queues,
+                    &self.clock.now(),
+                    &registration.name,
+                    &concurrency,
+                    &definitions,
+                ],
+            )
             .await?;
-        Ok(())
+        check_count("register_worker: worker row", 1, row.get("workers"))?;
+        check_count(
+            "register_worker: definition links",
+            row.get("given"),
+            row.get("links"),
+        )
+    }
+
+    /// Due rows the sweep's grace rule pauses (`undefined_steps.sql`).
+    pub(crate) async fn undefined_steps(
+        &self,
+        grace_ms: i64,
+        lost_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<Claim>, Error> {
+        let mut client = self.pool.get().await?;
+        let statement = self.prep.on(&mut client, &self.sql.undefined_steps).await?;
+        let rows = statement
+            .query(&client, &[&self.clock.now(), &grace_ms, &lost_ms, &limit])
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| Claim {
+                waiting_since: row.get("waiting_since"),
+                ..claim_of_step_row(row)
+            })
+            .collect())
     }
 }
 

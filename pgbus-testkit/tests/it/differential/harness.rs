@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use pgbus_runtime::store::{
-    Attempted, Claim, Claimer, Ended, Observe, Runner, Store, SweepSettings, sweep,
+    Attempted, Claim, Claimer, Ended, Observe, Registration, Runner, Store, SweepSettings, sweep,
 };
 use pgbus_runtime::worker::{
-    DEFAULT_EAGER_STEPS, DEFAULT_RETENTION, RETENTION_BATCH, RETENTION_BATCHES, capped_ms,
+    DEFAULT_EAGER_STEPS, DEFAULT_RETENTION, DEFAULT_UNDEFINED_STEP_GRACE, RETENTION_BATCH,
+    RETENTION_BATCHES, capped_ms,
 };
 use pgbus_runtime::{
     Action, Error, RunFilter, RunId, RunRead, RunStatus, RunView, SignalId, StallAction,
@@ -162,6 +163,8 @@ impl<R: Rig> Harness<R> {
                 batch_limit: 100,
                 retention_batch: RETENTION_BATCH,
                 retention_batches: RETENTION_BATCHES,
+                undefined_grace_ms: Some(capped_ms(DEFAULT_UNDEFINED_STEP_GRACE)),
+                undefined_limit: 100,
             },
             dead: Arc::new(AtomicUsize::new(0)),
         }
@@ -209,6 +212,27 @@ impl<R: Rig> Harness<R> {
 
     fn store(&self) -> &R::S {
         self.rig.store()
+    }
+
+    /// Registers the harness's worker in the store's registry with the
+    /// runner's definitions, as a worker does before its first claim: the
+    /// sweep's grace rule counts it live.
+    pub(super) async fn announce(&self) {
+        let runner = &self.steps.runner;
+        let definitions = runner.definitions();
+        let registration = Registration {
+            worker_id: WORKER,
+            name: WORKER,
+            host: "test",
+            pid: 0,
+            queues: runner.claimed_queues(),
+            concurrency: self.steps.pace.width,
+            definitions: &definitions,
+        };
+        self.store()
+            .register_worker(&registration)
+            .await
+            .expect("a registration");
     }
 
     pub(super) async fn start<W: Workflow>(&self, input: &W::Input) -> RunId {

@@ -79,7 +79,10 @@ async fn every_verb_policy_and_guard_leaves_the_same_history() {
 }
 
 /// `a` runs under `Before`; then a deploy drops `b`, with a gravestone or
-/// (`lost`) without, and a new runner drives the run on.
+/// (`lost`) without, and a new runner, the only live worker, drives the run
+/// on and sweeps. Since issue 19 the new runner does not claim a `b` it
+/// lacks: the row waits, and the sweep's grace rule pauses the run once it
+/// has waited longer than the grace (before, the claim paused it at once).
 async fn deploy<R: Rig>(h: &Harness<R>, lost: bool) -> Vec<RunId> {
     let run = h.start::<Before>(&1).await;
     h.run_until_idle().await; // `a`; `b` is parked a minute out
@@ -88,7 +91,10 @@ async fn deploy<R: Rig>(h: &Harness<R>, lost: bool) -> Vec<RunId> {
     } else {
         h.redeploy().register(AfterRemoval)
     };
+    deployed.announce().await;
     drive(&deployed).await;
+    deployed.announce().await; // a heartbeat: the new worker is live
+    deployed.sweep().await;
     vec![run]
 }
 
@@ -179,18 +185,35 @@ async fn a_completion_that_lost_its_claim_is_ignored_the_same_way() {
     assert_eq!(memory.steps[0].output, None, "the late output is discarded");
 }
 
-/// A run of `Before` under a runner that knows only `AfterLoss`.
+/// A run of `Before` under a runner that knows only `AfterLoss`, the only
+/// live worker of the workflow: `b` waits for a worker that has it, then the
+/// sweep's grace rule pauses it.
 async fn older_worker<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    h.announce().await;
     let run = h.start::<Before>(&1).await;
     drive(h).await;
+    let waiting = h.view(run).await;
+    assert_eq!(waiting.run.status, RunStatus::Ready, "b waits, unclaimed");
+    assert_eq!(
+        waiting
+            .steps
+            .last()
+            .map(|s| (s.step_name.as_str(), s.status)),
+        Some(("b", StepStatus::Scheduled))
+    );
+    h.announce().await; // a heartbeat: the worker is live
+    assert_eq!(h.sweep_report().await.undefined_paused, 1);
     vec![run]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_worker_never_skips_a_step_the_run_has() {
     // The run starts under `Before` (a, b, c); the only worker runs an older
-    // version without `b`. The run follows its own step list: `b` is scheduled and
-    // pauses the run with StepNotDefined instead of being skipped.
+    // version without `b`. The run follows its own step list: `b` is scheduled,
+    // not skipped; the worker does not claim it (issue 19: before, it claimed
+    // it and paused the run at once), and once `b` has been due for longer
+    // than the grace with no live worker that has it, the sweep pauses the run
+    // with StepNotDefined.
     let projections = both!(|h| h.register(AfterLoss), older_worker());
     let run = &projections[0];
     assert_eq!(run.status, RunStatus::Paused);

@@ -17,7 +17,7 @@ fn eager_on(queues: &[String]) -> Option<Handoff<'_>> {
 async fn claim_one(
     store: &PgStore,
     queues: &[String],
-    workflows: &[String],
+    workflows: &Registered,
     worker: &str,
 ) -> Claim {
     store
@@ -95,7 +95,7 @@ async fn an_outcome_hands_its_worker_the_next_step_only_when_it_is_plainly_due_n
     let now = clock.now();
     let default = ["default".to_owned()];
     let both = ["default".to_owned(), "other".to_owned()];
-    let workflows = ["store.eager".to_owned()];
+    let workflows = Registered::of([Eager::DEFINITION]);
     let run = client.start::<Eager>(&()).await.expect("start").run_id;
     let first = claim_one(store, &default, &workflows, "w1").await;
 
@@ -198,7 +198,7 @@ async fn a_retried_outcome_puts_back_the_step_its_lost_try_handed_on() {
     let store = &db.store;
     let client = db.client();
     let default = ["default".to_owned()];
-    let workflows = ["store.eager".to_owned()];
+    let workflows = Registered::of([Eager::DEFINITION]);
     let handoff = eager_on(&default);
     let ok = AttemptResult::ok(Verb::Complete, None);
     let run = client.start::<Eager>(&()).await.expect("start").run_id;
@@ -249,7 +249,7 @@ async fn a_retry_never_puts_back_a_step_claimed_after_its_lost_try() {
         panic!("a pinned clock");
     };
     let both = ["default".to_owned(), "other".to_owned()];
-    let workflows = ["store.eager".to_owned()];
+    let workflows = Registered::of([Eager::DEFINITION]);
     let handoff = eager_on(&both);
     let ok = AttemptResult::ok(Verb::Complete, None);
     let run = client.start::<Eager>(&()).await.expect("start").run_id;
@@ -297,7 +297,7 @@ async fn what_a_claim_could_not_read_is_never_carried_over_from_memory() {
     let store = &db.store;
     let client = db.client();
     let default = ["default".to_owned()];
-    let workflows = ["store.eager".to_owned()];
+    let workflows = Registered::of([Eager::DEFINITION]);
     let handoff = eager_on(&default);
 
     // The claim could not read the run's input: `second` goes through the

@@ -7,7 +7,7 @@ mod handoff;
 use super::*;
 use crate::engine::{AttemptResult, RunStatus, Verb};
 use crate::prelude::*;
-use crate::store::{Claim, Ended, Handoff};
+use crate::store::{Claim, Ended, Handoff, Registered};
 use crate::{Clock, Database, ManualClock, Schema};
 
 struct Once;
@@ -74,7 +74,7 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
     let claim = store
         .claim(
             &["default".to_owned()],
-            &["store.once".to_owned()],
+            &Registered::of([Once::DEFINITION]),
             1,
             "w1",
             60_000,
@@ -113,7 +113,7 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
     let claim = store
         .claim(
             &["default".to_owned()],
-            &["store.once".to_owned()],
+            &Registered::of([Once::DEFINITION]),
             1,
             "w1",
             60_000,
@@ -143,7 +143,7 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
     let first_try = store
         .claim(
             &["default".to_owned()],
-            &["store.once".to_owned()],
+            &Registered::of([Once::DEFINITION]),
             1,
             "w1",
             60_000,
@@ -169,7 +169,7 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
     let second_try = store
         .claim(
             &["default".to_owned()],
-            &["store.once".to_owned()],
+            &Registered::of([Once::DEFINITION]),
             1,
             "w1",
             60_000,
@@ -217,7 +217,7 @@ async fn claims_and_the_next_due_time_follow_queue_priority_and_time_not_held_ru
     let db = database().await;
     let store = &db.store;
     let client = db.client();
-    let workflows = ["store.once".to_owned()];
+    let workflows = Registered::of([Once::DEFINITION]);
     let both = ["a".to_owned(), "b".to_owned()];
     let mut runs = Vec::new();
     for _ in 0..5 {

@@ -1,0 +1,32 @@
+-- The definition registry (issue 19): what each worker runs, beside its
+-- heartbeat, so claims, the sweep and operators can tell which version of a
+-- workflow each live worker has.
+--
+-- `definitions`: one row per definition digest (a definition is the same
+-- wherever it runs), written by the first worker that registers it and kept
+-- when its workers are gone: a run's `definition_digest` still names it.
+-- `step_plan` lists every entry in declaration order, gravestones included,
+-- as a JSON array of objects {"name", "kind", "queue", "wait_for"}: `kind` is
+-- `step`, `fan_out` or `removed` (the digest's words); `queue` the entry's own
+-- queue or the workflow's; `wait_for` the signal it waits for, or null.
+CREATE TABLE {schema}.definitions (
+    digest     text PRIMARY KEY,
+    workflow   text        NOT NULL,
+    step_plan  jsonb       NOT NULL,
+    created_at timestamptz NOT NULL
+);
+
+-- Which definition of each workflow a worker runs. Removed with the worker's
+-- row (when it stops, or when the sweep removes a long-silent one).
+CREATE TABLE {schema}.worker_definitions (
+    worker_id text NOT NULL REFERENCES {schema}.workers (id) ON DELETE CASCADE,
+    workflow  text NOT NULL,
+    digest    text NOT NULL REFERENCES {schema}.definitions (digest),
+    PRIMARY KEY (worker_id, workflow)
+);
+
+-- The worker's stable name (`WorkerBuilder::name`) and how many bodies it runs
+-- at once. NULL for workers of a version before this migration, which keep
+-- writing their rows as before during a rolling deploy.
+ALTER TABLE {schema}.workers ADD COLUMN name text;
+ALTER TABLE {schema}.workers ADD COLUMN concurrency integer;
