@@ -1,13 +1,15 @@
 //! A worker's life (issue 19): what a loop starts ends with it, however the
-//! loop ends.
+//! loop ends, and a step that stalls every time cannot be run again for ever.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use pgbus_runtime::prelude::*;
-use pgbus_runtime::{Database, RunStatus};
+use pgbus_runtime::{Database, FailureAction, RunStatus, StallAction};
+use tokio::sync::Semaphore;
 
-use crate::pg::{TestDb, eventually};
+use crate::pg::{TestDb, events, eventually, steps};
 
 struct Quick;
 
@@ -124,4 +126,95 @@ async fn a_dropped_loop_stops_its_tasks_and_a_dropped_worker_closes_its_connecti
         "connections left: {:?}",
         backends(&t, &name).await
     );
+}
+
+/// `stuck` hangs every time, after saying so.
+struct Hangs {
+    entered: Arc<Semaphore>,
+}
+
+#[workflow(name = "lifecycle.hangs")]
+impl Hangs {
+    #[step(timeout = "10m")]
+    async fn stuck(&self, _cx: &mut StepCx<()>) {
+        self.entered.add_permits(1);
+        std::future::pending::<()>().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_that_hangs_every_time_ends_in_the_stall_actions_terminal_action() {
+    let t = TestDb::new().await;
+    let entered = Arc::new(Semaphore::new(0));
+    let worker =
+        t.db.worker()
+            .notifications(false)
+            .stall_action(StallAction::Reattempt {
+                wait: Duration::ZERO,
+                max_reattempts: 2,
+                terminal_action: FailureAction::Pause,
+            })
+            .register(Hangs {
+                entered: Arc::clone(&entered),
+            })
+            .build()
+            .expect("worker");
+    let run = t.client().start::<Hangs>(&()).await.expect("start").run_id;
+    let mut hung = Vec::new();
+    for attempt in 1..=3 {
+        hung.push(tokio::spawn({
+            let worker = worker.clone();
+            async move { worker.run_once().await }
+        }));
+        entered.acquire().await.expect("entered").forget();
+        // Past the step's timeout on the pinned clock (its body's own timer,
+        // ten real minutes, never fires here).
+        t.clock.advance(Duration::from_mins(10));
+        assert_eq!(
+            worker.sweep().await.expect("sweep").repaired,
+            1,
+            "attempt {attempt}"
+        );
+    }
+    assert_eq!(
+        worker.run_once().await.expect("run"),
+        0,
+        "no fourth attempt"
+    );
+
+    let view = t.run(run).await;
+    assert_eq!(view.run.status, RunStatus::Paused);
+    assert_eq!(
+        steps(&view),
+        [
+            "stuck#1 failed/reattempted",
+            "stuck#2 failed/reattempted",
+            "stuck#3 failed/paused"
+        ]
+    );
+    let mut expected = vec!["started".to_owned()];
+    for attempt in 1..=3 {
+        expected.extend(
+            ["step_started", "stall_detected", "step_failed"]
+                .map(|e| format!("{e}:stuck#{attempt}")),
+        );
+        if attempt < 3 {
+            expected.push(format!("step_reattempted:stuck#{attempt}"));
+        }
+    }
+    expected.push("paused".to_owned());
+    assert_eq!(events(&view), expected);
+    assert_eq!(
+        view.events.last().and_then(|e| e.reason.as_deref()),
+        Some("step failed after 3 attempts in a row: attempt 3 of step `stuck` stalled (timeout)")
+    );
+    assert_eq!(
+        view.error_class
+            .as_deref()
+            .map(|c| c.ends_with("StepStalled")),
+        Some(true)
+    );
+    for body in hung {
+        body.abort();
+    }
 }
