@@ -6,7 +6,7 @@
 use std::io::{Read as _, Write as _};
 use std::time::{Duration, Instant};
 
-use pgbus_runtime::{Clock, Database, Schema, StallAction, Worker};
+use pgbus_runtime::{Clock, Database, FailureAction, Schema, StallAction, Worker};
 
 use crate::options::WorkerOptions;
 use crate::workflow::Pipeline;
@@ -31,8 +31,13 @@ pub(crate) fn build(db: &Database, label: &str, concurrency: u32) -> Result<Work
         })
         .concurrency(usize::try_from(concurrency).unwrap_or(8))
         .poll_interval(Duration::from_millis(200))
+        // As many reattempts in a row as the workflow's policy grants: the
+        // count is shared, so a worker killed after a streak of failures in a
+        // restart would otherwise pause its run.
         .stall_action(StallAction::Reattempt {
             wait: Duration::ZERO,
+            max_reattempts: 30,
+            terminal_action: FailureAction::Pause,
         })
         .heartbeat_interval(HEARTBEAT)
         .lost_worker_threshold(LOST_WORKER)

@@ -98,6 +98,7 @@ pub async fn sweep<S: Store>(
             registered.is_some(),
             &claim.step_name,
             claim.attempt,
+            claim.reattempts,
             &stalled.detection,
         );
         let definition = registered.unwrap_or(&crate::__private::STAND_IN_DEFINITION);

@@ -2,11 +2,11 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, Level, debug, info, info_span, warn};
 
@@ -22,6 +22,15 @@ impl Worker {
     /// Database errors do not end the loop: they are logged once, and the worker
     /// retries with backoff until the database answers again.
     ///
+    /// Dropping the future instead (a `select!` that went the other way, an
+    /// aborted task) stops everything it started at once: its bodies, its
+    /// `LISTEN` session (whose connection closes) and its heartbeats and
+    /// sweeps (whose pool of [`UPKEEP_CONNECTIONS`](super::UPKEEP_CONNECTIONS)
+    /// closes with the last clone of the worker). Only a clean stop removes
+    /// the worker row; after a drop the row stays, no longer heartbeating, so
+    /// the sweep takes the attempts it held for lost after the lost-worker
+    /// threshold and removes the row later, as for a killed process.
+    ///
     /// # Errors
     /// None today; the `Result` leaves room for fatal setup errors.
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
@@ -34,7 +43,8 @@ impl Worker {
 
     async fn run_loop(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let inner = &self.inner;
-        inner.loops.fetch_add(1, Ordering::AcqRel);
+        // Dropped with this future, however it ends: what it spawns goes too.
+        let mut spawned = Spawned::enter(&inner.loops);
         info!(target: WORKER_TARGET, { pgbus.worker = %inner.id, pgbus.workflows = ?inner.workflows, pgbus.queues = ?inner.queues, pgbus.concurrency = inner.concurrency }, "worker started");
         if let Err(error) = self.ensure_registered().await {
             // The first claim tries again; claims fail until the row exists.
@@ -43,9 +53,8 @@ impl Worker {
 
         let wake = Arc::new(Notify::new());
         let stop_listening = Arc::new(AtomicBool::new(false));
-        let listener = self.spawn_listener(&wake, &stop_listening);
-
-        let upkeep = tokio::spawn(self.clone().upkeep().in_current_span());
+        spawned.listener = self.spawn_listener(&wake, &stop_listening);
+        spawned.upkeep = Some(tokio::spawn(self.clone().upkeep().in_current_span()));
 
         let slots = Arc::new(Semaphore::new(inner.concurrency));
         // Set once shutdown begins: slots stop taking steps eagerly.
@@ -105,16 +114,14 @@ impl Worker {
         info!(target: WORKER_TARGET, { pgbus.worker = %inner.id, pgbus.running = tasks.len() }, "worker stopping");
         stopping.store(true, Ordering::Release);
         stop_listening.store(true, Ordering::Relaxed);
-        if let Some(listener) = listener {
-            listener.abort();
-        }
+        spawned.stop_listener();
         // Heartbeats go on while bodies drain, so their claims are not taken
         // for lost.
         let drained = tokio::time::timeout(inner.shutdown_grace, async {
             while tasks.join_next().await.is_some() {}
         })
         .await;
-        upkeep.abort();
+        spawned.stop_upkeep();
         if drained.is_err() {
             warn!(target: WORKER_TARGET, { pgbus.worker = %inner.id, pgbus.abandoned = tasks.len() }, "shutdown grace ran out; abandoning running bodies to the sweep");
             tasks.abort_all();
@@ -125,7 +132,7 @@ impl Worker {
         // The last loop to stop removes the row, unless bodies still run here
         // (another clone's `run_once`): whatever this worker abandoned then
         // counts as lost at once. A later claim writes the row again.
-        let last = inner.loops.fetch_sub(1, Ordering::AcqRel) == 1;
+        let last = spawned.leave();
         let idle = inner
             .running
             .lock()
@@ -286,5 +293,63 @@ impl Drop for Running {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&self.step_id);
+    }
+}
+
+/// What one `run_until` loop started: its place in the worker's count of
+/// loops, its `LISTEN` task and its heartbeat-and-sweep task. Dropped with
+/// the loop's future however that ends (a clean stop, a `select!` that went
+/// the other way, an aborted task): the tasks are aborted, so they and the
+/// worker clone the upkeep task holds do not outlive the loop, and the loop
+/// leaves the count. The tasks' connections close with them: the `LISTEN`
+/// session at once, the upkeep pool with the last clone of the worker. A
+/// dropped loop leaves the worker row (no statement can run in `drop`); its
+/// heartbeat stops, so the sweep takes the row's attempts for lost and later
+/// removes the row.
+struct Spawned<'a> {
+    loops: &'a AtomicUsize,
+    counted: bool,
+    listener: Option<JoinHandle<()>>,
+    upkeep: Option<JoinHandle<()>>,
+}
+
+impl<'a> Spawned<'a> {
+    /// Counts a loop in `loops`, with nothing spawned yet.
+    fn enter(loops: &'a AtomicUsize) -> Self {
+        loops.fetch_add(1, Ordering::AcqRel);
+        Self {
+            loops,
+            counted: true,
+            listener: None,
+            upkeep: None,
+        }
+    }
+
+    fn stop_listener(&mut self) {
+        if let Some(task) = self.listener.take() {
+            task.abort();
+        }
+    }
+
+    fn stop_upkeep(&mut self) {
+        if let Some(task) = self.upkeep.take() {
+            task.abort();
+        }
+    }
+
+    /// Leaves the count of loops; whether this was the last loop running.
+    fn leave(&mut self) -> bool {
+        if !std::mem::take(&mut self.counted) {
+            return false;
+        }
+        self.loops.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+}
+
+impl Drop for Spawned<'_> {
+    fn drop(&mut self) {
+        self.stop_listener();
+        self.stop_upkeep();
+        self.leave();
     }
 }

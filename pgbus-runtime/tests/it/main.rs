@@ -11,6 +11,7 @@ mod engine_pg;
 mod errors_pg;
 mod fan_out_pg;
 mod gate_pg;
+mod lifecycle_pg;
 mod metrics_pg;
 mod migrate_pg;
 mod operator_pg;

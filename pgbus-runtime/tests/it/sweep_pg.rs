@@ -112,13 +112,7 @@ async fn a_worker_that_stopped_heartbeating_loses_its_attempts_which_are_reattem
     let t = TestDb::new().await;
     let gate = Arc::new(Gate::default());
     let a = worker(&t, &gate, StallAction::Pause);
-    let sweeper = worker(
-        &t,
-        &gate,
-        StallAction::Reattempt {
-            wait: Duration::from_secs(1),
-        },
-    );
+    let sweeper = worker(&t, &gate, StallAction::reattempt(Duration::from_secs(1)));
     let (run, hung) = hang(&t, &a, &gate).await;
 
     // Far below the step's 5 s timeout, far above nothing: a fresh heartbeat.
@@ -302,13 +296,7 @@ async fn a_stopped_worker_removes_its_row_so_what_it_abandoned_is_lost_at_once()
             })
             .build()
             .expect("worker");
-    let sweeper = worker(
-        &t,
-        &gate,
-        StallAction::Reattempt {
-            wait: Duration::ZERO,
-        },
-    );
+    let sweeper = worker(&t, &gate, StallAction::reattempt(Duration::ZERO));
     let run = t.client().start::<Hung>(&()).await.expect("start").run_id;
     let stop = Arc::new(Notify::new());
     let running = tokio::spawn({
@@ -356,15 +344,7 @@ async fn many_sweepers_at_once_repair_each_stalled_attempt_exactly_once() {
     t.execute("UPDATE {schema}.runs SET status = 'performing'", &[])
         .await;
     let sweepers: Vec<Worker> = (0..4)
-        .map(|_| {
-            worker(
-                &t,
-                &gate,
-                StallAction::Reattempt {
-                    wait: Duration::ZERO,
-                },
-            )
-        })
+        .map(|_| worker(&t, &gate, StallAction::reattempt(Duration::ZERO)))
         .collect();
     let reports = futures_util::future::join_all(sweepers.iter().map(Worker::sweep)).await;
     let repaired: usize = reports
@@ -461,13 +441,7 @@ async fn hang_on(a: &Worker, gate: &Arc<Gate>) -> tokio::task::JoinHandle<usize>
 async fn a_claim_whose_reply_was_lost_goes_to_the_sweep_after_two_heartbeats() {
     let t = TestDb::new().await;
     let gate = Arc::new(Gate::default());
-    let w = worker(
-        &t,
-        &gate,
-        StallAction::Reattempt {
-            wait: Duration::ZERO,
-        },
-    );
+    let w = worker(&t, &gate, StallAction::reattempt(Duration::ZERO));
     assert_eq!(w.run_once().await.expect("run"), 0, "writes the worker row");
 
     // A body really running here is no orphan.

@@ -275,6 +275,7 @@ async fn a_stalled_attempt_is_swept<C: Clocked>(clocked: C) {
         true,
         &claim.step_name,
         claim.attempt,
+        claim.reattempts,
         "timeout",
     );
     let swept = store

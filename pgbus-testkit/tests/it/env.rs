@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
-use pgbus_runtime::{Error, RunFilter, RunStatus, StepOutcome};
+use pgbus_runtime::{Error, FailureAction, RunFilter, RunStatus, StallAction, StepOutcome};
 use pgbus_testkit::{TestEnv, default_start};
 
 #[derive(Debug, thiserror::Error)]
@@ -253,6 +253,70 @@ async fn a_crashed_step_waits_for_the_sweep_and_an_operator() {
     assert_eq!(
         view.steps[1].attempt, 2,
         "a new attempt of the crashed step"
+    );
+}
+
+/// `stuck`'s worker dies with every attempt, or hangs past its timeout:
+/// the sweep cannot tell which.
+struct Stuck;
+
+#[workflow(name = "env.stuck")]
+impl Stuck {
+    #[step(timeout = "5s")]
+    async fn stuck(&self, _cx: &mut StepCx<()>) {}
+}
+
+#[test]
+fn a_step_that_stalls_every_time_ends_in_the_stall_actions_terminal_action() {
+    let env = TestEnv::new()
+        .stall_action(StallAction::Reattempt {
+            wait: Duration::from_secs(10),
+            max_reattempts: 2,
+            terminal_action: FailureAction::Cancel,
+        })
+        .register(Stuck);
+    let run = env.start::<Stuck>(&()).expect("start").run_id;
+    for attempt in 1..=3 {
+        assert_eq!(env.crash_next(), Some(run), "attempt {attempt} is claimed");
+        env.advance(Duration::from_secs(5));
+        assert_eq!(env.sweep().repaired, 1, "attempt {attempt} stalled");
+        env.advance(Duration::from_secs(10));
+    }
+    assert_eq!(env.crash_next(), None, "no fourth attempt");
+
+    let view = env.run(run).expect("run");
+    assert_eq!(view.run.status, RunStatus::Cancelled);
+    let outcomes: Vec<_> = view.steps.iter().map(|s| (s.attempt, s.outcome)).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (1, Some(StepOutcome::Reattempted)),
+            (2, Some(StepOutcome::Reattempted)),
+            (3, Some(StepOutcome::Cancelled)),
+        ]
+    );
+    let events: Vec<String> = view
+        .events
+        .iter()
+        .map(|e| match e.attempt {
+            Some(attempt) => format!("{}#{attempt}", e.event),
+            None => e.event.clone(),
+        })
+        .collect();
+    let mut expected = vec!["started".to_owned()];
+    for attempt in 1..=3 {
+        expected.extend(
+            ["step_started", "stall_detected", "step_failed"].map(|e| format!("{e}#{attempt}")),
+        );
+        if attempt < 3 {
+            expected.push(format!("step_reattempted#{attempt}"));
+        }
+    }
+    expected.push("cancelled#3".to_owned());
+    assert_eq!(events, expected);
+    assert_eq!(
+        view.events.last().and_then(|e| e.reason.as_deref()),
+        Some("step failed after 3 attempts in a row: attempt 3 of step `stuck` stalled (timeout)")
     );
 }
 

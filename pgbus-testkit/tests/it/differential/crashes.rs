@@ -3,6 +3,7 @@
 use super::fan_out::{FanPause, child, fan};
 use super::verbs::{Gate, Gated};
 use super::*;
+use pgbus_runtime::FailureAction;
 
 /// `work` hangs on its first attempt (after saying so), for a worker to die in.
 pub(super) struct Fragile {
@@ -47,9 +48,7 @@ async fn a_crashed_worker_is_swept_the_same_way() {
     // (the lost-worker threshold set beyond it), paused, then resumed.
     for (action, silence, lost_after, expected) in [
         (
-            StallAction::Reattempt {
-                wait: Duration::from_secs(10),
-            },
+            StallAction::reattempt(Duration::from_secs(10)),
             Duration::from_secs(31),
             Duration::from_secs(30),
             ("worker_lost", RunStatus::Finished),
@@ -88,6 +87,58 @@ async fn a_crashed_worker_is_swept_the_same_way() {
                 .ends_with("StepStalled")
         );
     }
+}
+
+/// `work` hangs on every attempt (after saying so).
+struct Doomed {
+    entered: Arc<tokio::sync::Notify>,
+}
+
+#[workflow(name = "diff.doomed", input = u8)]
+impl Doomed {
+    #[step(timeout = "1m")]
+    async fn work(&self, _cx: &mut StepCx<u8>) {
+        self.entered.notify_one();
+        std::future::pending::<()>().await;
+    }
+
+    #[step]
+    async fn after(&self, _cx: &mut StepCx<u8>) {}
+}
+
+/// `work` stalls past its timeout three times in a row, each in a worker that
+/// dies with it.
+async fn stall_thrice<R: Rig>(h: &Harness<R>, entered: &tokio::sync::Notify) -> Vec<RunId> {
+    let run = h.start::<Doomed>(&1).await;
+    for attempt in 1..=3 {
+        h.crash_next(entered).await;
+        h.advance(Duration::from_secs(61));
+        assert_eq!(h.sweep().await, (1, 0), "attempt {attempt}");
+    }
+    drive(h).await;
+    vec![run]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stall_reattempt_is_bounded_the_same_way() {
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let projections = both!(
+        |h| h
+            .stall_action(StallAction::Reattempt {
+                wait: Duration::ZERO,
+                max_reattempts: 2,
+                terminal_action: FailureAction::Skip,
+            })
+            .lost_worker_threshold(Duration::from_mins(10))
+            .register(Doomed {
+                entered: Arc::clone(&entered),
+            }),
+        stall_thrice(&entered)
+    );
+    let run = &projections[0];
+    assert_eq!(run.status, RunStatus::Finished, "skipped, then `after` ran");
+    let stalls = run.events.iter().filter(|e| e.0 == "stall_detected");
+    assert_eq!(stalls.count(), 3, "no fourth attempt");
 }
 
 /// Two ended runs and a paused one; retention deletes the old ended one only.

@@ -153,12 +153,11 @@ async fn a_retried_outcome_whose_first_try_committed_is_not_a_late_completion() 
         .remove(0);
     assert_eq!(first_try.run_id, third);
     let stalled = crate::engine::stalled_result(
-        crate::engine::StallAction::Reattempt {
-            wait: std::time::Duration::ZERO,
-        },
+        crate::engine::StallAction::reattempt(std::time::Duration::ZERO),
         true,
         "only",
         1,
+        0,
         "worker_lost",
     );
     let swept = store
