@@ -61,9 +61,10 @@ struct Cli {
 enum Command {
     /// Applies pending migrations (safe to run from many places at once).
     Migrate,
-    /// Lists runs, newest first.
+    /// Lists runs, newest first, marking those no live worker can run.
     Runs(RunsArgs),
-    /// Shows a run: its steps and attempts, its timeline, signals, batches and events.
+    /// Shows a run: its steps and attempts, its timeline, signals, batches
+    /// and events, and what no live worker has when none can run its due step.
     Show {
         /// The run id.
         run: i64,
@@ -80,6 +81,11 @@ enum Command {
         /// and named with its length (`omitted` in the JSON).
         #[arg(long, default_value_t = 16_384, value_parser = parse_value_bytes)]
         value_bytes: usize,
+        /// How old a heartbeat may be for its worker to count as live when
+        /// `show` says whether any worker can run the run's due step: the
+        /// workers' lost-worker threshold (default 30s).
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        lost_worker_threshold: Duration,
     },
     /// Pauses a run (its running step finishes; nothing more is claimed).
     Pause(Action),
@@ -150,6 +156,11 @@ enum Command {
         /// The retention age the workers use; longer insight windows are cut to it.
         #[arg(long, env = "PGBUS_RETENTION", default_value = "30d", value_parser = parse_retention)]
         retention: Retention,
+        /// How old a heartbeat may be for its worker to count as live (the
+        /// workers page, and whether a run's due step has a worker that can
+        /// run it): the workers' lost-worker threshold (default 30s).
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        lost_worker_threshold: Duration,
     },
     /// Lists the live workers: name, host, pid, queues, concurrency, the
     /// workflows each registered (with the definition digest's first 12
@@ -203,6 +214,11 @@ struct RunsArgs {
     /// At most this many (1 to 1000).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
     limit: u32,
+    /// How old a heartbeat may be for its worker to count as live when a
+    /// run is marked as one no live worker can run: the workers' lost-worker
+    /// threshold (default 30s).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    lost_worker_threshold: Duration,
     /// JSON, one array, instead of a table.
     #[arg(long)]
     json: bool,

@@ -64,6 +64,16 @@ impl Output {
         }
     }
 
+    /// A line an operator must not miss (a run no worker can run): yellow
+    /// and bold on a terminal.
+    pub(crate) fn warning(self, text: &str) -> String {
+        if self.color {
+            format!("\x1b[1;33m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
     /// Writes one short line (a command's answer), never paged.
     #[allow(clippy::unused_self)] // beside `emit`, so every write goes through `Output`
     pub(crate) fn line(self, text: &str) -> std::io::Result<()> {

@@ -45,7 +45,7 @@ pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepRe
 pub use pg::{MAX_SCHEMA_NAME_LEN, MIGRATIONS, Migration, Schema, migrate, migrate_schema};
 pub use view::{
     BatchView, EventView, Omitted, RunCounts, RunFilter, RunRead, RunSummary, RunView, SignalView,
-    StepView, ValueOf,
+    StepView, Unrunnable, ValueOf,
 };
 pub use worker::{ErrorReport, StallAction, SweepReport, Sweeper, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};

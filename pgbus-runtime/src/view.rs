@@ -7,6 +7,16 @@ use serde_json::Value;
 use crate::context::RunId;
 use crate::engine::{BatchStatus, EventKind, RunStatus, StepOutcome, StepStatus};
 
+mod unrunnable;
+
+pub use unrunnable::{Missing, Unrunnable};
+
+/// How old a worker's heartbeat may be for a read to count the worker as
+/// live, unless the read says otherwise ([`RunRead::lost_worker_threshold`],
+/// [`RunFilter::lost_worker_threshold`]): the workers' own default
+/// lost-worker threshold, 30 s.
+pub const DEFAULT_LOST_WORKER_THRESHOLD: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A run with its step attempts and events, oldest first: the latest of
 /// each as a [`RunRead`] bounds them ([`RunView::counts`] says how many
 /// there are in all, [`RunView::omitted`] which values were too large).
@@ -51,6 +61,12 @@ pub struct RunView {
     /// each `:` and `,`):
     /// each reads as JSON `null` in its place.
     pub omitted: Vec<Omitted>,
+    /// When the run is `ready` and its due step is one no live worker can
+    /// run: which row, what is missing (the workflow, or the step in every
+    /// live worker's definition of it) and since when it has been due
+    /// (see [`Unrunnable`]). Live: a heartbeat within
+    /// [`RunRead::lost_worker_threshold`].
+    pub unrunnable: Option<Unrunnable>,
 }
 
 /// How much of a run [`Client::run_with`](crate::Client::run_with) reads:
@@ -77,6 +93,11 @@ pub struct RunRead {
     /// The most JSON text, in bytes, a value may have to be read; `None`
     /// reads every value whole.
     pub value_bytes: Option<usize>,
+    /// How old a worker's heartbeat may be for the worker to count as live
+    /// when the read decides [`RunView::unrunnable`] (default
+    /// [`DEFAULT_LOST_WORKER_THRESHOLD`], 30 s: give the workers' own
+    /// `WorkerBuilder::lost_worker_threshold` when it differs).
+    pub lost_worker_threshold: std::time::Duration,
 }
 
 impl RunRead {
@@ -96,7 +117,24 @@ impl RunRead {
         Self {
             last: last.clamp(1, Self::MAX_LAST),
             value_bytes: None,
+            lost_worker_threshold: DEFAULT_LOST_WORKER_THRESHOLD,
         }
+    }
+
+    /// Workers whose heartbeat is older than `threshold` do not count as
+    /// live for [`RunView::unrunnable`] (at most `36500d`, like every
+    /// duration setting).
+    #[must_use]
+    pub const fn lost_worker_threshold(mut self, threshold: std::time::Duration) -> Self {
+        self.lost_worker_threshold = threshold;
+        self
+    }
+
+    /// [`RunRead::lost_worker_threshold`] in milliseconds, as the stores
+    /// compare it.
+    #[must_use]
+    pub fn lost_ms(&self) -> i64 {
+        crate::worker::capped_ms(self.lost_worker_threshold)
     }
 
     /// How many of each part this read keeps: `last` within 1 and
@@ -323,6 +361,10 @@ pub struct RunSummary {
     pub updated_at: DateTime<Utc>,
     /// When it finished.
     pub finished_at: Option<DateTime<Utc>>,
+    /// What no live worker has of its due step, when it is `ready` and no
+    /// live worker can run that step (see [`Unrunnable`]; the view of one
+    /// run says which row and since when).
+    pub unrunnable: Option<Missing>,
 }
 
 /// One step attempt.
@@ -422,6 +464,19 @@ pub struct BatchView {
     pub created_at: DateTime<Utc>,
     /// When the last child ended (or the parent was cancelled).
     pub resolved_at: Option<DateTime<Utc>>,
+    /// While the batch is open: a child run no live worker can run (its
+    /// view says what is missing, see [`Unrunnable`]), the lowest id among
+    /// the first [`BatchView::CHILDREN_CHECKED`] children the read looks
+    /// at; `None` when none of those is stuck so, or the batch is resolved.
+    pub unrunnable_child: Option<RunId>,
+}
+
+impl BatchView {
+    /// How many of an open batch's children a read looks at for
+    /// [`BatchView::unrunnable_child`] (which ones, past this many, is not
+    /// specified): a batch may have any number of children, a read of its
+    /// parent stays bounded.
+    pub const CHILDREN_CHECKED: i64 = 1_000;
 }
 
 /// One event of the audit trail.
@@ -464,6 +519,10 @@ pub struct RunFilter {
     pub created_before: Option<DateTime<Utc>>,
     /// At most this many (default 100, at most 1,000).
     pub limit: Option<u32>,
+    /// How old a worker's heartbeat may be for the worker to count as live
+    /// when the listing decides [`RunSummary::unrunnable`] (`None`:
+    /// [`DEFAULT_LOST_WORKER_THRESHOLD`]).
+    pub lost_worker_threshold: Option<std::time::Duration>,
 }
 
 impl RunFilter {
@@ -513,5 +572,22 @@ impl RunFilter {
     pub fn limit(mut self, limit: u32) -> Self {
         self.limit = Some(limit);
         self
+    }
+
+    /// Workers whose heartbeat is older than `threshold` do not count as
+    /// live for [`RunSummary::unrunnable`] (default 30 s).
+    #[must_use]
+    pub fn lost_worker_threshold(mut self, threshold: std::time::Duration) -> Self {
+        self.lost_worker_threshold = Some(threshold);
+        self
+    }
+
+    /// The lost-worker threshold in milliseconds, as the stores compare it.
+    #[must_use]
+    pub fn lost_ms(&self) -> i64 {
+        crate::worker::capped_ms(
+            self.lost_worker_threshold
+                .unwrap_or(DEFAULT_LOST_WORKER_THRESHOLD),
+        )
     }
 }

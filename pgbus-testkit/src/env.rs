@@ -7,10 +7,9 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone as _, Utc};
 use futures_util::FutureExt as _;
 use pgbus_runtime::engine::{
-    Action, AttemptState, ErrorRecord, RunState, RunStatus, StallAction, StepOutcome, StepStatus,
-    Verb, plan_outcome,
+    Action, ErrorRecord, RunStatus, StallAction, StepOutcome, StepStatus, Verb,
 };
-use pgbus_runtime::store::{Attempted, Claim, Ended, Observe, Runner, SweepSettings};
+use pgbus_runtime::store::{Runner, SweepSettings};
 use pgbus_runtime::{
     Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, Started, StepError, SweepReport,
     Workflow,
@@ -18,7 +17,11 @@ use pgbus_runtime::{
 use serde_json::Value;
 
 use crate::memory::{MemoryStore, TESTKIT_WORKER};
+
+mod recorder;
+
 use pgbus_runtime::worker::capped_ms;
+use recorder::Recorder;
 
 struct Fault {
     workflow: String,
@@ -438,7 +441,18 @@ impl TestEnv {
     /// for a signal with no `wait_timeout`, or for its fan_out batch, is left
     /// waiting (the call returns): only [`TestEnv::signal`] or its children
     /// ending wake it. Stops after `10_000` attempts to end a runaway loop.
-    pub async fn run_to_completion(&self) -> Vec<StepRecord> {
+    /// The sweep does not run: [`TestEnv::sweep`] does.
+    ///
+    /// # Errors
+    /// [`Error::RunUnrunnable`] when, with nothing else left to run, a
+    /// `ready` run's next step is one the environment cannot run (its
+    /// workflow not registered, as for a fan_out child of an unregistered
+    /// workflow, or a step the registered definition lacks, as for a run
+    /// started under another version): the clock is moved to when that step
+    /// became due, and the error names the run, what is missing and what to
+    /// register, as the run's [`RunView::unrunnable`] does. The earliest such
+    /// step is named; the attempts run before it are in the runs' views.
+    pub async fn run_to_completion(&self) -> Result<Vec<StepRecord>, Error> {
         let mut records = Vec::new();
         while records.len() < MAX_ATTEMPTS_PER_CALL {
             if let Some(record) = self.run_next().await {
@@ -446,12 +460,29 @@ impl TestEnv {
                 continue;
             }
             let mut rows = self.store().rows();
-            match rows.next_due(self.runner.registered()) {
-                Some(due) if due > rows.now => rows.now = due,
-                _ => break,
+            if let Some(due) = rows.next_due(self.runner.registered())
+                && due > rows.now
+            {
+                rows.now = due;
+                continue;
             }
+            // Nothing more the environment can run.
+            let Some((due, run_id)) = rows.stuck(self.runner.registered()) else {
+                break;
+            };
+            rows.now = rows.now.max(due);
+            let read = RunRead::latest(1).lost_worker_threshold(self.lost_worker_threshold);
+            // Another worker in the store's registry may have the step: not
+            // stuck then, only not the environment's to run.
+            return match rows.run(run_id, read)?.unrunnable {
+                Some(unrunnable) => Err(Error::RunUnrunnable {
+                    run_id,
+                    unrunnable: Box::new(unrunnable),
+                }),
+                None => Ok(records),
+            };
         }
-        records
+        Ok(records)
     }
 
     /// Takes the claim on `run_id`'s in-progress step away from the environment,
@@ -466,12 +497,17 @@ impl TestEnv {
     }
 
     /// A run with its latest 1,000 step attempts, events, signals and
-    /// batches, as `Client::run` reads it.
+    /// batches, as `Client::run` reads it. Its
+    /// [`unrunnable`](RunView::unrunnable) says when its due step is one no
+    /// live worker can run: the environment's registered workflows are its
+    /// live worker, beside any the store's registry lists (a worker told
+    /// dead counts for the environment's lost-worker threshold).
     ///
     /// # Errors
     /// [`Error::RunNotFound`].
     pub fn run(&self, run_id: RunId) -> Result<RunView, Error> {
-        self.store().rows().run(run_id, RunRead::default())
+        let read = RunRead::default().lost_worker_threshold(self.lost_worker_threshold);
+        self.store().rows().run(run_id, read)
     }
 
     /// A run as `read` bounds it, as `Client::run_with` reads it.
@@ -496,79 +532,6 @@ impl TestEnv {
     #[must_use]
     pub const fn store(&self) -> &MemoryStore {
         self.runner.store()
-    }
-}
-
-/// Builds the [`StepRecord`] of the attempt a `run_next` ran.
-struct Recorder<'a> {
-    store: &'a MemoryStore,
-    record: Mutex<Option<StepRecord>>,
-}
-
-impl Observe for Recorder<'_> {
-    type Tracked = ();
-
-    fn track(&self, _claim: &Claim) {}
-
-    fn attempted(&self, attempted: &Attempted<'_>) {
-        let (claim, result) = (attempted.claim, attempted.result);
-        let (status, outcome, run_status, late) = match attempted.ended {
-            Some(Ended::Applied(plan) | Ended::Continued(plan, _)) => (
-                plan.step_status,
-                Some(plan.step_outcome),
-                plan.run_status,
-                false,
-            ),
-            Some(Ended::Parked(parked)) => (
-                if parked.woken {
-                    StepStatus::Scheduled
-                } else {
-                    StepStatus::Waiting
-                },
-                None,
-                parked.run_status,
-                false,
-            ),
-            // Lost its fence: what the plan would have been, beside the run
-            // as it is.
-            Some(Ended::Late) | None => {
-                let run_status = self
-                    .store
-                    .rows()
-                    .run_status(claim.run_id)
-                    .unwrap_or(RunStatus::Cancelled);
-                let plan = plan_outcome(
-                    attempted.definition,
-                    &RunState {
-                        step_names: None,
-                        step_plan: None,
-                        status: run_status,
-                    },
-                    &AttemptState {
-                        step_name: claim.step_name.clone(),
-                        attempt: claim.attempt,
-                        reattempts: claim.reattempts,
-                    },
-                    result,
-                );
-                let outcome = result.park.is_none().then_some(plan.step_outcome);
-                (plan.step_status, outcome, run_status, true)
-            }
-        };
-        *self.record.lock().unwrap_or_else(PoisonError::into_inner) = Some(StepRecord {
-            run_id: claim.run_id,
-            workflow: claim.workflow.clone(),
-            step: claim.step_name.clone(),
-            attempt: claim.attempt,
-            verb: result.verb.clone(),
-            status,
-            outcome,
-            run_status,
-            error: result.error.clone(),
-            output: result.output.clone(),
-            at: claim.claimed_at,
-            late,
-        });
     }
 }
 

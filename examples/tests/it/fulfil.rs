@@ -101,7 +101,7 @@ async fn a_flaky_gateway_is_reattempted_until_it_recovers() {
     let run = env.start::<Fulfil>(&order(false)).unwrap().run_id;
     env.signal(run, "payment.settled", &settled()).unwrap();
 
-    let records = env.run_to_completion().await;
+    let records = env.run_to_completion().await.unwrap();
     let charges: Vec<(i32, Option<StepOutcome>)> = records
         .iter()
         .filter(|r| r.step == "charge")
@@ -134,7 +134,7 @@ async fn a_gateway_that_never_recovers_pauses_the_run() {
     });
     let run = env.start::<Fulfil>(&order(false)).unwrap().run_id;
 
-    env.run_to_completion().await;
+    env.run_to_completion().await.unwrap();
     let view = env.run(run).unwrap();
     assert_eq!(
         view.run.status,
@@ -180,7 +180,7 @@ async fn an_order_never_settled_is_cancelled_after_an_hour() {
         .register(Fulfil::new(0));
     let run = env.start::<Fulfil>(&order(false)).unwrap().run_id;
 
-    env.run_to_completion().await;
+    env.run_to_completion().await.unwrap();
     let view = env.run(run).unwrap();
     assert_eq!(view.run.status, RunStatus::Cancelled);
     let waited = view

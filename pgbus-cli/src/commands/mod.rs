@@ -17,10 +17,11 @@ mod workers;
 use act::{Verb, act, read_payload, signal};
 use runs::runs;
 use show::show_run;
-pub(crate) use show::{Cut, SHOWN, SHOWN_AT_MOST, VALUE_BYTES};
+pub(crate) use show::{Cut, SHOWN, SHOWN_AT_MOST, VALUE_BYTES, cannot_run};
 use stats::stats;
 use sweep::sweep;
 pub(crate) use text::{clip, defang, time, took, value_text, visible};
+pub(crate) use workers::SHORT_DIGEST;
 use workers::workers;
 
 /// The statement timeout of every command but `migrate`, unless one is given:
@@ -158,7 +159,11 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             json,
             last,
             value_bytes,
-        } => show_run(&db, out, run, json, last, value_bytes).await?,
+            lost_worker_threshold,
+        } => {
+            let read = Cut::read(last, value_bytes).lost_worker_threshold(lost_worker_threshold);
+            show_run(&db, out, run, json, last, read).await?;
+        }
         Command::Pause(action) => act(&db, out, &action, Verb::Pause).await?,
         Command::Resume(action) => act(&db, out, &action, Verb::Resume).await?,
         Command::Cancel(action) => act(&db, out, &action, Verb::Cancel).await?,
@@ -190,6 +195,7 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             no_token,
             public_origin,
             retention,
+            lost_worker_threshold,
         } => {
             // An empty token (`PGBUS_DASHBOARD_TOKEN=`) is none given.
             let token = token.filter(|t| !t.is_empty());
@@ -204,6 +210,7 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
                 token,
                 retention: retention.0,
                 public_origin,
+                lost_worker_threshold,
             };
             crate::dashboard::serve(db, settings).await?;
         }

@@ -1,7 +1,7 @@
 //! `pgbus runs`: list runs.
 
 use comfy_table::Cell;
-use pgbus_runtime::view::RunFilter;
+use pgbus_runtime::view::{Missing, RunFilter};
 use pgbus_runtime::{Database, RunId};
 
 use super::text::{json_visible, render};
@@ -11,7 +11,9 @@ use crate::output::Output;
 
 pub(super) async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(), BoxError> {
     let now = db_now(db).await?;
-    let mut filter = RunFilter::new().limit(args.limit);
+    let mut filter = RunFilter::new()
+        .limit(args.limit)
+        .lost_worker_threshold(args.lost_worker_threshold);
     filter.workflow = args.workflow;
     filter.status = args.status;
     filter.before = args.before.map(RunId);
@@ -27,19 +29,46 @@ pub(super) async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(
     if runs.is_empty() {
         return Ok(out.line("no runs match")?);
     }
-    let mut table = out.table(&["id", "workflow", "status", "step", "created", "updated"]);
+    // The mark's column only when a listed run has one: a healthy listing
+    // reads as it always did.
+    let marked = runs.iter().any(|run| run.unrunnable.is_some());
+    let mut header = vec!["id", "workflow", "status", "step", "created", "updated"];
+    if marked {
+        header.push("cannot run");
+    }
+    let mut table = out.table(&header);
     for run in &runs {
-        table.add_row(vec![
+        let mut row = vec![
             Cell::new(run.id.0),
             Cell::new(visible(&run.workflow)),
             out.status(run.status),
             Cell::new(visible(run.current_step.as_deref().unwrap_or("-"))),
             Cell::new(time(run.created_at)),
             Cell::new(time(run.updated_at)),
-        ]);
+        ];
+        if marked {
+            row.push(Cell::new(mark(run.unrunnable)));
+        }
+        table.add_row(row);
     }
-    out.emit(&format!("{}\n", render(&table)))?;
+    let mut text = render(&table);
+    if marked {
+        text.push_str(
+            "\ncannot run: no live worker has the workflow, or the step, the run waits on; \
+             `pgbus show <id>` says which and since when",
+        );
+    }
+    out.emit(&format!("{text}\n"))?;
     Ok(())
+}
+
+/// The `cannot run` column's word for what no live worker has.
+fn mark(missing: Option<Missing>) -> &'static str {
+    match missing {
+        None => "-",
+        Some(Missing::Step) => "step missing",
+        Some(_) => "workflow missing",
+    }
 }
 
 fn delta(duration: std::time::Duration) -> chrono::TimeDelta {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use comfy_table::Table;
 use pgbus_runtime::timeline::{Segment, timeline};
-use pgbus_runtime::view::{RunRead, RunView, ValueOf};
+use pgbus_runtime::view::{Missing, RunRead, RunView, Unrunnable, ValueOf};
 use pgbus_runtime::{Database, RunId};
 
 use super::text::{json_visible, render};
@@ -95,20 +95,17 @@ impl Cut {
     }
 }
 
-/// `pgbus show`: the latest `last` of each part of `run`, values of at most
-/// `value_bytes`, as text or JSON.
+/// `pgbus show`: `run` as `read` bounds it (the latest `last` of each part),
+/// as text or JSON.
 pub(super) async fn show_run(
     db: &Database,
     out: Output,
     run: i64,
     json: bool,
     last: usize,
-    value_bytes: usize,
+    read: RunRead,
 ) -> Result<(), BoxError> {
-    let mut view = db
-        .client()
-        .run_with(RunId(run), Cut::read(last, value_bytes))
-        .await?;
+    let mut view = db.client().run_with(RunId(run), read).await?;
     let now = db_now(db).await?;
     if !json {
         // JSON escapes what it must itself; text goes to a terminal.
@@ -143,7 +140,7 @@ pub(super) async fn show_run(
 
 /// The text of `pgbus show`.
 fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -> String {
-    let mut text = header(out, view);
+    let mut text = header(out, view, now);
     let _ = writeln!(text, "\n{}", out.heading("steps"));
     let _ = writeln!(text, "{}", render(&steps_table(out, view)));
     let _ = writeln!(text, "\n{} (as of {})", out.heading("timeline"), time(now));
@@ -171,7 +168,15 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
         let _ = writeln!(text, "\n{}\n{}", out.heading("signals"), render(&signals));
     }
     if !view.batches.is_empty() {
-        let mut batches = out.table(&["id", "step", "status", "finished", "cancelled", "total"]);
+        let mut batches = out.table(&[
+            "id",
+            "step",
+            "status",
+            "finished",
+            "cancelled",
+            "total",
+            "child that cannot run",
+        ]);
         for batch in &view.batches {
             batches.add_row(vec![
                 batch.id.to_string(),
@@ -180,6 +185,10 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
                 batch.finished.to_string(),
                 batch.cancelled.to_string(),
                 batch.total.to_string(),
+                batch.unrunnable_child.map_or_else(
+                    || "-".to_owned(),
+                    |child| format!("run {child} (`pgbus show {child}`)"),
+                ),
             ]);
         }
         let _ = writeln!(
@@ -208,7 +217,7 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
 }
 
 /// The run's own lines.
-fn header(out: Output, view: &RunView) -> String {
+fn header(out: Output, view: &RunView, now: DateTime<Utc>) -> String {
     let mut text = String::new();
     let run = &view.run;
     let _ = writeln!(
@@ -234,6 +243,10 @@ fn header(out: Output, view: &RunView) -> String {
             "error {class}: {}",
             view.error_message.as_deref().unwrap_or_default()
         );
+    }
+    if let Some(unrunnable) = &view.unrunnable {
+        let line = format!("cannot run: {}", cannot_run(unrunnable, now));
+        let _ = writeln!(text, "{}", out.warning(&line));
     }
     if let Some(key) = &view.idempotency_key {
         let _ = writeln!(text, "idempotency key {key}");
@@ -304,4 +317,23 @@ fn timeline_table(out: Output, segments: &[Segment]) -> Table {
         ]);
     }
     pieces
+}
+
+/// What `show` and the dashboard's banner say of a run no live worker can
+/// run: what is missing, which step has waited since when, and what would
+/// let it go on.
+pub(crate) fn cannot_run(unrunnable: &Unrunnable, now: DateTime<Utc>) -> String {
+    let next = match unrunnable.missing {
+        Missing::Step => {
+            "it waits for a worker whose definition has the step; past the workers' \
+             undefined-step grace, their sweep pauses the run with StepNotDefined"
+        }
+        _ => "it waits for a worker that registers the workflow",
+    };
+    format!(
+        "{unrunnable}; step `{}` has been due since {} ({} ago); {next}",
+        unrunnable.step_name,
+        time(unrunnable.since),
+        took(now - unrunnable.since),
+    )
 }

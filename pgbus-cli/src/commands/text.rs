@@ -158,4 +158,8 @@ pub(crate) fn defang(view: &mut RunView) {
     for signal in &mut view.signals {
         all(&mut signal.name);
     }
+    if let Some(unrunnable) = &mut view.unrunnable {
+        all(&mut unrunnable.workflow);
+        all(&mut unrunnable.step_name);
+    }
 }

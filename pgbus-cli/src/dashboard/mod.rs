@@ -1,5 +1,5 @@
-//! `pgbus dashboard`: the runs, a run's timeline and the insights as web
-//! pages, rendered on the server (no script, no CDN: the one stylesheet is
+//! `pgbus dashboard`: the runs, a run's timeline, the insights and the live
+//! workers as web pages, rendered on the server (no script, no CDN: the one stylesheet is
 //! built into the binary), with the operator actions as forms.
 //!
 //! Safe by default: it binds to loopback and asks every request for an access
@@ -99,6 +99,10 @@ pub(crate) struct Settings {
     /// whatever `Host` the proxy sends; over `https`, cookies are `Secure`
     /// and `__Host-` prefixed.
     pub(crate) public_origin: Option<String>,
+    /// How old a heartbeat may be for its worker to count as live: the
+    /// workers page, and whether a run's due step has a worker that can run
+    /// it (the workers' lost-worker threshold).
+    pub(crate) lost_worker_threshold: Duration,
 }
 
 impl Settings {
@@ -235,6 +239,7 @@ pub(crate) fn router(db: Database, settings: Settings) -> Router {
         .route("/runs/{id}", get(pages::run))
         .route("/runs/{id}/{action}", post(pages::act))
         .route("/insights", get(pages::insights))
+        .route("/workers", get(pages::workers))
         .route("/style.css", get(style))
         .fallback(pages::not_found)
         .layer(middleware::from_fn_with_state(Arc::clone(&app), guard))

@@ -1,7 +1,8 @@
 //! The dashboard end to end in headless Chromium (Debian's package; `.ci/run`
 //! installs it when missing): the pages render, the timeline chart draws the
-//! pieces of a run seeded on a pinned clock, a button pauses and another
-//! resumes a run, and a screenshot is taken.
+//! pieces of a run seeded on a pinned clock, a run no live worker can run
+//! shows its banner, a button pauses and another resumes a run, and a
+//! screenshot is taken.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -162,6 +163,32 @@ async fn answer(page: &chromiumoxide::Page) -> String {
     panic!("no notice after the form: {html}");
 }
 
+/// The page of `idle`, a run no live worker can run, has a banner saying
+/// so; the workers page lists none (the seeding worker is long silent).
+async fn nobody_runs(page: &chromiumoxide::Page, base: &str, idle: RunId) {
+    page.goto(format!("{base}/runs/{}", idle.0))
+        .await
+        .expect("open the run");
+    let banner = page
+        .find_element("p.banner.stuck")
+        .await
+        .expect("a banner")
+        .inner_text()
+        .await
+        .expect("its text")
+        .unwrap_or_default();
+    assert!(
+        banner.starts_with("Cannot run: no live worker registered workflow `browser.seeded`"),
+        "{banner}"
+    );
+    page.goto(format!("{base}/workers")).await.expect("workers");
+    let html = page.content().await.expect("content");
+    assert!(
+        html.contains("<h1>Workers</h1>") && html.contains("No live workers"),
+        "{html}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
     let t = TestSchema::new().await;
@@ -187,6 +214,9 @@ async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
         html.contains(&format!("href=\"/runs/{}\"", seeded.0)),
         "{html}"
     );
+    // The seeding worker's heartbeat is half an hour old: nothing live runs
+    // the idle run, which is marked.
+    assert!(html.contains("cannot run: workflow missing"), "{html}");
 
     // The seeded run's chart: every piece in its row, widths in proportion.
     page.goto(format!("{}/runs/{}", dashboard.url, seeded.0))
@@ -234,7 +264,10 @@ async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
         png.len()
     );
 
-    // A run not yet worked: the pause button pauses it, resume resumes it.
+    // A run not yet worked, which no live worker can run, and the workers page.
+    nobody_runs(&page, &dashboard.url, idle).await;
+
+    // The pause button pauses it, resume resumes it.
     for (action, after) in [("pause", RunStatus::Paused), ("resume", RunStatus::Ready)] {
         page.goto(format!("{}/runs/{}", dashboard.url, idle.0))
             .await

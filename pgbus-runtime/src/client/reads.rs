@@ -9,8 +9,8 @@ use crate::engine::{BatchStatus, RunStatus, StepOutcome, StepStatus};
 use crate::error::Error;
 use crate::pg::store::parse_stored;
 use crate::view::{
-    BatchView, EventView, Omitted, RunCounts, RunFilter, RunRead, RunSummary, RunView, SignalView,
-    StepView, ValueOf,
+    BatchView, EventView, Missing, Omitted, RunCounts, RunFilter, RunRead, RunSummary, RunView,
+    SignalView, StepView, Unrunnable, ValueOf,
 };
 
 impl Client {
@@ -40,6 +40,8 @@ impl Client {
         let value_bytes = read
             .value_bytes
             .map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX));
+        let lost_ms = read.lost_ms();
+        let now = self.store.clock.now();
         let mut guarded = self.store.guarded().await?;
         let read = async {
             let client = guarded
@@ -51,7 +53,7 @@ impl Client {
             let sql = &self.store.sql;
             let statement = self.store.prep.in_tx(&client, &sql.get_run).await?;
             let Some(row) = statement
-                .query_opt(&client, &[&run_id.0, &value_bytes])
+                .query_opt(&client, &[&run_id.0, &value_bytes, &now, &lost_ms])
                 .await?
             else {
                 return Err(Error::RunNotFound { run_id });
@@ -117,7 +119,11 @@ impl Client {
             }
 
             let statement = self.store.prep.in_tx(&client, &sql.run_batches).await?;
-            for row in statement.query(&client, &[&run_id.0, &last]).await? {
+            let checked = BatchView::CHILDREN_CHECKED;
+            for row in statement
+                .query(&client, &[&run_id.0, &last, &now, &lost_ms, &checked])
+                .await?
+            {
                 view.batches.push(batch_view(&row)?);
             }
             client.commit().await?;
@@ -152,6 +158,8 @@ impl Client {
                     &filter.before.map(|id| id.0),
                     &filter.created_after,
                     &filter.created_before,
+                    &self.store.clock.now(),
+                    &filter.lost_ms(),
                 ],
             )
             .await;
@@ -170,13 +178,40 @@ fn run_summary(row: &tokio_postgres::Row) -> Result<RunSummary, Error> {
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
         finished_at: row.get("finished_at"),
+        unrunnable: missing(row)?,
     })
+}
+
+/// The `unrunnable` column of `list_runs.sql` and `get_run.sql`.
+fn missing(row: &tokio_postgres::Row) -> Result<Option<Missing>, Error> {
+    row.get::<_, Option<String>>("unrunnable")
+        .map(|word| {
+            Missing::parse(&word)
+                .ok_or_else(|| Error::Corrupt(format!("what a due step lacks: `{word}`")))
+        })
+        .transpose()
 }
 
 /// A run's row as read by `get_run.sql`, without its lists.
 fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
+    let run = run_summary(row)?;
+    let unrunnable = match (
+        run.unrunnable,
+        row.get::<_, Option<i64>>("unrunnable_step_id"),
+        row.get::<_, Option<String>>("unrunnable_step"),
+        row.get::<_, Option<chrono::DateTime<chrono::Utc>>>("unrunnable_since"),
+    ) {
+        (Some(missing), Some(step_id), Some(step), Some(since)) => Some(Unrunnable::new(
+            step_id,
+            run.workflow.clone(),
+            step,
+            missing,
+            since,
+        )),
+        _ => None,
+    };
     Ok(RunView {
-        run: run_summary(row)?,
+        run,
         definition_digest: row.get("definition_digest"),
         options_digest: row.get("options_digest"),
         input: json(row, "input")?.unwrap_or(Value::Null),
@@ -198,6 +233,7 @@ fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
             row.get("batch_count"),
         ),
         omitted: Vec::new(),
+        unrunnable,
     })
 }
 
@@ -259,6 +295,7 @@ fn batch_view(row: &tokio_postgres::Row) -> Result<BatchView, Error> {
         status: parse_stored::<BatchStatus>(&row.get::<_, String>("status"))?,
         created_at: row.get("created_at"),
         resolved_at: row.get("resolved_at"),
+        unrunnable_child: row.get::<_, Option<i64>>("unrunnable_child").map(RunId),
     })
 }
 

@@ -291,6 +291,23 @@ pub enum Error {
         /// The workflow's name.
         workflow: String,
     },
+    /// A run cannot go on: it is `ready`, and its due step is one no live
+    /// worker can run (see [`Unrunnable`](crate::Unrunnable)): no live worker
+    /// registered its workflow, or none of their definitions of it has the
+    /// step. The testkit's `TestEnv::run_to_completion` returns it rather
+    /// than end with the run still `ready` and nothing said.
+    #[error(
+        "run {run_id} cannot go on: {unrunnable} (its step `{}` has been due since {}); {}",
+        .unrunnable.step_name,
+        .unrunnable.since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        unrunnable_hint(.unrunnable)
+    )]
+    RunUnrunnable {
+        /// The run.
+        run_id: crate::RunId,
+        /// Which row waits, what is missing and since when.
+        unrunnable: Box<crate::Unrunnable>,
+    },
     /// An input or output could not be converted to or from JSON.
     #[error("JSON conversion failed")]
     Json(#[from] serde_json::Error),
@@ -475,6 +492,22 @@ pub enum Error {
         /// The connect timeout.
         after: Duration,
     },
+}
+
+/// What to do about a run nobody can run, by what is missing.
+fn unrunnable_hint(unrunnable: &crate::Unrunnable) -> String {
+    match unrunnable.missing {
+        crate::view::Missing::Step => format!(
+            "register a definition of `{}` that has step `{}` (the version the run started \
+             under), or keep the step as a gravestone (`removed_step!({})`) so runs skip it",
+            unrunnable.workflow, unrunnable.step_name, unrunnable.step_name
+        ),
+        _ => format!(
+            "register `{}` with `TestEnv::register` in a test or `WorkerBuilder::register` on \
+             a worker (the workflows of fan_out children too)",
+            unrunnable.workflow
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -229,6 +229,7 @@ fn run(status: RunStatus, events: Vec<EventView>, updated: i64) -> RunView {
             created_at: at(0),
             updated_at: at(updated),
             finished_at: None,
+            unrunnable: None,
         },
         definition_digest: String::new(),
         options_digest: String::new(),
@@ -245,6 +246,7 @@ fn run(status: RunStatus, events: Vec<EventView>, updated: i64) -> RunView {
         batches: Vec::new(),
         counts: crate::RunCounts::default(),
         omitted: Vec::new(),
+        unrunnable: None,
     }
 }
 

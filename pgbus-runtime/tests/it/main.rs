@@ -24,6 +24,7 @@ mod start_in_pg;
 mod sweep_pg;
 mod tls_cluster;
 mod tls_pg;
+mod unrunnable_pg;
 mod worker_pg;
 
 use std::future::Future;

@@ -235,6 +235,27 @@ impl Rows {
             .map(|step| step.view.scheduled_at)
             .min()
     }
+
+    /// The earliest due row of a `ready` run that `registered` cannot run
+    /// (its workflow or its step missing), with its due time: what
+    /// `TestEnv::run_to_completion` names when nothing else is left to run.
+    /// Rows parked with no end of their own are not due, as for
+    /// [`Rows::next_due`].
+    pub(crate) fn stuck(&self, registered: &Registered) -> Option<(DateTime<Utc>, RunId)> {
+        self.steps
+            .values()
+            .filter(|step| {
+                (step.view.status == StepStatus::Scheduled
+                    || (step.view.status == StepStatus::Waiting && !step.open_ended))
+                    && !registered.has_step(&step.workflow, &step.view.step_name)
+                    && self
+                        .runs
+                        .get(&step.run_id.0)
+                        .is_some_and(|run| run.summary.status == RunStatus::Ready)
+            })
+            .map(|step| (step.view.scheduled_at, step.run_id))
+            .min()
+    }
 }
 
 /// The signal a step of `run` waits for, from the run's step plan.

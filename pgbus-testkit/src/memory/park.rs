@@ -141,6 +141,7 @@ impl Rows {
                     status: BatchStatus::Open,
                     created_at: now,
                     resolved_at: None,
+                    unrunnable_child: None,
                 },
             },
         );

@@ -2,11 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use pgbus_runtime::engine::{RunStatus, StepStatus};
-use pgbus_runtime::{Error, RunCounts, RunFilter, RunId, RunRead, RunSummary, RunView};
+use pgbus_runtime::engine::{BatchStatus, RunStatus, StepStatus};
+use pgbus_runtime::{
+    BatchView, Error, RunCounts, RunFilter, RunId, RunRead, RunSummary, RunView, Unrunnable,
+};
 use serde_json::Value;
 
-use super::Rows;
+use super::{Rows, Run};
 
 impl Rows {
     /// As `Client::run_with`: the whole run, cut as `read` says.
@@ -15,8 +17,13 @@ impl Rows {
             .runs
             .get(&run_id.0)
             .ok_or(Error::RunNotFound { run_id })?;
+        let lost_ms = read.lost_ms();
+        let unrunnable = self.unrunnable(run, lost_ms);
         Ok(read.cut(RunView {
-            run: run.summary.clone(),
+            run: RunSummary {
+                unrunnable: unrunnable.as_ref().map(|u| u.missing),
+                ..run.summary.clone()
+            },
             definition_digest: run.definition_digest.clone(),
             options_digest: run.options_digest.clone(),
             input: run.input.clone(),
@@ -38,11 +45,60 @@ impl Rows {
                 .batches
                 .values()
                 .filter(|b| b.run_id == run_id)
-                .map(|b| b.view.clone())
+                .map(|b| BatchView {
+                    unrunnable_child: self.unrunnable_child(b.view.id, b.view.status, lost_ms),
+                    ..b.view.clone()
+                })
                 .collect(),
             counts: RunCounts::default(),
             omitted: Vec::new(),
+            unrunnable,
         }))
+    }
+
+    /// As `get_run.sql`'s `unrunnable`: a `ready` run's due row (the latest
+    /// attempt of its current step, `scheduled` or `waiting`, due by now)
+    /// when no live worker can run it.
+    fn unrunnable(&self, run: &Run, lost_ms: i64) -> Option<Unrunnable> {
+        if run.summary.status != RunStatus::Ready {
+            return None;
+        }
+        let current = run.summary.current_step.as_deref()?;
+        let row = run
+            .step_ids
+            .iter()
+            .filter_map(|id| self.steps.get(id))
+            .filter(|step| step.view.step_name == current)
+            .max_by_key(|step| step.view.attempt)?;
+        let due = matches!(row.view.status, StepStatus::Scheduled | StepStatus::Waiting)
+            && row.view.scheduled_at <= self.now;
+        if !due {
+            return None;
+        }
+        let missing = self.missing(&row.workflow, &row.view.step_name, lost_ms)?;
+        Some(Unrunnable::new(
+            row.view.id,
+            row.workflow.clone(),
+            row.view.step_name.clone(),
+            missing,
+            row.view.scheduled_at,
+        ))
+    }
+
+    /// As `run_batches.sql`'s `unrunnable_child`: of an open batch, the
+    /// lowest id among its first `BatchView::CHILDREN_CHECKED` children
+    /// that no live worker can run.
+    fn unrunnable_child(&self, batch: i64, status: BatchStatus, lost_ms: i64) -> Option<RunId> {
+        if status != BatchStatus::Open {
+            return None;
+        }
+        let checked = usize::try_from(BatchView::CHILDREN_CHECKED).unwrap_or(usize::MAX);
+        self.runs
+            .values()
+            .filter(|run| run.parent_batch_id == Some(batch))
+            .take(checked)
+            .find(|run| self.unrunnable(run, lost_ms).is_some())
+            .map(|run| run.summary.id)
     }
 
     /// A run's status, if it exists.
@@ -52,6 +108,7 @@ impl Rows {
 
     /// As `Client::list_runs`.
     pub(crate) fn list_runs(&self, filter: &RunFilter) -> Vec<RunSummary> {
+        let lost_ms = filter.lost_ms();
         let limit = usize::try_from(filter.limit.unwrap_or(100).clamp(1, 1_000)).unwrap_or(100);
         self.runs
             .values()
@@ -75,7 +132,10 @@ impl Rows {
                     .is_none_or(|before| run.summary.created_at < before)
             })
             .take(limit)
-            .map(|run| run.summary.clone())
+            .map(|run| RunSummary {
+                unrunnable: self.unrunnable(run, lost_ms).map(|u| u.missing),
+                ..run.summary.clone()
+            })
             .collect()
     }
 

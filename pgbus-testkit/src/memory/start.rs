@@ -56,6 +56,7 @@ impl Rows {
                     created_at: self.now,
                     updated_at: self.now,
                     finished_at: None,
+                    unrunnable: None,
                 },
                 definition_digest: definition.digest.to_owned(),
                 options_digest: definition.options_digest.to_owned(),

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use pgbus_runtime::engine::{BatchStatus, RunStatus, StepStatus};
 use pgbus_runtime::store::{Claim, Stalled};
+use pgbus_runtime::view::Missing;
 use pgbus_runtime::{RunId, WorkflowDefinition};
 
 use super::{Rows, due_key};
@@ -141,10 +142,12 @@ impl Rows {
         self.workers.insert(worker.to_owned(), definitions.to_vec());
     }
 
-    /// Whether a live worker (registered, and not dead for longer than
-    /// `lost_ms`) registered `workflow` while none of those has `step` in its
-    /// definition of it: the grace rule's test of a row.
-    pub(super) fn undefined(&self, workflow: &str, step: &str, lost_ms: i64) -> bool {
+    /// What no live worker (registered, and not dead for longer than
+    /// `lost_ms`) has of a row of `workflow` at `step`: the workflow, or the
+    /// step in every live worker's definition of it (a gravestone counts as
+    /// held); `None` when a live worker can run it. The rule of
+    /// `Missing::of`, as the Postgres reads decide it in SQL.
+    pub(super) fn missing(&self, workflow: &str, step: &str, lost_ms: i64) -> Option<Missing> {
         let lost_before = before(self.now, lost_ms);
         let mut live = self
             .workers
@@ -157,7 +160,17 @@ impl Rows {
             .flat_map(|(_, definitions)| definitions.iter())
             .filter(|definition| definition.name == workflow)
             .peekable();
-        live.peek().is_some() && !live.any(|definition| definition.entry(step).is_some())
+        let registered = live.peek().is_some();
+        Missing::of(
+            registered,
+            live.any(|definition| definition.entry(step).is_some()),
+        )
+    }
+
+    /// Whether a live worker registered `workflow` while none of those has
+    /// `step` in its definition of it: the grace rule's test of a row.
+    pub(super) fn undefined(&self, workflow: &str, step: &str, lost_ms: i64) -> bool {
+        self.missing(workflow, step, lost_ms) == Some(Missing::Step)
     }
 
     /// As `undefined_steps.sql`: up to `limit` rows due for longer than

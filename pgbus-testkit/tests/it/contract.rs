@@ -390,3 +390,4 @@ both_stores!(
 
 // The registry's scenarios (issue 19), under the same macro.
 mod registry;
+mod unrunnable;

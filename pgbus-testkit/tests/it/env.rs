@@ -44,7 +44,7 @@ async fn an_hour_wait_and_ten_minute_reattempts_take_no_real_time() {
     });
     let run = env.start::<Restock>(&4).unwrap().run_id;
 
-    let records = env.run_to_completion().await;
+    let records = env.run_to_completion().await.expect("every run ends");
 
     let timeline: Vec<(&str, i32, StepOutcome, i64)> = records
         .iter()
@@ -247,7 +247,7 @@ async fn a_crashed_step_waits_for_the_sweep_and_an_operator() {
     );
     assert!(matches!(env.resume(run, "", "r"), Err(Error::InvalidActor)));
     env.resume(run, "ops", "worker replaced").expect("resume");
-    env.run_to_completion().await;
+    env.run_to_completion().await.expect("the run ends");
     let view = env.run(run).expect("run");
     assert_eq!(view.run.status, RunStatus::Finished);
     assert_eq!(
@@ -502,10 +502,16 @@ async fn a_step_the_registered_definition_lacks_waits_then_pauses_after_the_grac
         .start_run(RestockV2::DEFINITION, &serde_json::json!(1), None)
         .await
         .expect("a start");
-    let ran = env.run_to_completion().await;
+    let ran = env.run_until_idle().await;
     let names: Vec<&str> = ran.iter().map(|r| r.step.as_str()).collect();
     assert_eq!(names, ["order"], "`approve` is not claimed");
-    assert_eq!(env.run(run).expect("run").run.status, RunStatus::Ready);
+    let view = env.run(run).expect("run");
+    assert_eq!(view.run.status, RunStatus::Ready);
+    let unrunnable = view.unrunnable.expect("the view says why");
+    assert_eq!(
+        (unrunnable.step_name.as_str(), unrunnable.missing),
+        ("approve", pgbus_runtime::view::Missing::Step)
+    );
     env.advance(Duration::from_secs(299));
     assert_eq!(env.sweep().undefined_paused, 0, "within the grace");
     env.advance(Duration::from_secs(2));

@@ -11,3 +11,4 @@ mod env;
 mod gates;
 mod harness;
 mod stress;
+mod unrunnable;

@@ -1,8 +1,10 @@
 //! The dashboard's pages: the frame they share and the runs list here, a
-//! run's page with its actions in `run`, the insights in `insights`.
+//! run's page with its actions in `run`, the insights in `insights`, the
+//! live workers in `workers`.
 
 mod insights;
 mod run;
+mod workers;
 
 use std::sync::Arc;
 
@@ -10,7 +12,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
-use pgbus_runtime::view::RunFilter;
+use pgbus_runtime::view::{Missing, RunFilter};
 use pgbus_runtime::{RunId, RunStatus};
 use serde::Deserialize;
 
@@ -19,6 +21,7 @@ use crate::commands::time;
 
 pub(crate) use insights::insights;
 pub(crate) use run::{act, run};
+pub(crate) use workers::workers;
 
 /// A page in the dashboard's frame.
 fn page(title: &str, body: &Markup) -> Markup {
@@ -34,7 +37,7 @@ fn page(title: &str, body: &Markup) -> Markup {
             body {
                 header {
                     a.brand href="/" { "pgbus" }
-                    nav { a href="/" { "Runs" } a href="/insights" { "Insights" } }
+                    nav { a href="/" { "Runs" } a href="/insights" { "Insights" } a href="/workers" { "Workers" } }
                 }
                 main { h1 { (title) } (body) }
             }
@@ -59,6 +62,21 @@ fn error_page(status: StatusCode, error: &str) -> Response {
 
 fn status_badge(status: RunStatus) -> Markup {
     html! { span class=(format!("badge {}", status.as_str())) { (status.as_str()) } }
+}
+
+/// The mark of a run no live worker can run, beside its status.
+fn stuck_badge(missing: Missing) -> Markup {
+    let (word, title) = match missing {
+        Missing::Step => (
+            "step missing",
+            "No live worker's definition of this workflow has the step the run waits on",
+        ),
+        _ => (
+            "workflow missing",
+            "No live worker registered this run's workflow",
+        ),
+    };
+    html! { span.badge.stuck title=(title) { "cannot run: " (word) } }
 }
 
 /// The runs list's filters and page.
@@ -95,7 +113,9 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
             }
         },
     };
-    let mut filter = RunFilter::new().limit(PAGE);
+    let mut filter = RunFilter::new()
+        .limit(PAGE)
+        .lost_worker_threshold(app.settings.lost_worker_threshold);
     filter.workflow.clone_from(&workflow);
     filter.status = status;
     filter.before = query.before.map(RunId);
@@ -134,7 +154,10 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
                         tr {
                             td { a href=(format!("/runs/{}", run.id.0)) { (run.id.0) } }
                             td { (crate::commands::visible(&run.workflow)) }
-                            td { (status_badge(run.status)) }
+                            td {
+                                (status_badge(run.status))
+                                @if let Some(missing) = run.unrunnable { (stuck_badge(missing)) }
+                            }
                             td { (crate::commands::visible(run.current_step.as_deref().unwrap_or("-"))) }
                             td { (time(run.created_at)) }
                             td { (time(run.updated_at)) }

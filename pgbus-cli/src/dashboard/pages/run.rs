@@ -35,7 +35,10 @@ pub(crate) async fn run(
     let view = match app
         .db
         .client()
-        .run_with(RunId(id), Cut::read(show, VALUE_BYTES))
+        .run_with(
+            RunId(id),
+            Cut::read(show, VALUE_BYTES).lost_worker_threshold(app.settings.lost_worker_threshold),
+        )
         .await
     {
         Ok(view) => view,
@@ -95,6 +98,13 @@ fn run_body(
         @if let Some((_, text)) = notice.error.as_deref().and_then(|e| REFUSALS.iter().find(|(code, _)| *code == e)) {
             p.notice.error { (text) }
         }
+        @if let Some(unrunnable) = &view.unrunnable {
+            p.banner.stuck role="alert" {
+                strong { "Cannot run: " }
+                (crate::commands::cannot_run(unrunnable, now))
+                " (" a href="/workers" { "live workers" } ")"
+            }
+        }
         dl.facts {
             dt { "Workflow" } dd { (run.workflow) }
             dt { "Status" } dd { (status_badge(run.status)) }
@@ -150,17 +160,7 @@ fn run_body(
                 }
             }
         }
-        @if !view.batches.is_empty() {
-            section {
-                h2 { "Fan-out batches" }
-                (cut_note(cut, run.id, cut.batches, "batches", ""))
-                table { thead { tr { th { "Id" } th { "Status" } th { "Finished" } th { "Cancelled" } th { "Total" } } }
-                    tbody { @for b in &view.batches { tr {
-                        td { (b.id) } td { (b.status.as_str()) } td { (b.finished) } td { (b.cancelled) } td { (b.total) }
-                    } } }
-                }
-            }
-        }
+        (batches_section(view, cut))
         section {
             h2 { "Events" }
             (cut_note(cut, run.id, cut.events, "events", ""))
@@ -176,6 +176,28 @@ fn run_body(
                             td { (clip(e.reason.as_deref().unwrap_or_default(), 300)) }
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// The fan-out batches of a run's page, each with a child no live worker
+/// can run, if one is stuck so.
+fn batches_section(view: &RunView, cut: &Cut) -> Markup {
+    html! {
+        @if !view.batches.is_empty() {
+            section {
+                h2 { "Fan-out batches" }
+                (cut_note(cut, view.run.id, cut.batches, "batches", ""))
+                table { thead { tr { th { "Id" } th { "Status" } th { "Finished" } th { "Cancelled" } th { "Total" } th { "Child that cannot run" } } }
+                    tbody { @for b in &view.batches { tr {
+                        td { (b.id) } td { (b.status.as_str()) } td { (b.finished) } td { (b.cancelled) } td { (b.total) }
+                        td.stuck { @match b.unrunnable_child {
+                            Some(child) => { a href=(format!("/runs/{}", child.0)) { "run " (child.0) } " waits for a worker that can run it" }
+                            None => { "-" }
+                        } }
+                    } } }
                 }
             }
         }

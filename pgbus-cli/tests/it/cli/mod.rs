@@ -5,6 +5,7 @@
 
 mod actions;
 mod reads;
+mod unrunnable;
 
 use pgbus_runtime::prelude::*;
 

@@ -18,16 +18,20 @@ async fn runs_lists_with_filters_as_a_table_or_json() {
 
     let table = t.ok(&["runs"]);
     let lines: Vec<&str> = table.lines().collect();
-    assert_eq!(lines.len(), 3, "{table}");
+    // No worker runs `cli.ops`: the ready run is marked, with a note.
+    assert_eq!(lines.len(), 4, "{table}");
     assert!(lines[0].trim_start().starts_with("ID"), "{table}");
     assert!(
         lines[1].contains(&new.0.to_string()) && lines[1].contains("paused"),
         "{table}"
     );
     assert!(
-        lines[2].contains(&old.0.to_string()) && lines[2].contains("ready"),
+        lines[2].contains(&old.0.to_string())
+            && lines[2].contains("ready")
+            && lines[2].contains("workflow missing"),
         "{table}"
     );
+    assert!(lines[3].starts_with("cannot run: "), "{table}");
 
     let ids = |args: &[&str]| -> Vec<i64> {
         json(&t.ok(args))

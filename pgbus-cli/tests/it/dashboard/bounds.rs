@@ -184,8 +184,9 @@ async fn notices_are_words_the_page_knows() {
 }
 
 /// The dashboard under the load the issue set: a million runs (five
-/// workflows, a tenth of them paused, spread over 30 days) beside one run of
-/// 20,001 attempts. Every page, asked all at once, answers 200 within the
+/// workflows, a tenth of them paused and a tenth ready, each of those
+/// looked at for the runs list's mark, spread over 30 days) beside one run
+/// of 20,001 attempts. Every page, asked all at once, answers 200 within the
 /// dashboard's own page timeout (past it, a page answers 504) and stays
 /// within a bound in bytes, while the stylesheet keeps answering. The times
 /// are printed, not asserted.
@@ -199,7 +200,8 @@ async fn every_page_is_bounded_beside_a_million_runs() {
         "INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, input,
              created_at, updated_at, finished_at)
          SELECT 'load.w' || (n % 5), 'd', 'o',
-                CASE WHEN n % 10 = 0 THEN 'paused' ELSE 'finished' END, '{}'::jsonb,
+                CASE WHEN n % 10 = 0 THEN 'paused' WHEN n % 10 = 1 THEN 'ready'
+                     ELSE 'finished' END, '{}'::jsonb,
                 now() - make_interval(secs => 2592000.0 * n / 1000000),
                 now() - make_interval(secs => 2592000.0 * n / 1000000),
                 now() - make_interval(secs => 2592000.0 * n / 1000000)
@@ -213,6 +215,8 @@ async fn every_page_is_bounded_beside_a_million_runs() {
         "/?status=paused".to_owned(),
         "/?workflow=load.w1&status=finished".to_owned(),
         "/?before=500000".to_owned(),
+        "/?status=ready".to_owned(),
+        "/workers".to_owned(),
         format!("/runs/{}", big.0),
         format!("/runs/{}?show=5000", big.0),
         "/runs/500000".to_owned(),

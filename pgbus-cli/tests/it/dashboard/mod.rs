@@ -1,8 +1,10 @@
-//! The dashboard over plain HTTP: its guards (`guards`), and its pages
-//! beside held locks, abandoned requests and large runs (`bounds`).
+//! The dashboard over plain HTTP: its guards (`guards`), its pages beside
+//! held locks, abandoned requests and large runs (`bounds`), and the workers
+//! page with what the pages say of runs nobody can run (`workers`).
 
 mod bounds;
 mod guards;
+mod workers;
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};

@@ -158,7 +158,7 @@ async fn cancelling_the_parent_cancels_the_children_still_running() {
             RunStatus::Finished
         ]
     );
-    assert!(env.run_to_completion().await.is_empty());
+    assert!(env.run_to_completion().await.unwrap().is_empty());
 }
 
 // ---- a fan_out parent's claim lost with its worker -------------------------------
@@ -251,7 +251,7 @@ async fn a_crash_after_the_batch_resolved_starts_a_second_batch_only_if_it_faile
         assert_eq!(env.crash_next(), Some(run));
         assert!(env.run_until_idle().await.is_empty(), "{lines:?}");
         sweep_and_resume(&env, run);
-        let records = env.run_to_completion().await;
+        let records = env.run_to_completion().await.unwrap();
         let parent: Vec<(&str, i32, Option<StepOutcome>)> = records
             .iter()
             .filter(|r| r.run_id == run)

@@ -93,7 +93,7 @@ async fn a_signal_step_waits_and_the_signal_lets_it_through() {
         },
     )
     .unwrap();
-    let records = env.run_to_completion().await;
+    let records = env.run_to_completion().await.unwrap();
     let steps: Vec<(&str, Option<StepOutcome>)> = records
         .iter()
         .map(|r| (r.step.as_str(), r.outcome))
@@ -170,7 +170,7 @@ async fn run_to_completion_reaches_a_timeout_but_leaves_an_open_wait_waiting() {
     let env = TestEnv::new().register(Checkout).register(Openended);
     let timed = env.start::<Checkout>(&3).unwrap().run_id;
     let open = env.start::<Openended>(&()).unwrap().run_id;
-    let records = env.run_to_completion().await;
+    let records = env.run_to_completion().await.unwrap();
     assert_eq!(records.len(), 4, "reserve, park, timeout; and one park");
     assert_eq!(env.run(timed).unwrap().run.status, RunStatus::Cancelled);
     assert_eq!(
@@ -181,7 +181,7 @@ async fn run_to_completion_reaches_a_timeout_but_leaves_an_open_wait_waiting() {
     let view = env.run(open).unwrap();
     assert_eq!(view.steps[0].status, StepStatus::Waiting);
     env.signal(open, "go", &()).unwrap();
-    env.run_to_completion().await;
+    env.run_to_completion().await.unwrap();
     assert_eq!(env.run(open).unwrap().run.status, RunStatus::Finished);
 }
 
