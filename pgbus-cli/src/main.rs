@@ -108,6 +108,12 @@ enum Command {
         /// payloads longer than a command line takes.
         #[arg(long)]
         payload_file: Option<std::path::PathBuf>,
+        /// Send it even if no step of the run's workflow waits for this
+        /// name: for a step a later version of the workflow will add.
+        /// Without it, such a name is refused with the names that are
+        /// waited for.
+        #[arg(long)]
+        unchecked: bool,
     },
     /// Runs the sweep once: repairs stalled attempts, resolves stuck batches,
     /// applies retention.

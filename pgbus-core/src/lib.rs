@@ -23,6 +23,6 @@ pub use duration::format_duration_ms;
 pub use duration::{DurationError, MAX_DURATION_MS, parse_duration_ms};
 pub use names::{MAX_SIGNAL_NAME_CHARS, check_signal_name, is_invisible};
 pub use vocab::{
-    EntryKind, ExceptionAction, FailureAction, OnTimeout, Report, UnknownWord, backticked,
+    EntryKind, ExceptionAction, FailureAction, OnTimeout, Report, UnknownWord, backticked, closest,
     did_you_mean,
 };

@@ -86,9 +86,19 @@ pub fn did_you_mean(found: &str, allowed: &[&'static str]) -> Option<&'static st
     if known.is_some() {
         return known;
     }
-    allowed
-        .iter()
-        .map(|candidate| (strsim::jaro_winkler(found, candidate), *candidate))
+    closest(found, allowed.iter().copied())
+}
+
+/// The candidate close enough to `found` to be a typo of it (Jaro-Winkler
+/// similarity of at least 0.8, the threshold darling uses), the closest one
+/// when several are (of equals, the last). For names known only at run time
+/// (signal names, workflow names); [`did_you_mean`] adds the synonyms of
+/// the DSL's own words.
+#[must_use]
+pub fn closest<'a>(found: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|candidate| (strsim::jaro_winkler(found, candidate), candidate))
         .filter(|(score, _)| *score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, candidate)| candidate)

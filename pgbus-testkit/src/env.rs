@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone as _, Utc};
 use futures_util::FutureExt as _;
 use pgbus_runtime::engine::{
-    Action, ErrorRecord, RunStatus, StallAction, StepOutcome, StepStatus, Verb,
+    ErrorRecord, RunStatus, StallAction, StepOutcome, StepStatus, Verb,
 };
 use pgbus_runtime::store::{Runner, SweepSettings};
 use pgbus_runtime::{
@@ -22,6 +22,9 @@ mod recorder;
 
 use pgbus_runtime::worker::capped_ms;
 use recorder::Recorder;
+
+// Signals and operator actions, as the client sends them.
+mod actions;
 
 struct Fault {
     workflow: String,
@@ -200,67 +203,6 @@ impl TestEnv {
     pub const fn undefined_step_grace(mut self, grace: Option<Duration>) -> Self {
         self.undefined_step_grace = grace;
         self
-    }
-
-    /// Sends a signal to a run, as `Client::signal`.
-    ///
-    /// # Errors
-    /// As `Client::signal`: [`Error::RunEnded`], [`Error::RunNotFound`],
-    /// [`Error::InvalidSignal`], [`Error::Json`].
-    pub fn signal<T: serde::Serialize + ?Sized>(
-        &self,
-        run_id: RunId,
-        name: &str,
-        payload: &T,
-    ) -> Result<pgbus_runtime::SignalId, Error> {
-        let payload = serde_json::to_value(payload)?;
-        self.limits.check_signal(name, &payload)?;
-        self.store().rows().signal(run_id, name, payload)
-    }
-
-    /// Pauses a run, as `Client::pause`.
-    ///
-    /// # Errors
-    /// As `Client::pause`: [`Error::IllegalMove`], [`Error::RunNotFound`],
-    /// [`Error::InvalidActor`], [`Error::InvalidReason`].
-    pub fn pause(&self, run_id: RunId, actor: &str, reason: &str) -> Result<RunStatus, Error> {
-        self.act(run_id, Action::Pause, actor, reason)
-    }
-
-    /// Resumes a paused run, as `Client::resume`.
-    ///
-    /// # Errors
-    /// As `Client::resume`.
-    pub fn resume(&self, run_id: RunId, actor: &str, reason: &str) -> Result<RunStatus, Error> {
-        self.act(run_id, Action::Resume, actor, reason)
-    }
-
-    /// Cancels a run, as `Client::cancel`; a body still running is told at once
-    /// through its context.
-    ///
-    /// # Errors
-    /// As `Client::cancel`.
-    pub fn cancel(&self, run_id: RunId, actor: &str, reason: &str) -> Result<RunStatus, Error> {
-        self.act(run_id, Action::Cancel, actor, reason)
-    }
-
-    /// Skips the step a paused run would run next, as `Client::skip`.
-    ///
-    /// # Errors
-    /// As `Client::skip`.
-    pub fn skip(&self, run_id: RunId, actor: &str, reason: &str) -> Result<RunStatus, Error> {
-        self.act(run_id, Action::Skip, actor, reason)
-    }
-
-    fn act(
-        &self,
-        run_id: RunId,
-        action: Action,
-        actor: &str,
-        reason: &str,
-    ) -> Result<RunStatus, Error> {
-        let reason = pgbus_runtime::client::checked_reason(actor, reason)?;
-        self.store().rows().act(run_id, action, actor, &reason)
     }
 
     /// Claims the next due step for a worker that dies at once (as if killed with

@@ -23,6 +23,7 @@ pub(super) async fn signal(
     run: i64,
     name: &str,
     payload: Option<String>,
+    unchecked: bool,
 ) -> Result<(), BoxError> {
     let payload: serde_json::Value = match payload {
         Some(text) => {
@@ -30,7 +31,12 @@ pub(super) async fn signal(
         }
         None => serde_json::Value::Null,
     };
-    let id = db.client().signal(RunId(run), name, &payload).await?;
+    let client = db.client();
+    let id = if unchecked {
+        client.signal_unchecked(RunId(run), name, &payload).await?
+    } else {
+        client.signal(RunId(run), name, &payload).await?
+    };
     out.line(&format!("signal {} `{name}` sent to run {run}", id.0))?;
     Ok(())
 }

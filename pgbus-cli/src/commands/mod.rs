@@ -173,12 +173,13 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             name,
             payload,
             payload_file,
+            unchecked,
         } => {
             let payload = match (payload, payload_file) {
                 (_, Some(path)) => Some(read_payload(&path)?),
                 (payload, None) => payload,
             };
-            signal(&db, out, run, &name, payload).await?;
+            signal(&db, out, run, &name, payload, unchecked).await?;
         }
         Command::Sweep {
             stall_action,

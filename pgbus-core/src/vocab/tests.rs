@@ -83,3 +83,14 @@ fn backticked_joins_like_prose() {
     assert_eq!(backticked(&["a", "b"]), "`a` or `b`");
     assert_eq!(backticked(&["a", "b", "c"]), "`a`, `b` or `c`");
 }
+
+#[test]
+fn closest_takes_names_known_at_run_time() {
+    let names = ["payment.settled".to_owned(), "order.shipped".to_owned()];
+    assert_eq!(
+        closest("payment.setled", names.iter().map(String::as_str)),
+        Some("payment.settled")
+    );
+    assert_eq!(closest("refund", names.iter().map(String::as_str)), None);
+    assert_eq!(closest("anything", std::iter::empty()), None);
+}

@@ -4,7 +4,7 @@ use tracing::instrument;
 
 use super::Client;
 use crate::context::{RunId, SignalId};
-use crate::engine::{Action, RunStatus};
+use crate::engine::{Action, RunStatus, SignalCheck};
 use crate::error::Error;
 
 impl Client {
@@ -95,11 +95,21 @@ impl Client {
     /// it is kept until one does; each signal is consumed by one attempt. A
     /// paused run keeps it, and goes on with it once resumed.
     ///
+    /// The name must be one some step of the run's workflow waits for
+    /// (`wait_for`): in the definition the run started with, in any
+    /// definition of the workflow a worker registered (running now or not),
+    /// or as a step of the run parked now. Otherwise the signal, which no
+    /// step would ever take, is refused with the names that are waited for
+    /// and the closest of them. A signal for a step a later version will add
+    /// goes through [`Client::signal_unchecked`].
+    ///
     /// # Errors
-    /// [`Error::RunEnded`] for a finished or cancelled run and
-    /// [`Error::RunNotFound`] for a missing one (nothing is stored);
-    /// [`Error::InvalidSignal`] for a bad name or a payload with a NUL character;
-    /// [`Error::Json`] when the payload does not serialize; database errors.
+    /// [`Error::InvalidSignal`] for a bad name or payload (a NUL character,
+    /// over the size or depth limits); [`Error::RunNotFound`] for a missing
+    /// run and [`Error::RunEnded`] for a finished or cancelled one;
+    /// [`Error::UnknownSignal`] for a name no step waits for; [`Error::Json`]
+    /// when the payload does not serialize; database errors. Nothing is
+    /// stored on an error.
     #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.run_id = %run_id, pgbus.signal = name), err(level = "debug"))]
     pub async fn signal<T: serde::Serialize + ?Sized>(
         &self,
@@ -107,8 +117,37 @@ impl Client {
         name: &str,
         payload: &T,
     ) -> Result<SignalId, Error> {
+        self.send(run_id, name, payload, SignalCheck::Waited).await
+    }
+
+    /// [`Client::signal`] without the check of the name against the
+    /// workflow's definitions: for a signal meant for a step that a later
+    /// version of the workflow adds, sent before that version is deployed
+    /// (it is kept until a step of that name waits for it). A mistyped name
+    /// sent this way is stored and waits for ever, as any unconsumed signal.
+    ///
+    /// # Errors
+    /// As [`Client::signal`], without [`Error::UnknownSignal`].
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.run_id = %run_id, pgbus.signal = name), err(level = "debug"))]
+    pub async fn signal_unchecked<T: serde::Serialize + ?Sized>(
+        &self,
+        run_id: RunId,
+        name: &str,
+        payload: &T,
+    ) -> Result<SignalId, Error> {
+        self.send(run_id, name, payload, SignalCheck::Unchecked)
+            .await
+    }
+
+    async fn send<T: serde::Serialize + ?Sized>(
+        &self,
+        run_id: RunId,
+        name: &str,
+        payload: &T,
+        check: SignalCheck,
+    ) -> Result<SignalId, Error> {
         let payload = serde_json::to_value(payload)?;
         self.store.limits.check_signal(name, &payload)?;
-        self.store.signal(run_id, name, &payload).await
+        self.store.signal(run_id, name, &payload, check).await
     }
 }

@@ -15,6 +15,7 @@ mod park;
 mod plan;
 mod resolve;
 mod result;
+mod signal;
 mod stall;
 mod status;
 mod step_plan;
@@ -28,6 +29,7 @@ pub use park::{BatchState, Park, ParkPlan, ParkWait, StoredSignal, plan_park, wa
 pub use plan::{AttemptState, EventSpec, NewStep, Plan, RunState};
 pub use resolve::{Resolution, resolve_error};
 pub use result::{AttemptResult, ErrorRecord, Gate};
+pub use signal::{LISTED_SIGNAL_NAMES, SignalCheck, check_signal_target, describe_unknown_signal};
 pub use stall::{StallAction, stalled_result, undefined_result};
 pub use status::{BatchStatus, RunStatus, StepOutcome, StepStatus, UnknownStatus};
 pub use step_plan::{PlannedStep, first_attempt, live_step_names, step_plan};

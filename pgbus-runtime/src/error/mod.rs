@@ -233,6 +233,29 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A signal ([`Client::signal`](crate::Client::signal), `TestEnv::signal`,
+    /// `pgbus signal`) whose name no step of the run's workflow waits for, in
+    /// any definition of it the store knows: the run's own (recorded at
+    /// start), any registered by a worker, and the steps of the run parked
+    /// now (see [`engine::check_signal_target`](crate::engine::check_signal_target)).
+    /// Nothing was stored. A signal meant for a later version of the workflow
+    /// goes through [`Client::signal_unchecked`](crate::Client::signal_unchecked)
+    /// (`pgbus signal --unchecked`).
+    #[error("{}", crate::engine::describe_unknown_signal(*.run_id, .workflow, .name, .waited_for, .suggestion.as_deref()))]
+    UnknownSignal {
+        /// The run.
+        run_id: crate::RunId,
+        /// Its workflow.
+        workflow: String,
+        /// The name sent.
+        name: String,
+        /// The names the workflow's steps wait for, sorted; empty when none
+        /// waits for a signal.
+        waited_for: Vec<String>,
+        /// The waited-for name closest to `name`, when one is close enough
+        /// to be a typo of it.
+        suggestion: Option<String>,
+    },
     /// An operator action's actor that is empty, over 255 characters, holds
     /// control or invisible formatting characters, or starts or ends with
     /// whitespace.

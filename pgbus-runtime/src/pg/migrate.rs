@@ -85,6 +85,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0011_definition_registry.sql",
         sql: include_str!("../../migrations/0011_definition_registry.sql"),
     },
+    Migration {
+        version: 12,
+        name: "0012_sql_start.sql",
+        sql: include_str!("../../migrations/0012_sql_start.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

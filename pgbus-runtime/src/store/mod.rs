@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
-use crate::engine::{Action, AttemptResult, Plan, RunStatus};
+use crate::engine::{Action, AttemptResult, Plan, RunStatus, SignalCheck};
 use crate::error::Error;
 use crate::view::{RunFilter, RunRead, RunSummary, RunView};
 
@@ -133,10 +133,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Records a worker in the registry, before its first claim: its row
     /// (id, name, host, pid, queues, concurrency, a heartbeat now) and the
-    /// definitions it runs, each stored once per digest. Idempotent: a second
+    /// definitions it runs, each stored once per digest, and once per options
+    /// digest with the step plan a start of that build records (what the SQL
+    /// entry point `start_run` starts with). Idempotent: a second
     /// registration of the same id replaces the first's row and links (what
     /// a worker does when the sweep removed its row). Postgres keeps it in
-    /// `workers`, `definitions` and `worker_definitions`; the memory store in
+    /// `workers`, `definitions`, `definition_starts` and
+    /// `worker_definitions`; the memory store in
     /// a map, a worker it was told died (the testkit's
     /// `MemoryStore::worker_died`) not counting as live once the lost-worker
     /// threshold passed.
@@ -186,13 +189,20 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<u64, Error>> + Send;
 
     /// Sends signal `name` with `payload` to `run_id`, waking a step waiting
-    /// for it. Errors: [`Error::RunNotFound`], [`Error::RunEnded`],
-    /// [`Error::InvalidSignal`].
+    /// for it. With [`SignalCheck::Waited`], under the run's lock, the store
+    /// reads the names the run's workflow waits for (its own step plan,
+    /// every definition of it registered, live worker or not, and its parked
+    /// steps; nothing when the run has no step plan and no definition is
+    /// registered) and lets [`check_signal_target`](crate::engine::check_signal_target)
+    /// decide; [`SignalCheck::Unchecked`] stores any name. Checked in this
+    /// order, nothing stored on a refusal: [`Error::InvalidSignal`],
+    /// [`Error::RunNotFound`], [`Error::RunEnded`], [`Error::UnknownSignal`].
     fn signal(
         &self,
         run_id: RunId,
         name: &str,
         payload: &Value,
+        check: SignalCheck,
     ) -> impl Future<Output = Result<SignalId, Error>> + Send;
 
     /// An operator's pause, resume, cancel or skip of `run_id`, recorded with

@@ -330,13 +330,17 @@ async fn input_and_payload_sizes_are_settings() {
         .await
         .expect("a small input")
         .run_id;
-    match small.signal(run, "s", &"y".repeat(40)).await {
+    // (No step waits for `s`: unchecked, so only the sizes are judged.)
+    match small.signal_unchecked(run, "s", &"y".repeat(40)).await {
         Err(Error::InvalidSignal { reason }) => {
             assert_eq!(reason, "a signal payload is at most 32 bytes of JSON");
         }
         other => panic!("{other:?}"),
     }
-    small.signal(run, "s", "ok").await.expect("a small payload");
+    small
+        .signal_unchecked(run, "s", "ok")
+        .await
+        .expect("a small payload");
 
     let big_input = serde_json::json!("x".repeat(pgbus_runtime::context::MAX_INPUT_BYTES));
     assert!(matches!(
@@ -405,7 +409,7 @@ async fn a_bounded_read_keeps_what_the_cut_of_the_whole_run_keeps() {
     .await;
     for n in 0..40_i32 {
         client
-            .signal(
+            .signal_unchecked(
                 run,
                 "poke",
                 &"p".repeat(usize::try_from(n).unwrap_or(0) * 20),

@@ -20,6 +20,7 @@ mod policy_pg;
 mod registry_pg;
 mod robust_pg;
 mod signal_pg;
+mod sql_start_pg;
 mod start_in_pg;
 mod sweep_pg;
 mod tls_cluster;

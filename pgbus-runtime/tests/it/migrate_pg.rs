@@ -30,6 +30,7 @@ async fn a_fresh_schema_gets_every_table_and_a_bookkeeping_row() {
         tables,
         [
             "batches",
+            "definition_starts",
             "definitions",
             "events",
             "pgbus_migrations",

@@ -1,9 +1,12 @@
 //! Sending signals: stored with a `signal_received` event for a run that has not
 //! ended, refused with nothing stored otherwise, and waking exactly the steps
-//! that wait for the name. How the `wait_for` gate consumes them (and the races
-//! between a signal and a wait) is in `gate_pg.rs`.
+//! that wait for the name; a name no step waits for is refused unless sent
+//! unchecked (the check's scenarios are the testkit's contract suite). How the
+//! `wait_for` gate consumes them (and the races between a signal and a wait)
+//! is in `gate_pg.rs`.
 
 use pgbus_runtime::prelude::*;
+use pgbus_runtime::store::{Registration, Store as _};
 use pgbus_runtime::{Error, RunStatus, SignalId, StepStatus};
 
 use crate::pg::TestDb;
@@ -33,8 +36,9 @@ async fn a_signal_is_stored_with_its_event_and_wakes_only_its_waiters() {
     )
     .await;
 
+    // No step of `signal.two` waits for `shipped`: only unchecked.
     let other = client
-        .signal(run, "shipped", &serde_json::json!({"n": 1}))
+        .signal_unchecked(run, "shipped", &serde_json::json!({"n": 1}))
         .await
         .expect("signal");
     let waiting = "SELECT count(*) FROM {schema}.steps WHERE run_id = $1 AND status = 'waiting'";
@@ -156,8 +160,72 @@ async fn a_signal_for_an_ended_or_missing_run_is_refused_and_stores_nothing() {
         .await,
         0
     );
-    // A paused run takes signals: it goes on with them once resumed.
-    client.signal(paused, "paid", &1).await.expect("signal");
+    // A paused run takes signals: it goes on with them once resumed. (No
+    // step of `signal.two` waits for `paid`: checked, it is refused.)
+    assert!(matches!(
+        client.signal(paused, "paid", &1).await,
+        Err(Error::UnknownSignal { .. })
+    ));
+    client
+        .signal_unchecked(paused, "paid", &1)
+        .await
+        .expect("signal");
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.signals", &[]).await,
+        1
+    );
+}
+
+/// The client's check reads the registry: a name only a newer version's
+/// registered definition waits for passes; a typo is refused with the
+/// likely name, and stores nothing.
+#[tokio::test]
+async fn client_signals_are_checked_against_every_registered_definition() {
+    struct Waits;
+
+    #[workflow(name = "signal.two")]
+    impl Waits {
+        #[step]
+        async fn first(&self, _cx: &mut StepCx<()>) {}
+
+        #[step(wait_for = "approved")]
+        async fn second(&self, _cx: &mut StepCx<()>) {}
+    }
+
+    let t = TestDb::new().await;
+    let client = t.client();
+    let run = client.start::<Two>(&()).await.expect("start").run_id;
+    let refused = client.signal(run, "aproved", &1).await;
+    assert!(
+        matches!(&refused, Err(Error::UnknownSignal { waited_for, .. }) if waited_for.is_empty()),
+        "{refused:?}"
+    );
+    // A worker of the version with the wait registers, and is gone: its
+    // definition stays registered.
+    let queues = vec!["default".to_owned()];
+    let store = t.db.store();
+    store
+        .register_worker(&Registration {
+            worker_id: "v2",
+            name: "v2",
+            host: "test",
+            pid: 0,
+            queues: &queues,
+            concurrency: 1,
+            definitions: &[Waits::DEFINITION],
+        })
+        .await
+        .expect("a registration");
+    t.execute("DELETE FROM {schema}.workers", &[]).await;
+    let refused = client.signal(run, "aproved", &1).await;
+    let Err(error @ Error::UnknownSignal { .. }) = refused else {
+        panic!("refused, not {refused:?}");
+    };
+    assert!(
+        error.to_string().contains("did you mean `approved`?"),
+        "{error}"
+    );
+    client.signal(run, "approved", &1).await.expect("signal");
     assert_eq!(
         t.count("SELECT count(*) FROM {schema}.signals", &[]).await,
         1

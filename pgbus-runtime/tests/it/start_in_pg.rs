@@ -13,11 +13,11 @@ use tokio_postgres::{AsyncMessage, IsolationLevel};
 use crate::pg::{TestDb, database_url, eventually};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Order {
-    id: i64,
+pub(crate) struct Order {
+    pub(crate) id: i64,
 }
 
-struct Ship;
+pub(crate) struct Ship;
 
 #[workflow(name = "start_in.ship", input = Order)]
 impl Ship {
@@ -35,7 +35,7 @@ fn own_config() -> tokio_postgres::Config {
 }
 
 /// A connection of its own, not from any pool, as an application has.
-async fn own_connection() -> tokio_postgres::Client {
+pub(crate) async fn own_connection() -> tokio_postgres::Client {
     pgbus_testkit::connect_raw(&own_config())
         .await
         .expect("connect")
@@ -66,7 +66,7 @@ async fn listener(t: &TestDb) -> (tokio_postgres::Client, mpsc::UnboundedReceive
 
 /// A worker whose poll interval is a minute, running until the guard drops:
 /// a run it finishes within seconds was woken by a notification.
-struct Running {
+pub(crate) struct Running {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -78,7 +78,7 @@ impl Drop for Running {
     }
 }
 
-async fn run_worker(t: &TestDb) -> Running {
+pub(crate) async fn run_worker(t: &TestDb) -> Running {
     let worker: Worker =
         t.db.worker()
             .register(Ship)
@@ -97,7 +97,7 @@ async fn run_worker(t: &TestDb) -> Running {
     Running { stop: Some(stop) }
 }
 
-async fn rows(t: &TestDb) -> (i64, i64, i64) {
+pub(crate) async fn rows(t: &TestDb) -> (i64, i64, i64) {
     (
         t.count("SELECT count(*) FROM {schema}.runs", &[]).await,
         t.count("SELECT count(*) FROM {schema}.steps", &[]).await,

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
 use pgbus_runtime::client::{check_key, checked_reason};
-use pgbus_runtime::engine::{Action, AttemptResult, RunStatus};
+use pgbus_runtime::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
 use pgbus_runtime::{
     Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, SignalId, WorkflowDefinition,
@@ -162,10 +162,16 @@ impl Store for MemoryStore {
         Ok(self.rows().delete_expired_runs(retention_ms, limit))
     }
 
-    async fn signal(&self, run_id: RunId, name: &str, payload: &Value) -> Result<SignalId, Error> {
+    async fn signal(
+        &self,
+        run_id: RunId,
+        name: &str,
+        payload: &Value,
+        check: SignalCheck,
+    ) -> Result<SignalId, Error> {
         let mut rows = self.rows();
         rows.limits.check_signal(name, payload)?;
-        rows.signal(run_id, name, payload.clone())
+        rows.signal(run_id, name, payload.clone(), check)
     }
 
     async fn act(

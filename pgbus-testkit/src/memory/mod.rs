@@ -109,6 +109,9 @@ pub(crate) struct Rows {
     /// worker is live unless it died longer than the lost-worker threshold
     /// ago (see `crashed`).
     workers: BTreeMap<String, Vec<&'static WorkflowDefinition>>,
+    /// Every definition a worker registered, by options digest, kept when
+    /// its workers are gone (`definitions` and `definition_starts`).
+    definitions: BTreeMap<&'static str, &'static WorkflowDefinition>,
     next_signal: i64,
     batches: BTreeMap<i64, BatchRow>,
     next_batch: i64,
@@ -130,6 +133,7 @@ impl Rows {
             tokens: BTreeMap::new(),
             crashed: BTreeMap::new(),
             workers: BTreeMap::new(),
+            definitions: BTreeMap::new(),
             next_signal: 1,
             batches: BTreeMap::new(),
             next_batch: 1,

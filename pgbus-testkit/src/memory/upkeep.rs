@@ -133,13 +133,19 @@ impl Rows {
         deleted
     }
 
-    /// As `register_worker.sql`: records (or replaces) `worker`'s definitions.
+    /// As `register_worker.sql`: records (or replaces) `worker`'s definitions,
+    /// and keeps each definition for good.
     pub(crate) fn register_worker(
         &mut self,
         worker: &str,
         definitions: &[&'static WorkflowDefinition],
     ) {
         self.workers.insert(worker.to_owned(), definitions.to_vec());
+        for definition in definitions {
+            self.definitions
+                .entry(definition.options_digest)
+                .or_insert(definition);
+        }
     }
 
     /// What no live worker (registered, and not dead for longer than

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use pgbus_runtime::engine::{AttemptResult, RunStatus, StepStatus, Verb};
+use pgbus_runtime::engine::{AttemptResult, RunStatus, SignalCheck, StepStatus, Verb};
 use pgbus_runtime::prelude::*;
 use pgbus_runtime::store::{Claim, Ended, Handoff, Runner, Store};
 use pgbus_runtime::{Clock, ManualClock, RunRead};
@@ -352,7 +352,9 @@ async fn the_verbs_check_their_input<C: Clocked>(clocked: C) {
         matches!(missing, Err(pgbus_runtime::Error::RunNotFound { .. })),
         "{missing:?}"
     );
-    let bad = store.signal(run, "", &serde_json::json!(null)).await;
+    let bad = store
+        .signal(run, "", &serde_json::json!(null), SignalCheck::Waited)
+        .await;
     assert!(
         matches!(bad, Err(pgbus_runtime::Error::InvalidSignal { .. })),
         "{bad:?}"
@@ -391,3 +393,5 @@ both_stores!(
 // The registry's scenarios (issue 19), under the same macro.
 mod registry;
 mod unrunnable;
+// Signals checked against the definitions (issue 19).
+mod signals;

@@ -523,3 +523,46 @@ async fn a_step_the_registered_definition_lacks_waits_then_pauses_after_the_grac
         Some("pgbus_runtime::error::StepNotDefined")
     );
 }
+
+struct Approve;
+
+#[workflow(name = "env.approve", input = u32)]
+impl Approve {
+    #[step(wait_for = "manager.approved")]
+    async fn approve(&self, cx: &mut StepCx<u32>) -> StepResult {
+        cx.output(&cx.signal().map(|s| s.payload.clone()))?;
+        Ok(Flow::Complete)
+    }
+}
+
+/// A mistyped signal, which would wait for ever, is refused as
+/// `Client::signal` refuses it: with the likely name, nothing stored; the
+/// run goes on with the right one; an unchecked one is stored.
+#[tokio::test]
+async fn a_mistyped_signal_is_refused_with_a_did_you_mean() {
+    let env = TestEnv::new().register(Approve);
+    let run = env.start::<Approve>(&1).expect("a start").run_id;
+    env.run_until_idle().await;
+    let error = env
+        .signal(run, "manager.aproved", &true)
+        .expect_err("no step waits for it");
+    assert!(
+        matches!(&error, Error::UnknownSignal { suggestion: Some(s), .. } if s == "manager.approved"),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "no step of workflow `env.approve` waits for signal `manager.aproved`; did you mean \
+         `manager.approved`? (its steps wait for `manager.approved`); nothing was sent to run \
+         1. For a step a later version of the workflow will add, send it unchecked \
+         (`Client::signal_unchecked`, `pgbus signal --unchecked`)"
+    );
+    assert!(env.run(run).expect("run").signals.is_empty());
+    env.signal_unchecked(run, "manager.escalated", &true)
+        .expect("stored unchecked");
+    env.signal(run, "manager.approved", &true).expect("sent");
+    env.run_to_completion().await.expect("completes");
+    let view = env.run(run).expect("run");
+    assert_eq!(view.run.status, RunStatus::Finished);
+    assert_eq!(view.signals.len(), 2);
+}

@@ -232,6 +232,38 @@ async fn payloads_come_from_files_or_stdin_and_reasons_must_say_something() {
     assert!(err.contains("1 to 10,000 characters"), "{err}");
 }
 
+/// A signal no step of the run's workflow waits for is refused, in one line
+/// naming the likely name, the names waited for and `--unchecked`, and
+/// nothing is stored; `--unchecked` sends it.
+#[tokio::test]
+async fn a_signal_no_step_waits_for_is_refused_unless_unchecked() {
+    let t = TestSchema::new().await;
+    let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
+    let id = run.0.to_string();
+
+    let err = t.fails(&["signal", &id, "Go"], 1);
+    assert!(
+        err.contains("no step of workflow `cli.ops` waits for signal `Go`; did you mean `go`?"),
+        "{err}"
+    );
+    assert!(err.contains("(its steps wait for `go`)"), "{err}");
+    assert!(err.contains("`pgbus signal --unchecked`"), "{err}");
+    assert!(
+        t.db.client()
+            .run(run)
+            .await
+            .expect("run")
+            .signals
+            .is_empty()
+    );
+
+    let sent = t.ok(&["signal", &id, "later.version", "--unchecked"]);
+    assert!(sent.contains("`later.version` sent to run"), "{sent}");
+    let view = t.db.client().run(run).await.expect("run");
+    assert_eq!(view.signals.len(), 1);
+    assert_eq!(view.signals[0].name, "later.version");
+}
+
 /// A table another session holds locked (`LOCK TABLE`, as a long migration or
 /// an operator in `psql` would) ends each command after its lock timeout with
 /// one line naming the flag, exit 1, rather than a hang; and the command

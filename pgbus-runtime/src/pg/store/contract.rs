@@ -7,7 +7,7 @@ use super::PgStore;
 use crate::client::{Client, checked_reason};
 use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
-use crate::engine::{Action, AttemptResult, RunStatus};
+use crate::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use crate::error::Error;
 use crate::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
 use crate::view::{RunFilter, RunRead, RunSummary, RunView};
@@ -113,9 +113,15 @@ impl Store for PgStore {
         Self::delete_expired_runs(self, retention_ms, limit).await
     }
 
-    async fn signal(&self, run_id: RunId, name: &str, payload: &Value) -> Result<SignalId, Error> {
+    async fn signal(
+        &self,
+        run_id: RunId,
+        name: &str,
+        payload: &Value,
+        check: SignalCheck,
+    ) -> Result<SignalId, Error> {
         self.limits.check_signal(name, payload)?;
-        Self::signal(self, run_id, name, payload).await
+        Self::signal(self, run_id, name, payload, check).await
     }
 
     async fn act(

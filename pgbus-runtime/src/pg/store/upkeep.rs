@@ -128,13 +128,15 @@ impl PgStore {
             .definitions
             .iter()
             .map(|definition| {
-                serde_json::json!({
+                Ok(serde_json::json!({
                     "workflow": definition.name,
                     "digest": definition.digest,
                     "step_plan": registered_plan(definition),
-                })
+                    "options_digest": definition.options_digest,
+                    "start_plan": serde_json::to_value(crate::engine::step_plan(definition))?,
+                }))
             })
-            .collect();
+            .collect::<Result<_, Error>>()?;
         let definitions = serde_json::Value::Array(definitions);
         let concurrency = i32::try_from(registration.concurrency).unwrap_or(i32::MAX);
         let mut client = self.pool.get().await?;

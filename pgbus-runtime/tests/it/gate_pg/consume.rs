@@ -178,9 +178,10 @@ async fn a_predicate_leaves_the_signals_it_turns_down_and_takes_the_first_match(
     assert_eq!(steps(&view), ["wait#1 waiting/-"]);
     assert_eq!(view.steps[0].waiting_since, Some(t0()));
     assert_eq!(named(&view, "step_waiting").len(), 2);
-    // A matching payload under another name wakes nothing.
+    // A matching payload under another name (unchecked: no step waits for
+    // it) wakes nothing.
     client
-        .signal(run, "shipped", &json!({"for": 7}))
+        .signal_unchecked(run, "shipped", &json!({"for": 7}))
         .await
         .expect("signal");
     assert_eq!(worker.run_until_idle().await.expect("run"), 0);

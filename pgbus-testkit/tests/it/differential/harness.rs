@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use pgbus_runtime::engine::SignalCheck;
 use pgbus_runtime::store::{
     Attempted, Claim, Claimer, Ended, Observe, Registration, Runner, Store, SweepSettings, sweep,
 };
@@ -300,15 +301,36 @@ impl<R: Rig> Harness<R> {
         result.map_err(|e| e.to_string())
     }
 
-    /// Sends a signal; the error as text.
+    /// Sends a signal, checked against the definitions as `Client::signal`
+    /// does; the error as text.
     pub(super) async fn signal<T: serde::Serialize + ?Sized>(
         &self,
         run: RunId,
         name: &str,
         payload: &T,
     ) -> Result<SignalId, String> {
+        self.send(run, name, payload, SignalCheck::Waited).await
+    }
+
+    /// Sends a signal whatever the definitions wait for; the error as text.
+    pub(super) async fn signal_unchecked<T: serde::Serialize + ?Sized>(
+        &self,
+        run: RunId,
+        name: &str,
+        payload: &T,
+    ) -> Result<SignalId, String> {
+        self.send(run, name, payload, SignalCheck::Unchecked).await
+    }
+
+    async fn send<T: serde::Serialize + ?Sized>(
+        &self,
+        run: RunId,
+        name: &str,
+        payload: &T,
+        check: SignalCheck,
+    ) -> Result<SignalId, String> {
         let payload = serde_json::to_value(payload).expect("a payload");
-        let result = self.store().signal(run, name, &payload).await;
+        let result = self.store().signal(run, name, &payload, check).await;
         result.map_err(|e| e.to_string())
     }
 

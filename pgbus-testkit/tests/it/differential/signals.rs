@@ -7,8 +7,18 @@ async fn stored_or_refused<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
     let open = h.start::<Verbs>(&script("pause")).await;
     let done = h.start::<Verbs>(&script("finish")).await;
     h.run_until_idle().await;
-    let sent = h
+    // No step of `Verbs` waits for it: refused checked, stored unchecked.
+    let unknown = h
         .signal(open, "payment.settled", &serde_json::json!({"amount": 12}))
+        .await;
+    assert!(
+        unknown
+            .as_ref()
+            .is_err_and(|e| e.contains("waits for signal `payment.settled`")),
+        "{unknown:?}"
+    );
+    let sent = h
+        .signal_unchecked(open, "payment.settled", &serde_json::json!({"amount": 12}))
         .await;
     assert_eq!(
         sent,
@@ -164,7 +174,7 @@ async fn before_and_after_the_wait<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
     h.signal(woken, "approval", &serde_json::json!({"n": 2}))
         .await
         .expect("sent");
-    h.signal(picky, "other.name", &serde_json::json!({"ok": true}))
+    h.signal_unchecked(picky, "other.name", &serde_json::json!({"ok": true}))
         .await
         .expect("sent");
     h.run_until_idle().await;
