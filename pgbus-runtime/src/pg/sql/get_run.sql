@@ -1,7 +1,7 @@
 -- One run, with how many attempts, events, pauses, signals and batches it has
 -- in all.
 -- $1 run id, $2 the most bytes of input text to read (NULL: any)
-SELECT id, workflow, definition_digest, options_digest, status, current_step,
+SELECT id, workflow, definition_digest, options_digest, step_plan, status, current_step,
        CASE WHEN $2::bigint IS NULL OR octet_length(input::text) <= $2 THEN input END AS input,
        CASE WHEN $2::bigint IS NOT NULL THEN octet_length(input::text)::bigint END AS input_bytes,
        idempotency_key, error_class, error_message, created_at, updated_at, paused_at,
