@@ -12,7 +12,7 @@ use crate::output::Output;
 
 /// How many characters of a definition digest a listing shows: enough to tell
 /// the versions of one workflow apart.
-const SHORT_DIGEST: usize = 12;
+pub(super) const SHORT_DIGEST: usize = 12;
 
 pub(super) async fn workers(
     db: &Database,
