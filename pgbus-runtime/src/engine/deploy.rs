@@ -197,7 +197,7 @@ impl std::fmt::Display for Stop {
         match self {
             Self::NotDefined { step } => write!(
                 f,
-                "pauses with StepNotDefined at `{step}`: the new version has no such step (add `removed_step!({step})` to skip it)"
+                "pauses with StepNotDefined at `{step}`: the new version has no such step (a renamed method keeps it with `#[step(name = \"{step}\")]`; `removed_step!({step})` skips it)"
             ),
             Self::QueueNotServed { step, queue } => write!(
                 f,

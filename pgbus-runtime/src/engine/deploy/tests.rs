@@ -378,7 +378,7 @@ fn a_run_stops_at_the_first_step_that_stops_it() {
     assert_eq!(verdict.missed, names(&["review"]));
     assert_eq!(
         verdict.to_string(),
-        "pauses with StepNotDefined at `notify`: the new version has no such step (add `removed_step!(notify)` to skip it); never runs `review`; skips `charge`"
+        "pauses with StepNotDefined at `notify`: the new version has no such step (a renamed method keeps it with `#[step(name = \"notify\")]`; `removed_step!(notify)` skips it); never runs `review`; skips `charge`"
     );
 }
 
