@@ -4,6 +4,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use pgbus_runtime::prelude::*;
 
+/// What the example's worker runs ([`Fulfil`] and [`NotifyVendor`], on the
+/// queues their steps use), as the definitions document `pgbus deploy-check`
+/// reads: what `order-fulfilment --print-definitions` writes, without a
+/// database. The binary's worker registers the same workflows, so this equals
+/// its `Worker::definitions()`.
+#[must_use]
+pub fn definitions() -> pgbus_runtime::deploy::Definitions {
+    pgbus_runtime::deploy::Definitions::of([Fulfil::DEFINITION, NotifyVendor::DEFINITION])
+}
+
 /// One order to fulfil.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Order {

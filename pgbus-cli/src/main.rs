@@ -2,7 +2,8 @@
 //! writing SQL. Reads `DATABASE_URL` (and `PGBUS_SCHEMA`, default `pgbus`).
 //!
 //! Errors are one plain line on standard error and exit code 1; a bad command
-//! line exits with 2. Listings go through a pager (`$PAGER`, else `less -FRX`)
+//! line exits with 2; `deploy-check` exits with 3 when some run in flight
+//! would pause or wait. Listings go through a pager (`$PAGER`, else `less -FRX`)
 //! and carry colours only when standard output is a terminal (and `NO_COLOR`
 //! is unset).
 
@@ -183,6 +184,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Before a deploy: what a worker's definitions (the JSON document its
+    /// `--print-definitions` hook writes, `Worker::definitions`) would do to
+    /// the runs in flight, once its workers replace every live worker of its
+    /// workflows. Per workflow and digest, how many runs advance, skip a
+    /// gravestone, miss a step the new version added, pause with
+    /// `StepNotDefined`, or wait on a row nothing will take. Exits 3 when some
+    /// run would pause or wait (1: an error, a bad FILE included).
+    DeployCheck {
+        /// The definitions document (`-`: standard input).
+        file: std::path::PathBuf,
+        /// How old a heartbeat may be for its worker to count as live: the
+        /// workers' lost-worker threshold (default 30s).
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        lost_worker_threshold: Duration,
+        /// JSON (`{"workflows": [...], "counts": {...}, ...}`) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Runs started, finished, paused and cancelled per time bucket.
     Stats {
         /// The window: `1h` (5-minute buckets), `24h` (1 hour), `7d` (6 hours)
@@ -360,7 +379,7 @@ fn main() -> ExitCode {
         Err(error) => return fail(&error),
     };
     match runtime.block_on(commands::run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => fail(error.as_ref()),
     }
 }

@@ -10,6 +10,7 @@ pub mod connection;
 pub mod context;
 pub mod database;
 pub mod definition;
+pub mod deploy;
 pub mod engine;
 pub mod error;
 pub mod executor;

@@ -28,6 +28,11 @@ pub struct RunView {
     pub definition_digest: String,
     /// The options digest the run started with.
     pub options_digest: String,
+    /// The live steps of the definition the run started with, in order,
+    /// and where each goes: the list it advances along, whichever version
+    /// drives it (`None` for a run from before it was recorded). What a
+    /// pre-deploy check judges it by.
+    pub step_plan: Option<Vec<crate::engine::PlannedStep>>,
     /// The run's input.
     pub input: Value,
     /// The idempotency key it was started with.

@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone as _, Utc};
 use futures_util::FutureExt as _;
-use pgbus_runtime::engine::{
-    ErrorRecord, RunStatus, StallAction, StepOutcome, StepStatus, Verb,
-};
+use pgbus_runtime::engine::{ErrorRecord, RunStatus, StallAction, StepOutcome, StepStatus, Verb};
 use pgbus_runtime::store::{Runner, SweepSettings};
 use pgbus_runtime::{
     Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, Started, StepError, SweepReport,

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod deploy;
 mod env;
 mod harness;
 mod memory;

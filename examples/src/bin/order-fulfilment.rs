@@ -10,6 +10,11 @@
 //! `PGBUS_TRANSACTION_POOLER=true`, and `PGBUS_LISTEN_URL` to a direct URL for
 //! the worker's `LISTEN` (without one it polls). Set `RUST_LOG=debug` for the
 //! worker's logs.
+//!
+//! `order-fulfilment --print-definitions` prints what its worker runs, as the
+//! JSON document `pgbus deploy-check` reads, and exits without connecting:
+//! `order-fulfilment --print-definitions > defs.json && pgbus deploy-check
+//! defs.json` before deploying a new version of it.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -23,6 +28,15 @@ const ORDERS: i64 = 5;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Before a deploy: what this binary's worker runs, for `pgbus
+    // deploy-check`. No database needed.
+    if std::env::args()
+        .skip(1)
+        .any(|arg| arg == "--print-definitions")
+    {
+        print!("{}", pgbus_examples::definitions().to_json());
+        return ExitCode::SUCCESS;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

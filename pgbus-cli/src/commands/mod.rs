@@ -7,6 +7,7 @@ use crate::output::Output;
 use crate::{Cli, Command};
 
 mod act;
+mod deploy;
 mod runs;
 mod show;
 mod stats;
@@ -15,6 +16,7 @@ mod text;
 mod workers;
 
 use act::{Verb, act, read_payload, signal};
+use deploy::{deploy_check, read_definitions};
 use runs::runs;
 use show::show_run;
 pub(crate) use show::{Cut, SHOWN, SHOWN_AT_MOST, VALUE_BYTES, cannot_run};
@@ -31,8 +33,10 @@ const DEFAULT_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Runs the command line's command; its error, with a hint where one helps.
-pub(crate) async fn run(cli: Cli) -> Result<(), BoxError> {
+/// Runs the command line's command: its exit code (success, or 3 from
+/// `deploy-check` when some run would pause or wait), or its error, with a
+/// hint where one helps.
+pub(crate) async fn run(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
     let schema = cli.schema.clone();
     let url = cli.database_url.clone();
     execute(cli)
@@ -145,7 +149,12 @@ async fn connect(cli: &Cli) -> Result<Database, BoxError> {
     Ok(db)
 }
 
-async fn execute(cli: Cli) -> Result<(), BoxError> {
+async fn execute(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
+    // A bad definitions file is said before anything connects.
+    let definitions = match &cli.command {
+        Command::DeployCheck { file, .. } => Some(read_definitions(file)?),
+        _ => None,
+    };
     let db = connect(&cli).await?;
     let out = Output::detect();
     match cli.command {
@@ -225,8 +234,17 @@ async fn execute(cli: Cli) -> Result<(), BoxError> {
             limit,
             json,
         } => workers(&db, out, lost_worker_threshold, limit, json).await?,
+        Command::DeployCheck {
+            file: _,
+            lost_worker_threshold,
+            json,
+        } => {
+            if let Some(definitions) = &definitions {
+                return deploy_check(&db, out, definitions, lost_worker_threshold, json).await;
+            }
+        }
     }
-    Ok(())
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

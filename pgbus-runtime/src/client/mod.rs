@@ -5,6 +5,7 @@ use crate::pg::store::PgStore;
 
 mod actions;
 mod checks;
+mod deploy;
 mod insights;
 mod reads;
 mod start;

@@ -214,6 +214,10 @@ fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
         run,
         definition_digest: row.get("definition_digest"),
         options_digest: row.get("options_digest"),
+        step_plan: json(row, "step_plan")?
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| Error::Corrupt(format!("column `step_plan`: {e}")))?,
         input: json(row, "input")?.unwrap_or(Value::Null),
         idempotency_key: row.get("idempotency_key"),
         error_class: row.get("error_class"),

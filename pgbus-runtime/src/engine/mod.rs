@@ -7,6 +7,7 @@
 
 use crate::definition::{Entry, EntryKind};
 
+mod deploy;
 mod event;
 mod handoff;
 mod operator;
@@ -21,6 +22,7 @@ mod status;
 mod step_plan;
 mod verb;
 
+pub use deploy::{InFlight, LatestRow, NewVersion, Stop, Verdict, VerdictKind, deploy_verdict};
 pub use event::EventKind;
 pub use handoff::{carries_over, continued_claim, hands_off, stall_event, unstorable_result};
 pub use operator::{Action, ActionPlan, ActionRun, IllegalMove, LatestStep, plan_action};
@@ -32,7 +34,9 @@ pub use result::{AttemptResult, ErrorRecord, Gate};
 pub use signal::{LISTED_SIGNAL_NAMES, SignalCheck, check_signal_target, describe_unknown_signal};
 pub use stall::{StallAction, stalled_result, undefined_result};
 pub use status::{BatchStatus, RunStatus, StepOutcome, StepStatus, UnknownStatus};
-pub use step_plan::{PlannedStep, first_attempt, live_step_names, step_plan};
+pub use step_plan::{
+    PlanEntry, PlannedStep, first_attempt, live_step_names, plan_entries, step_plan,
+};
 pub use verb::Verb;
 
 /// Whether an entry is a gravestone: a row for it is skipped, not run.

@@ -113,3 +113,66 @@ pub(super) fn step_placement(
         .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
     (queue, priority, timeout_ms)
 }
+
+/// One entry of a definition as the registry stores it (`definitions.step_plan`)
+/// and a definitions document exports it
+/// ([`Definitions`](crate::deploy::Definitions)): every entry in declaration
+/// order, gravestones included. As JSON:
+/// `{"name": "charge", "kind": "step", "queue": "orders", "wait_for": null}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlanEntry {
+    /// The durable step name.
+    pub name: String,
+    /// `step`, `fan_out` or `removed` (a gravestone): the digest's words.
+    #[serde(with = "entry_kind")]
+    pub kind: EntryKind,
+    /// The queue its rows go to: the entry's own, else the workflow's (a
+    /// gravestone's is the workflow's).
+    pub queue: String,
+    /// The signal it waits for (`wait_for`), if any; `None` for a gravestone.
+    pub wait_for: Option<String>,
+}
+
+impl PlanEntry {
+    /// Whether it is a gravestone (`removed_step!`).
+    #[must_use]
+    pub fn is_removed(&self) -> bool {
+        self.kind == EntryKind::Removed
+    }
+}
+
+/// The entries of `definition` as the registry stores them, in declaration
+/// order, gravestones included.
+#[must_use]
+pub fn plan_entries(definition: &WorkflowDefinition) -> Vec<PlanEntry> {
+    definition
+        .entries
+        .iter()
+        .map(|entry| PlanEntry {
+            name: entry.name.to_owned(),
+            kind: entry.kind,
+            queue: entry.options.queue.unwrap_or(definition.queue).to_owned(),
+            wait_for: (entry.kind != EntryKind::Removed)
+                .then(|| entry.options.wait_for.as_ref().map(|w| w.signal.to_owned()))
+                .flatten(),
+        })
+        .collect()
+}
+
+/// [`EntryKind`] as its word (`step`, `fan_out`, `removed`); an unknown word
+/// is refused with the allowed ones and a did-you-mean.
+mod entry_kind {
+    use serde::{Deserialize as _, Deserializer, Serializer};
+
+    use crate::definition::EntryKind;
+
+    #[allow(clippy::trivially_copy_pass_by_ref)] // the signature serde's `with` calls
+    pub(super) fn serialize<S: Serializer>(kind: &EntryKind, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(kind.as_str())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<EntryKind, D::Error> {
+        let word = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        EntryKind::parse(&word).map_err(serde::de::Error::custom)
+    }
+}

@@ -331,6 +331,23 @@ pub enum Error {
         /// Which row waits, what is missing and since when.
         unrunnable: Box<crate::Unrunnable>,
     },
+    /// A definitions document ([`Definitions`](crate::deploy::Definitions):
+    /// `Worker::definitions`, a `--print-definitions` hook, the file `pgbus
+    /// deploy-check` reads) that is not JSON, is of a format this version does
+    /// not read, or does not hold together (a digest that does not match its
+    /// entries, a workflow given twice, no queue).
+    #[error("invalid definitions document: {reason}")]
+    InvalidDefinitions {
+        /// What is wrong, and where.
+        reason: String,
+    },
+    /// A run export (`pgbus show --json`, or a `RunView` as JSON) that a
+    /// replay cannot read.
+    #[error("invalid run export: {reason}")]
+    InvalidRunExport {
+        /// What is wrong, and where.
+        reason: String,
+    },
     /// An input or output could not be converted to or from JSON.
     #[error("JSON conversion failed")]
     Json(#[from] serde_json::Error),

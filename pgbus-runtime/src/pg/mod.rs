@@ -151,6 +151,8 @@ statements! {
     undefined_steps => "undefined_steps.sql",
     pause_undefined => "pause_undefined.sql",
     list_workers => "list_workers.sql",
+    deploy_positions => "deploy_positions.sql",
+    live_definitions => "live_definitions.sql",
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use crate::definition::{EntryKind, WorkflowDefinition};
+use crate::definition::WorkflowDefinition;
 
 /// The workflows a worker registered, as its claims read them: for each, the
 /// digest of the worker's definition and the durable name of every entry that
@@ -132,20 +132,6 @@ pub struct Registration<'a> {
 /// workflow's; `wait_for` the signal the step waits for, or `null`.
 #[must_use]
 pub fn registered_plan(definition: &WorkflowDefinition) -> Value {
-    Value::Array(
-        definition
-            .entries
-            .iter()
-            .map(|entry| {
-                json!({
-                    "name": entry.name,
-                    "kind": entry.kind.as_str(),
-                    "queue": entry.options.queue.unwrap_or(definition.queue),
-                    "wait_for": (entry.kind != EntryKind::Removed)
-                        .then_some(entry.options.wait_for.as_ref().map(|w| w.signal))
-                        .flatten(),
-                })
-            })
-            .collect(),
-    )
+    // A list of plain structs of strings: serializing it cannot fail.
+    serde_json::to_value(crate::engine::plan_entries(definition)).unwrap_or_default()
 }

@@ -232,6 +232,7 @@ fn run(status: RunStatus, events: Vec<EventView>, updated: i64) -> RunView {
             unrunnable: None,
         },
         definition_digest: String::new(),
+        step_plan: None,
         options_digest: String::new(),
         input: serde_json::Value::Null,
         idempotency_key: None,

@@ -188,6 +188,17 @@ impl Worker {
         &self.inner.queues
     }
 
+    /// The definitions it runs and the queues it claims from, as the
+    /// document `pgbus deploy-check` reads (write it with
+    /// [`Definitions::to_json`](crate::deploy::Definitions::to_json)). The
+    /// same as [`Definitions::of`](crate::deploy::Definitions::of) of its
+    /// workflows' definitions, with its queues.
+    #[must_use]
+    pub fn definitions(&self) -> crate::deploy::Definitions {
+        crate::deploy::Definitions::of(self.inner.runner.definitions())
+            .with_queues(self.inner.queues.iter().cloned())
+    }
+
     /// A `tracing` event at `level` and the error hook, after commit. The
     /// message is a step's own text: logged with `?`, escaped, so a line
     /// break or a terminal escape in it cannot forge or hide log lines.

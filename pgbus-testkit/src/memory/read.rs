@@ -26,6 +26,7 @@ impl Rows {
             },
             definition_digest: run.definition_digest.clone(),
             options_digest: run.options_digest.clone(),
+            step_plan: Some(run.step_plan.clone()),
             input: run.input.clone(),
             idempotency_key: run.idempotency_key.clone(),
             error_class: run.error_class.clone(),

@@ -6,6 +6,7 @@
 
 mod contract;
 mod database;
+mod deploy;
 mod differential;
 mod env;
 mod gates;

@@ -4,6 +4,7 @@
 //! checked.
 
 mod actions;
+mod deploy;
 mod reads;
 mod unrunnable;
 

@@ -19,7 +19,7 @@ WITH t AS (
     CROSS JOIN t
     WHERE w.heartbeat_at >= t.now - $4::bigint * interval '1 millisecond'
 )
-SELECT r.id, r.workflow, r.definition_digest, r.options_digest, r.status, r.current_step,
+SELECT r.id, r.workflow, r.definition_digest, r.options_digest, r.step_plan, r.status, r.current_step,
        CASE WHEN $2::bigint IS NULL OR octet_length(r.input::text) <= $2 THEN r.input END AS input,
        CASE WHEN $2::bigint IS NOT NULL THEN octet_length(r.input::text)::bigint END AS input_bytes,
        r.idempotency_key, r.error_class, r.error_message, r.created_at, r.updated_at,
