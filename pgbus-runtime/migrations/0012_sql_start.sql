@@ -46,7 +46,8 @@ ALTER TABLE {schema}.worker_definitions
 --   22023 invalid_parameter_value          a blank key, a key over 255
 --                                          characters or with control
 --                                          characters, a start_at of
---                                          +-infinity
+--                                          +-infinity or more than 36500
+--                                          days ahead
 --   54000 program_limit_exceeded           input over 1 MiB of JSON (compact)
 --                                          or nested over 100 levels
 --   42704 undefined_object                 no worker registered the workflow
@@ -56,7 +57,9 @@ ALTER TABLE {schema}.worker_definitions
 --                                          its definition has no step to run
 --   40001 serialization_failure            the key's run was committed after
 --                                          a REPEATABLE READ transaction's
---                                          snapshot: retry the transaction
+--                                          snapshot (the message may be
+--                                          Postgres's own, from the insert):
+--                                          retry the transaction
 CREATE FUNCTION {schema}.start_run(
     workflow text,
     input jsonb,
@@ -109,6 +112,12 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('pgbus start_run: start_at must be a finite time, not %s', start_run.start_at);
     END IF;
+    -- As far ahead as a wait may reach (MAX_DURATION_MS, 36,500 days): a
+    -- later time is one the clients' reads could not represent.
+    IF start_run.start_at > started + interval '36500 days' THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'pgbus start_run: start_at must be at most 36500 days ahead';
+    END IF;
     -- The rule of Limits::check_input with the default limits: at most 100
     -- levels of arrays and objects (a container at level 100 is the 101st),
     -- at most 1 MiB as compact JSON. `jsonb::text` puts a space after each
@@ -137,7 +146,8 @@ BEGIN
     SELECT ds.* INTO chosen
     FROM {schema}.worker_definitions wd
     JOIN {schema}.workers w ON w.id = wd.worker_id
-    JOIN {schema}.definition_starts ds ON ds.options_digest = wd.options_digest
+    JOIN {schema}.definition_starts ds
+      ON ds.options_digest = wd.options_digest AND ds.workflow = wd.workflow
     WHERE wd.workflow = start_run.workflow
       AND w.heartbeat_at >= started - interval '30 seconds'
     ORDER BY w.started_at DESC, w.id DESC

@@ -340,6 +340,11 @@ async fn bad_arguments_are_refused_with_their_sqlstate() {
             "22023",
             "pgbus start_run: start_at must be a finite time, not infinity",
         ),
+        (
+            "'sql.placed', '1', NULL, '270000-01-01+00'",
+            "22023",
+            "pgbus start_run: start_at must be at most 36500 days ahead",
+        ),
     ];
     for (args, code, message) in cases {
         let sql = format!("SELECT {{schema}}.start_run({args})");
