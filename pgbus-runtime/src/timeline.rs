@@ -25,6 +25,10 @@
 //!
 //! **paused**: from each `paused` event of the run until the next `resumed`,
 //! `cancelled` or `finished` one, or until now while the run is still paused.
+//!
+//! Beside the pieces, a timeline's marks: each [`DefinitionChange`], the
+//! moment a worker with another definition of the workflow took the run over
+//! (a deploy, as the run saw it).
 
 use std::collections::HashMap;
 
@@ -322,6 +326,50 @@ pub fn paused_periods(view: &RunView, now: DateTime<Utc>) -> Vec<Segment> {
         }
     }
     periods
+}
+
+/// A mark on a run's timeline: a worker whose definition of the workflow has
+/// another digest claimed the run's step, from a `definition_changed` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DefinitionChange {
+    /// When the claim took the run over.
+    pub at: DateTime<Utc>,
+    /// The step claimed.
+    pub step: Option<String>,
+    /// Its attempt number.
+    pub attempt: Option<i32>,
+    /// The digest the run had.
+    pub old_digest: String,
+    /// The claiming worker's digest, which the run has since.
+    pub new_digest: String,
+}
+
+/// The run's definition changes, oldest first: one per `definition_changed`
+/// event of `view` whose details name both digests (an event without them
+/// is left out). Only the events `view` holds count (a bounded read may have
+/// cut older ones).
+#[must_use]
+pub fn definition_changes(view: &RunView) -> Vec<DefinitionChange> {
+    let mut events: Vec<&EventView> = view
+        .events
+        .iter()
+        .filter(|e| EventKind::parse(&e.event) == Some(EventKind::DefinitionChanged))
+        .collect();
+    events.sort_by_key(|e| (e.created_at, e.id));
+    events
+        .into_iter()
+        .filter_map(|event| {
+            let details = event.details.as_ref()?;
+            let digest = |key: &str| details.get(key)?.as_str().map(str::to_owned);
+            Some(DefinitionChange {
+                at: event.created_at,
+                step: event.step_name.clone(),
+                attempt: event.attempt,
+                old_digest: digest("old_digest")?,
+                new_digest: digest("new_digest")?,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

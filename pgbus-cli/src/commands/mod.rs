@@ -19,7 +19,7 @@ use act::{Verb, act, read_payload, signal};
 use deploy::{deploy_check, read_definitions};
 use runs::runs;
 use show::show_run;
-pub(crate) use show::{Cut, SHOWN, SHOWN_AT_MOST, VALUE_BYTES, cannot_run};
+pub(crate) use show::{Cut, SHOWN, SHOWN_AT_MOST, VALUE_BYTES, cannot_run, short_digest};
 use stats::stats;
 use sweep::sweep;
 pub(crate) use text::{clip, defang, time, took, value_text, visible};

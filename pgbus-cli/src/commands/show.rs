@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
 use comfy_table::Table;
-use pgbus_runtime::timeline::{Segment, timeline};
+use pgbus_runtime::timeline::{DefinitionChange, Segment, definition_changes, timeline};
 use pgbus_runtime::view::{Missing, RunRead, RunView, Unrunnable, ValueOf};
 use pgbus_runtime::{Database, RunId};
 
@@ -45,13 +45,13 @@ impl Cut {
 
     /// The timeline at `now` of the attempts of `view` (read with
     /// [`Cut::read`]), then the events cut to the latest `show` (the older
-    /// ones the timeline needed were read beside them), and the latest
-    /// `show` paused periods.
+    /// ones the timeline needed were read beside them), the latest `show`
+    /// paused periods, and the run's definition changes among the events read.
     pub(crate) fn latest(
         view: &mut RunView,
         show: usize,
         now: DateTime<Utc>,
-    ) -> (Self, Vec<Segment>) {
+    ) -> (Self, Vec<Segment>, Vec<DefinitionChange>) {
         let total = |n: i64| usize::try_from(n).unwrap_or(usize::MAX);
         let cut = Self {
             show,
@@ -67,6 +67,7 @@ impl Cut {
         // Before the events go: the paused periods need all of them. Then
         // the latest `show` of those periods too.
         let mut segments = timeline(view, now);
+        let changes = definition_changes(view);
         view.events.drain(..keep_last(view.events.len()));
         let paused = |s: &Segment| s.step_id.is_none();
         let mut drop_paused = keep_last(segments.iter().filter(|s| paused(s)).count());
@@ -78,7 +79,7 @@ impl Cut {
                 true
             }
         });
-        (cut, segments)
+        (cut, segments, changes)
     }
 
     /// Whether anything was left out.
@@ -111,15 +112,21 @@ pub(super) async fn show_run(
         // JSON escapes what it must itself; text goes to a terminal.
         defang(&mut view);
     }
-    let (cut, segments) = Cut::latest(&mut view, last, now);
+    let (cut, segments, changes) = Cut::latest(&mut view, last, now);
     if json {
-        let value = serde_json::json!({ "run": view, "timeline": segments, "counts": cut });
+        let value = serde_json::json!({
+            "run": view,
+            "timeline": segments,
+            "definition_changes": changes,
+            "counts": cut,
+        });
         out.emit(&format!(
             "{}\n",
             json_visible(&serde_json::to_string_pretty(&value)?)
         ))?;
     } else {
         let mut text = show(out, &view, &segments, now);
+        changes_text(&mut text, &changes);
         if cut.left_out() {
             let _ = writeln!(
                 text,
@@ -136,6 +143,27 @@ pub(super) async fn show_run(
         out.emit(&text)?;
     }
     Ok(())
+}
+
+/// The run's definition changes, one line each after the timeline (none:
+/// nothing).
+pub(super) fn changes_text(text: &mut String, changes: &[DefinitionChange]) {
+    for change in changes {
+        let _ = writeln!(
+            text,
+            "definition changed at {}: {} -> {} (claim of {}#{})",
+            time(change.at),
+            short_digest(&change.old_digest),
+            short_digest(&change.new_digest),
+            change.step.as_deref().unwrap_or("-"),
+            change.attempt.unwrap_or_default()
+        );
+    }
+}
+
+/// The first [`SHORT_DIGEST`](super::SHORT_DIGEST) characters of `digest`.
+pub(crate) fn short_digest(digest: &str) -> String {
+    digest.chars().take(super::SHORT_DIGEST).collect()
 }
 
 /// The text of `pgbus show`.

@@ -39,3 +39,23 @@ fn json_visible_keeps_the_value_and_hides_nothing() {
     let back: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     assert_eq!(back, value);
 }
+
+#[test]
+fn a_definition_change_is_one_line_with_short_digests() {
+    use chrono::TimeZone as _;
+    let change = pgbus_runtime::timeline::DefinitionChange {
+        at: chrono::Utc.with_ymd_and_hms(2026, 12, 3, 12, 0, 0).unwrap(),
+        step: Some("ship".to_owned()),
+        attempt: Some(2),
+        old_digest: "0123456789abcdef0123".to_owned(),
+        new_digest: "fedcba9876543210fedc".to_owned(),
+    };
+    let mut text = String::new();
+    super::show::changes_text(&mut text, &[]);
+    assert_eq!(text, "", "no change, no line");
+    super::show::changes_text(&mut text, &[change]);
+    assert_eq!(
+        text,
+        "definition changed at 2026-12-03T12:00:00.000Z: 0123456789ab -> fedcba987654 (claim of ship#2)\n"
+    );
+}

@@ -401,3 +401,34 @@ fn a_now_before_the_last_park_clips_instead_of_failing() {
         [(Piece::Queued, 0, 5, false), (Piece::Ran, 5, 9, true)]
     );
 }
+
+#[test]
+fn definition_changes_are_the_runs_deploys_oldest_first() {
+    let change = |id: i64, at_s: i64, old: &str, new: &str| EventView {
+        details: Some(serde_json::json!({ "old_digest": old, "new_digest": new })),
+        ..event(id, Some(1), "definition_changed", at_s)
+    };
+    let mut bare = event(4, Some(1), "definition_changed", 3);
+    bare.details = None;
+    let view = run(
+        RunStatus::Ready,
+        vec![
+            change(3, 20, "b", "a"),
+            event(1, Some(1), "step_started", 5),
+            change(2, 10, "a", "b"),
+            bare,
+        ],
+        20,
+    );
+    let changes = definition_changes(&view);
+    assert_eq!(
+        changes
+            .iter()
+            .map(|c| (c.at, c.old_digest.as_str(), c.new_digest.as_str()))
+            .collect::<Vec<_>>(),
+        [(at(10), "a", "b"), (at(20), "b", "a")],
+        "sorted by time, other events and a change without digests left out"
+    );
+    assert_eq!(changes[0].step.as_deref(), Some("s"));
+    assert_eq!(changes[0].attempt, Some(1));
+}

@@ -245,6 +245,25 @@ async fn a_rolling_deploy_defers_a_new_step_to_new_workers_and_never_pauses() {
             ],
             "once per change of hands"
         );
+        let marks: Vec<(&str, &str)> = pgbus_runtime::timeline::definition_changes(&view)
+            .iter()
+            .map(|c| (c.old_digest.as_str(), c.new_digest.as_str()))
+            .map(|(a, b)| {
+                (
+                    if a == ShipV1::DEFINITION.digest {
+                        "v1"
+                    } else {
+                        "v2"
+                    },
+                    if b == ShipV1::DEFINITION.digest {
+                        "v1"
+                    } else {
+                        "v2"
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(marks, [("v2", "v1"), ("v1", "v2")], "the timeline's marks");
     }
 
     // Every old worker is replaced: the old one stops heartbeating. Old

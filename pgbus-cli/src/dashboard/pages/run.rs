@@ -61,10 +61,10 @@ pub(crate) async fn run(
     let rendered = tokio::task::spawn_blocking(move || {
         let mut view = view;
         crate::commands::defang(&mut view);
-        let (cut, segments) = Cut::latest(&mut view, show, now);
+        let (cut, segments, changes) = Cut::latest(&mut view, show, now);
         page(
             &format!("Run {id}"),
-            &run_body(&view, &segments, now, &notice, &csrf, &cut),
+            &run_body(&view, (&segments, &changes), now, &notice, &csrf, &cut),
         )
     })
     .await;
@@ -79,7 +79,10 @@ pub(crate) async fn run(
 
 fn run_body(
     view: &RunView,
-    segments: &[pgbus_runtime::timeline::Segment],
+    (segments, changes): (
+        &[pgbus_runtime::timeline::Segment],
+        &[pgbus_runtime::timeline::DefinitionChange],
+    ),
     now: chrono::DateTime<chrono::Utc>,
     notice: &Notice,
     csrf: &Csrf,
@@ -120,7 +123,7 @@ fn run_body(
         (actions(run.id, run.status, csrf))
         (cut_note(cut, run.id, cut.attempts, "attempts", " in the chart and the table"))
         (cut_note(cut, run.id, cut.paused, "paused periods", " in the chart"))
-        (timeline_section(segments, now))
+        (timeline_section(segments, changes, now))
         section {
             h2 { "Steps" }
             table.steps {
@@ -255,6 +258,7 @@ fn actions(run: RunId, status: RunStatus, csrf: &Csrf) -> Markup {
 /// The timeline section of a run's page: a legend and the chart.
 fn timeline_section(
     segments: &[pgbus_runtime::timeline::Segment],
+    changes: &[pgbus_runtime::timeline::DefinitionChange],
     now: chrono::DateTime<chrono::Utc>,
 ) -> Markup {
     html! {
@@ -270,6 +274,19 @@ fn timeline_section(
                 }
             }
             (chart::timeline(segments, now))
+            @if !changes.is_empty() {
+                ul.definition-changes {
+                    @for change in changes {
+                        li {
+                            "Definition changed at " (time(change.at)) ": "
+                            code title=(change.old_digest) { (crate::commands::short_digest(&change.old_digest)) }
+                            " → "
+                            code title=(change.new_digest) { (crate::commands::short_digest(&change.new_digest)) }
+                            " (claim of " (change.step.as_deref().unwrap_or("-")) "#" (change.attempt.unwrap_or_default()) ")"
+                        }
+                    }
+                }
+            }
         }
     }
 }
