@@ -390,3 +390,33 @@ fn code_of(error: &Error) -> &'static str {
         _ => "failed",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone as _;
+    use pgbus_runtime::timeline::DefinitionChange;
+
+    #[test]
+    fn the_timeline_lists_the_runs_definition_changes_and_escapes_them() {
+        let at = chrono::Utc.with_ymd_and_hms(2026, 12, 3, 12, 0, 0).unwrap();
+        let none = super::timeline_section(&[], &[], at).into_string();
+        assert!(!none.contains("definition-changes"), "no change, no list");
+        let change = DefinitionChange {
+            at,
+            step: Some("<b>ship</b>".to_owned()),
+            attempt: Some(2),
+            old_digest: "0123456789abcdef0123".to_owned(),
+            new_digest: "fedcba9876543210fedc".to_owned(),
+        };
+        let html = super::timeline_section(&[], &[change], at).into_string();
+        assert!(
+            html.contains(r#"<ul class="definition-changes">"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"<code title="0123456789abcdef0123">0123456789ab</code>"#),
+            "{html}"
+        );
+        assert!(html.contains("&lt;b&gt;ship&lt;/b&gt;#2"), "{html}");
+    }
+}
