@@ -2,18 +2,21 @@
 -- heartbeat, so claims, the sweep and operators can tell which version of a
 -- workflow each live worker has.
 --
--- `definitions`: one row per definition digest (a definition is the same
--- wherever it runs), written by the first worker that registers it and kept
+-- `definitions`: one row per workflow and definition digest (a definition is
+-- the same wherever it runs; the digest hashes the step list alone, so two
+-- workflows with the same list have a row each), written by the first worker
+-- that registers it and kept
 -- when its workers are gone: a run's `definition_digest` still names it.
 -- `step_plan` lists every entry in declaration order, gravestones included,
 -- as a JSON array of objects {"name", "kind", "queue", "wait_for"}: `kind` is
 -- `step`, `fan_out` or `removed` (the digest's words); `queue` the entry's own
 -- queue or the workflow's; `wait_for` the signal it waits for, or null.
 CREATE TABLE {schema}.definitions (
-    digest     text PRIMARY KEY,
     workflow   text        NOT NULL,
+    digest     text        NOT NULL,
     step_plan  jsonb       NOT NULL,
-    created_at timestamptz NOT NULL
+    created_at timestamptz NOT NULL,
+    PRIMARY KEY (workflow, digest)
 );
 
 -- Which definition of each workflow a worker runs. Removed with the worker's
@@ -21,8 +24,9 @@ CREATE TABLE {schema}.definitions (
 CREATE TABLE {schema}.worker_definitions (
     worker_id text NOT NULL REFERENCES {schema}.workers (id) ON DELETE CASCADE,
     workflow  text NOT NULL,
-    digest    text NOT NULL REFERENCES {schema}.definitions (digest),
-    PRIMARY KEY (worker_id, workflow)
+    digest    text NOT NULL,
+    PRIMARY KEY (worker_id, workflow),
+    FOREIGN KEY (workflow, digest) REFERENCES {schema}.definitions (workflow, digest)
 );
 
 -- The worker's stable name (`WorkerBuilder::name`) and how many bodies it runs

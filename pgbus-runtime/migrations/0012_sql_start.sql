@@ -15,14 +15,15 @@
 -- leave their links' `options_digest` NULL.
 CREATE TABLE {schema}.definition_starts (
     options_digest text PRIMARY KEY,
-    digest         text        NOT NULL REFERENCES {schema}.definitions (digest),
+    digest         text        NOT NULL,
     workflow       text        NOT NULL,
     step_plan      jsonb       NOT NULL,
-    created_at     timestamptz NOT NULL
+    created_at     timestamptz NOT NULL,
+    FOREIGN KEY (workflow, digest) REFERENCES {schema}.definitions (workflow, digest)
 );
 CREATE INDEX definition_starts_workflow ON {schema}.definition_starts (workflow, created_at);
--- A checked signal reads every registered definition of the run's workflow.
-CREATE INDEX definitions_workflow ON {schema}.definitions (workflow);
+-- A checked signal reads every registered definition of the run's workflow
+-- through the definitions' primary key (workflow, digest).
 
 ALTER TABLE {schema}.worker_definitions
     ADD COLUMN options_digest text REFERENCES {schema}.definition_starts (options_digest);

@@ -342,3 +342,61 @@ async fn the_grace_rule_pauses_a_step_no_live_worker_has_only_after_the_grace() 
         "still waiting"
     );
 }
+
+/// Two workflows with the same step list: their digests (of the list alone)
+/// are equal...
+struct TwinA;
+
+#[workflow(name = "registry.twin_a")]
+impl TwinA {
+    #[step]
+    async fn check(&self, _cx: &mut StepCx<()>) {}
+}
+
+/// ...but each keeps its own plan (here: the signal its step waits for).
+struct TwinB;
+
+#[workflow(name = "registry.twin_b", queue = "twins")]
+impl TwinB {
+    #[step(wait_for = "twin.go")]
+    async fn check(&self, _cx: &mut StepCx<()>) {}
+}
+
+#[tokio::test]
+async fn workflows_with_one_step_list_keep_a_definition_each() {
+    let t = TestDb::new().await;
+    assert_eq!(
+        TwinA::DEFINITION.digest,
+        TwinB::DEFINITION.digest,
+        "the digest hashes the step list alone"
+    );
+    let worker =
+        t.db.worker()
+            .register(TwinA)
+            .register(TwinB)
+            .build()
+            .expect("worker");
+    worker.run_once().await.expect("a claim registers");
+    let plans: Vec<(String, serde_json::Value)> = t
+        .query(
+            "SELECT workflow, step_plan FROM {schema}.definitions ORDER BY workflow",
+            &[],
+        )
+        .await
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert_eq!(
+        plans,
+        [
+            (
+                "registry.twin_a".to_owned(),
+                serde_json::json!([{"name": "check", "kind": "step", "queue": "default", "wait_for": null}])
+            ),
+            (
+                "registry.twin_b".to_owned(),
+                serde_json::json!([{"name": "check", "kind": "step", "queue": "twins", "wait_for": "twin.go"}])
+            ),
+        ]
+    );
+}

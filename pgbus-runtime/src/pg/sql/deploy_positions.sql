@@ -16,7 +16,7 @@ SELECT g.workflow, g.definition_digest, g.status, g.current_step, g.step_names,
        g.step_plan, g.step_name, g.step_status, g.queue, g.waiting_for, g.runs,
        CASE WHEN g.step_names IS NULL AND g.step_plan IS NULL THEN
            (SELECT d.step_plan FROM {schema}.definitions d
-            WHERE d.digest = g.definition_digest)
+            WHERE d.workflow = g.workflow AND d.digest = g.definition_digest)
        END AS version_plan
 FROM (
     SELECT r.workflow, r.definition_digest, r.status, r.current_step, r.step_names,

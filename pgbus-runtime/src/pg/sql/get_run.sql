@@ -15,7 +15,7 @@ WITH t AS (
     SELECT wd.workflow, d.step_plan
     FROM {schema}.worker_definitions wd
     JOIN {schema}.workers w ON w.id = wd.worker_id
-    JOIN {schema}.definitions d ON d.digest = wd.digest
+    JOIN {schema}.definitions d ON d.workflow = wd.workflow AND d.digest = wd.digest
     CROSS JOIN t
     WHERE w.heartbeat_at >= t.now - $4::bigint * interval '1 millisecond'
 )

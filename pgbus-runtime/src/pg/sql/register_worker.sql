@@ -23,7 +23,7 @@ WITH t AS (
 ), stored AS (
     INSERT INTO {schema}.definitions (digest, workflow, step_plan, created_at)
     SELECT g.digest, g.workflow, g.step_plan, t.now FROM given g CROSS JOIN t
-    ON CONFLICT (digest) DO NOTHING
+    ON CONFLICT (workflow, digest) DO NOTHING
     RETURNING digest
 ), starts AS (
     INSERT INTO {schema}.definition_starts (options_digest, digest, workflow, step_plan, created_at)
