@@ -34,3 +34,20 @@ CREATE TABLE {schema}.worker_definitions (
 -- writing their rows as before during a rolling deploy.
 ALTER TABLE {schema}.workers ADD COLUMN name text;
 ALTER TABLE {schema}.workers ADD COLUMN concurrency integer;
+
+-- The definitions live workers run: one row per live worker and workflow it
+-- registered, with that definition's step plan. Live: a heartbeat at or
+-- after `live_at` minus `threshold_ms` milliseconds. The one rule every
+-- "can a live worker run this?" read goes through (the sweep's grace rule,
+-- the `unrunnable` mark of run reads); a plain SQL function the planner
+-- inlines into each query.
+CREATE FUNCTION {schema}.live_definitions(live_at timestamptz, threshold_ms bigint)
+RETURNS TABLE (workflow text, step_plan jsonb)
+LANGUAGE sql STABLE
+AS $$
+    SELECT wd.workflow, d.step_plan
+    FROM {schema}.worker_definitions wd
+    JOIN {schema}.workers w ON w.id = wd.worker_id
+    JOIN {schema}.definitions d ON d.workflow = wd.workflow AND d.digest = wd.digest
+    WHERE w.heartbeat_at >= live_at - threshold_ms * interval '1 millisecond'
+$$;

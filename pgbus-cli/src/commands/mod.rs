@@ -48,7 +48,7 @@ pub(crate) async fn run(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
 /// the schema was migrated.
 fn hint(error: BoxError, url: &str, schema: &str) -> BoxError {
     let text = chain(error.as_ref());
-    if text.contains("relation \"") && text.contains("does not exist") {
+    if text.contains("; is the schema migrated? run `Database::migrate` (or `pgbus migrate`)") {
         // The runtime's own hint names no schema; this one does.
         let text = text.replace(
             "; is the schema migrated? run `Database::migrate` (or `pgbus migrate`)",

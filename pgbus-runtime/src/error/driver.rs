@@ -24,8 +24,11 @@ pub(super) fn describe_driver_error(error: &tokio_postgres::Error) -> String {
             text.push_str(hint);
         }
         match db.code().code() {
-            // Every statement of pgbus names only its own tables.
-            "42P01" => text
+            // Every statement of pgbus names only its own schema's tables and
+            // functions: a missing schema (3F000), table (42P01) or function
+            // (42883, a schema migrated by an older version) is a migration
+            // not run.
+            "3F000" | "42P01" | "42883" => text
                 .push_str("; is the schema migrated? run `Database::migrate` (or `pgbus migrate`)"),
             // A named statement gone or clashing: what a transaction-mode
             // pooler does to the statement cache of a direct connection.

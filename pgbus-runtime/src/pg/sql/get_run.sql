@@ -12,12 +12,8 @@
 WITH t AS (
     SELECT coalesce($3::timestamptz, clock_timestamp()) AS now
 ), live AS MATERIALIZED (
-    SELECT wd.workflow, d.step_plan
-    FROM {schema}.worker_definitions wd
-    JOIN {schema}.workers w ON w.id = wd.worker_id
-    JOIN {schema}.definitions d ON d.workflow = wd.workflow AND d.digest = wd.digest
-    CROSS JOIN t
-    WHERE w.heartbeat_at >= t.now - $4::bigint * interval '1 millisecond'
+    SELECT l.workflow, l.step_plan
+    FROM t, {schema}.live_definitions(t.now, $4::bigint) l
 )
 SELECT r.id, r.workflow, r.definition_digest, r.options_digest, r.step_plan, r.status, r.current_step,
        CASE WHEN $2::bigint IS NULL OR octet_length(r.input::text) <= $2 THEN r.input END AS input,

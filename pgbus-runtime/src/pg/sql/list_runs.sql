@@ -10,12 +10,8 @@
 WITH t AS (
     SELECT coalesce($7::timestamptz, clock_timestamp()) AS now
 ), live AS MATERIALIZED (
-    SELECT wd.workflow, d.step_plan
-    FROM {schema}.worker_definitions wd
-    JOIN {schema}.workers w ON w.id = wd.worker_id
-    JOIN {schema}.definitions d ON d.workflow = wd.workflow AND d.digest = wd.digest
-    CROSS JOIN t
-    WHERE w.heartbeat_at >= t.now - $8::bigint * interval '1 millisecond'
+    SELECT l.workflow, l.step_plan
+    FROM t, {schema}.live_definitions(t.now, $8::bigint) l
 ), page AS (
     SELECT id, workflow, status, current_step, created_at, updated_at, finished_at
     FROM {schema}.runs

@@ -9,12 +9,8 @@
 WITH t AS (
     SELECT coalesce($8::timestamptz, clock_timestamp()) AS now
 ), live AS (
-    SELECT wd.workflow, d.step_plan
-    FROM {schema}.worker_definitions wd
-    JOIN {schema}.workers w ON w.id = wd.worker_id
-    JOIN {schema}.definitions d ON d.workflow = wd.workflow AND d.digest = wd.digest
-    CROSS JOIN t
-    WHERE w.heartbeat_at >= t.now - $10::bigint * interval '1 millisecond'
+    SELECT l.workflow, l.step_plan
+    FROM t, {schema}.live_definitions(t.now, $10::bigint) l
 )
 UPDATE {schema}.steps s
 SET status = $3, outcome = $4, error_class = $5, error_message = $6,

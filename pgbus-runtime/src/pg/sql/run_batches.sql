@@ -7,12 +7,8 @@
 WITH t AS (
     SELECT coalesce($3::timestamptz, clock_timestamp()) AS now
 ), live AS MATERIALIZED (
-    SELECT wd.workflow, d.step_plan
-    FROM {schema}.worker_definitions wd
-    JOIN {schema}.workers w ON w.id = wd.worker_id
-    JOIN {schema}.definitions d ON d.workflow = wd.workflow AND d.digest = wd.digest
-    CROSS JOIN t
-    WHERE w.heartbeat_at >= t.now - $4::bigint * interval '1 millisecond'
+    SELECT l.workflow, l.step_plan
+    FROM t, {schema}.live_definitions(t.now, $4::bigint) l
 ), latest AS (
     SELECT id, parent_step_id, total, succeeded, failed, status, created_at, resolved_at
     FROM {schema}.batches WHERE run_id = $1 ORDER BY id DESC LIMIT $2

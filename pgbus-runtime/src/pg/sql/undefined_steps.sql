@@ -16,12 +16,8 @@
 WITH RECURSIVE t AS (
     SELECT coalesce($1::timestamptz, clock_timestamp()) AS now
 ), live AS (
-    SELECT wd.workflow, d.step_plan
-    FROM {schema}.worker_definitions wd
-    JOIN {schema}.workers w ON w.id = wd.worker_id
-    JOIN {schema}.definitions d ON d.workflow = wd.workflow AND d.digest = wd.digest
-    CROSS JOIN t
-    WHERE w.heartbeat_at >= t.now - $3::bigint * interval '1 millisecond'
+    SELECT l.workflow, l.step_plan
+    FROM t, {schema}.live_definitions(t.now, $3::bigint) l
 ), held AS (
     SELECT DISTINCT l.workflow, p->>'name' AS step
     FROM live l
