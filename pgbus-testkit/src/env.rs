@@ -9,8 +9,8 @@ use futures_util::FutureExt as _;
 use pgbus_runtime::engine::{ErrorRecord, RunStatus, StallAction, StepOutcome, StepStatus, Verb};
 use pgbus_runtime::store::{Runner, SweepSettings};
 use pgbus_runtime::{
-    Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, Started, StepError, SweepReport,
-    Workflow,
+    Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, StartOptions, Started,
+    StepError, SweepReport, Workflow,
 };
 use serde_json::Value;
 
@@ -23,6 +23,7 @@ use recorder::Recorder;
 
 // Signals and operator actions, as the client sends them.
 mod actions;
+mod start;
 
 struct Fault {
     workflow: String,
@@ -273,11 +274,7 @@ impl TestEnv {
     /// given a `W` (nothing here would run it), [`Error::Json`] when the
     /// input does not serialize, [`Error::NoSteps`].
     pub fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
-        self.registered::<W>()?;
-        let input = serde_json::to_value(input)?;
-        self.limits.check_input(&input)?;
-        let (run_id, created) = self.store().rows().start_run(W::DEFINITION, input, None)?;
-        Ok(Started::new(run_id, created))
+        self.start_with::<W>(input, &StartOptions::new())
     }
 
     /// Starts a run of `W` unless one was started with `key`, as
@@ -292,15 +289,7 @@ impl TestEnv {
         input: &W::Input,
         key: &str,
     ) -> Result<Started, Error> {
-        self.registered::<W>()?;
-        pgbus_runtime::client::check_key(key)?;
-        let input = serde_json::to_value(input)?;
-        self.limits.check_input(&input)?;
-        let (run_id, created) = self
-            .store()
-            .rows()
-            .start_run(W::DEFINITION, input, Some(key))?;
-        Ok(Started::new(run_id, created))
+        self.start_with::<W>(input, &StartOptions::new().key(key))
     }
 
     /// The virtual time.

@@ -499,7 +499,7 @@ async fn a_step_the_registered_definition_lacks_waits_then_pauses_after_the_grac
     // A run of the later version, as a client of it would start one.
     let (run, _) = env
         .store()
-        .start_run(RestockV2::DEFINITION, &serde_json::json!(1), None)
+        .start_run(RestockV2::DEFINITION, &serde_json::json!(1), &pgbus_runtime::StartOptions::new())
         .await
         .expect("a start");
     let ran = env.run_until_idle().await;
