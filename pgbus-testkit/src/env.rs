@@ -104,6 +104,9 @@ pub struct TestEnv {
     retention: Option<Duration>,
     undefined_step_grace: Option<Duration>,
     limits: Limits,
+    /// Queues claimed from beside those of the registered workflows
+    /// ([`TestEnv::queue`]).
+    queues: Vec<String>,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -155,6 +158,7 @@ impl TestEnv {
             retention: Some(pgbus_runtime::worker::DEFAULT_RETENTION),
             undefined_step_grace: Some(pgbus_runtime::worker::DEFAULT_UNDEFINED_STEP_GRACE),
             limits: Limits::default(),
+            queues: Vec::new(),
         }
     }
 
@@ -250,10 +254,11 @@ impl TestEnv {
     #[must_use]
     pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
         self.runner = self.runner.register(workflow);
-        self.store()
+        let this = self.claim_queues();
+        this.store()
             .rows()
-            .register_worker(TESTKIT_WORKER, &self.runner.definitions());
-        self
+            .register_worker(TESTKIT_WORKER, &this.runner.definitions());
+        this
     }
 
     /// [`Error::WorkflowNotRegistered`] unless `W` is registered.

@@ -91,4 +91,30 @@ impl Client {
             .map(|(run_id, created)| Started { run_id, created })
             .collect())
     }
+
+    /// [`Client::start_many_in`] on a caller's sqlx connection (see
+    /// [`Client::start_in_sqlx`]), with the `sqlx` feature: the same two
+    /// statements, sent unnamed.
+    ///
+    /// # Errors
+    /// As [`Client::start_many_in`]; [`Error::Sqlx`] for what the connection
+    /// reports.
+    #[cfg(feature = "sqlx")]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name, pgbus.runs), err(level = "debug"))]
+    pub async fn start_many_in_sqlx<W: Workflow>(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        starts: impl IntoIterator<Item = (impl Borrow<W::Input>, StartOptions)>,
+    ) -> Result<Vec<Started>, Error> {
+        let runs = new_runs::<W>(starts)?;
+        tracing::Span::current().record("pgbus.runs", runs.len());
+        let started = self
+            .store
+            .start_many_sqlx(conn, W::DEFINITION, &runs)
+            .await?;
+        Ok(started
+            .into_iter()
+            .map(|(run_id, created)| Started { run_id, created })
+            .collect())
+    }
 }

@@ -2,7 +2,9 @@
 //! in one statement (arrays bound as parameters, `unnest`ed), and
 //! `find_runs_by_keys.sql` reads back, in one more, the runs of keys that
 //! were taken before. Two statements at most, whatever the count, on any
-//! connection (a transaction of our pool, or a caller's).
+//! connection (a transaction of our pool, a caller's tokio-postgres client or
+//! transaction, a caller's sqlx connection): the same two statements and the
+//! same mapping back to the call's order on each.
 
 use std::collections::HashMap;
 
@@ -11,6 +13,7 @@ use serde_json::Value;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
+use super::start::StartError;
 use super::statement::{Conn, Prepared};
 use crate::context::RunId;
 use crate::definition::WorkflowDefinition;
@@ -153,9 +156,27 @@ impl<'a> BulkArgs<'a> {
     }
 }
 
-/// Runs a bulk start on `conn` with the two statements prepared for it:
-/// `(run, created)` for each start of the call, in call order. Nothing is
-/// sent for an empty call.
+/// What `start_many.sql` returned: for each run sent, in order, its id
+/// (`None` when its key was taken), and the counts of step and event rows
+/// written (`0, 0` when no row came back).
+pub(crate) struct Written {
+    ids: Vec<Option<i64>>,
+    steps: i64,
+    events: i64,
+}
+
+/// A connection a bulk start runs on: its two statements, sent on it.
+pub(crate) trait BulkConn {
+    /// Runs `start_many.sql`. A serialization failure comes back as
+    /// [`StartError::Serialization`].
+    async fn insert(&mut self, args: &BulkArgs<'_>) -> Result<Written, StartError>;
+    /// Runs `find_runs_by_keys.sql`: `(key, run)` for each key a visible run
+    /// holds.
+    async fn find(&mut self, workflow: &str, keys: &[&str]) -> Result<Vec<(String, i64)>, Error>;
+}
+
+/// Runs a bulk start on `conn`: `(run, created)` for each start of the call,
+/// in call order. Nothing is sent for an empty call.
 ///
 /// A key a committed run holds gives that run, `created: false`; a key an
 /// open transaction is inserting makes the statement wait for it, as a
@@ -163,10 +184,8 @@ impl<'a> BulkArgs<'a> {
 /// committed after the caller's snapshot is [`Error::StartConflict`] (retry
 /// the transaction), as is a key's run deleted between the two statements.
 /// Run it in a transaction: the two statements then start all or nothing.
-pub(crate) async fn start_many_on(
-    conn: &impl Conn,
-    insert: &Prepared<'_>,
-    find: &Prepared<'_>,
+pub(crate) async fn start_many_with(
+    conn: &mut impl BulkConn,
     args: &BulkArgs<'_>,
 ) -> Result<Vec<(RunId, bool)>, Error> {
     if args.slots.is_empty() {
@@ -175,35 +194,22 @@ pub(crate) async fn start_many_on(
     let conflict = || Error::StartConflict {
         workflow: args.workflow.to_owned(),
     };
-    let rows = match insert.query(conn, &args.params()).await {
-        Ok(rows) => rows,
-        Err(Error::Database(db))
-            if args.keyed() && db.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) =>
-        {
-            return Err(conflict());
-        }
-        Err(error) => return Err(error),
+    let written = match conn.insert(args).await {
+        Ok(written) => written,
+        Err(StartError::Serialization(_)) if args.keyed() => return Err(conflict()),
+        Err(StartError::Serialization(error) | StartError::Other(error)) => return Err(error),
     };
     super::store::check_count(
         "start_many: one row per run",
         i64::try_from(args.inputs.len()).unwrap_or(i64::MAX),
-        i64::try_from(rows.len()).unwrap_or(i64::MAX),
+        i64::try_from(written.ids.len()).unwrap_or(i64::MAX),
     )?;
-    let mut sent: Vec<(Option<i64>, bool)> = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let id: Option<i64> = row.try_get("run_id")?;
-        sent.push((id, id.is_some()));
-    }
     let created =
-        i64::try_from(sent.iter().filter(|(_, created)| *created).count()).unwrap_or(i64::MAX);
-    if let Some(first) = rows.first() {
-        super::store::check_count("start_many: first steps", created, first.try_get("steps")?)?;
-        super::store::check_count(
-            "start_many: started events",
-            created,
-            first.try_get("events")?,
-        )?;
-    }
+        i64::try_from(written.ids.iter().filter(|id| id.is_some()).count()).unwrap_or(i64::MAX);
+    super::store::check_count("start_many: first steps", created, written.steps)?;
+    super::store::check_count("start_many: started events", created, written.events)?;
+    let mut sent: Vec<(Option<i64>, bool)> =
+        written.ids.iter().map(|id| (*id, id.is_some())).collect();
     // The keys that were taken: read their runs, committed by now (the
     // insert waited for any transaction that held one).
     let taken: Vec<&str> = sent
@@ -213,12 +219,11 @@ pub(crate) async fn start_many_on(
         .map(|(_, key)| key.ok_or_else(conflict))
         .collect::<Result<_, _>>()?;
     if !taken.is_empty() {
-        let found: HashMap<String, i64> = find
-            .query(conn, &[&args.workflow, &taken])
+        let found: HashMap<String, i64> = conn
+            .find(args.workflow, &taken)
             .await?
             .into_iter()
-            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-            .collect::<Result<_, tokio_postgres::Error>>()?;
+            .collect();
         for ((id, _), key) in sent.iter_mut().zip(&args.keys) {
             if id.is_none() {
                 let key = key.ok_or_else(conflict)?;
@@ -241,4 +246,121 @@ pub(crate) async fn start_many_on(
         started.push(one);
     }
     Ok(started)
+}
+
+/// A bulk start on a tokio-postgres connection, with both statements
+/// prepared for it.
+pub(crate) struct PgBulk<'c, C: Conn> {
+    pub(crate) conn: &'c C,
+    pub(crate) insert: Prepared<'c>,
+    pub(crate) find: Prepared<'c>,
+}
+
+impl<C: Conn> BulkConn for PgBulk<'_, C> {
+    async fn insert(&mut self, args: &BulkArgs<'_>) -> Result<Written, StartError> {
+        let rows = match self.insert.query(self.conn, &args.params()).await {
+            Ok(rows) => rows,
+            Err(Error::Database(db)) if db.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => {
+                return Err(StartError::Serialization(Error::Database(db)));
+            }
+            Err(error) => return Err(StartError::Other(error)),
+        };
+        let read = || -> Result<Written, tokio_postgres::Error> {
+            let mut written = Written {
+                ids: Vec::with_capacity(rows.len()),
+                steps: 0,
+                events: 0,
+            };
+            for row in &rows {
+                written.ids.push(row.try_get("run_id")?);
+                written.steps = row.try_get("steps")?;
+                written.events = row.try_get("events")?;
+            }
+            Ok(written)
+        };
+        read().map_err(|error| StartError::Other(Error::Database(error)))
+    }
+
+    async fn find(&mut self, workflow: &str, keys: &[&str]) -> Result<Vec<(String, i64)>, Error> {
+        self.find
+            .query(self.conn, &[&workflow, &keys])
+            .await?
+            .into_iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .collect()
+    }
+}
+
+/// A bulk start on a caller's sqlx connection: the same two statements, sent
+/// unnamed (`persistent(false)`), so nothing is left prepared on it.
+#[cfg(feature = "sqlx")]
+pub(crate) struct SqlxBulk<'c> {
+    pub(crate) conn: &'c mut sqlx::PgConnection,
+    pub(crate) sql: &'c super::Statements,
+}
+
+#[cfg(feature = "sqlx")]
+impl BulkConn for SqlxBulk<'_> {
+    async fn insert(&mut self, args: &BulkArgs<'_>) -> Result<Written, StartError> {
+        use sqlx::Row as _;
+        use sqlx::types::Json;
+        let plans: Vec<Json<&Value>> = args.plans.iter().map(Json).collect();
+        let inputs: Vec<Json<&Value>> = args.inputs.iter().copied().map(Json).collect();
+        let rows = sqlx::query(&self.sql.start_many)
+            .persistent(false)
+            .bind(args.workflow)
+            .bind(args.digest)
+            .bind(args.options_digest)
+            .bind(&args.step_name)
+            .bind(args.timeout_ms)
+            .bind(args.now)
+            .bind(&args.channel)
+            .bind(&args.step_names)
+            .bind(plans)
+            .bind(inputs)
+            .bind(&args.keys)
+            .bind(&args.queues)
+            .bind(&args.priorities)
+            .bind(&args.not_before)
+            .bind(&args.delay_ms)
+            .bind(&args.queue_overrides)
+            .bind(&args.priority_overrides)
+            .bind(&args.plan_index)
+            .fetch_all(&mut *self.conn)
+            .await;
+        let read = |rows: Vec<sqlx::postgres::PgRow>| -> Result<Written, sqlx::Error> {
+            let mut written = Written {
+                ids: Vec::with_capacity(rows.len()),
+                steps: 0,
+                events: 0,
+            };
+            for row in &rows {
+                written.ids.push(row.try_get("run_id")?);
+                written.steps = row.try_get("steps")?;
+                written.events = row.try_get("events")?;
+            }
+            Ok(written)
+        };
+        match rows.and_then(read) {
+            Ok(written) => Ok(written),
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("40001") => Err(
+                StartError::Serialization(Error::Sqlx(sqlx::Error::Database(db))),
+            ),
+            Err(error) => Err(StartError::Other(Error::Sqlx(error))),
+        }
+    }
+
+    async fn find(&mut self, workflow: &str, keys: &[&str]) -> Result<Vec<(String, i64)>, Error> {
+        use sqlx::Row as _;
+        let rows = sqlx::query(&self.sql.find_runs_by_keys)
+            .persistent(false)
+            .bind(workflow)
+            .bind(keys)
+            .fetch_all(&mut *self.conn)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
 }

@@ -45,7 +45,12 @@ fn parcels(ids: impl IntoIterator<Item = i64>) -> Vec<(Parcel, StartOptions)> {
 
 fn keyed(prefix: &str, ids: impl IntoIterator<Item = i64>) -> Vec<(Parcel, StartOptions)> {
     ids.into_iter()
-        .map(|id| (Parcel { id }, StartOptions::new().key(format!("{prefix}-{id}"))))
+        .map(|id| {
+            (
+                Parcel { id },
+                StartOptions::new().key(format!("{prefix}-{id}")),
+            )
+        })
         .collect()
 }
 
@@ -117,10 +122,7 @@ impl Counting {
             url.push_str(&format!(" user={user}"));
         }
         if let Some(password) = config.get_password() {
-            url.push_str(&format!(
-                " password={}",
-                String::from_utf8_lossy(password)
-            ));
+            url.push_str(&format!(" password={}", String::from_utf8_lossy(password)));
         }
         url
     }
@@ -201,8 +203,7 @@ async fn start_many_takes_the_same_round_trips_for_three_runs_as_for_five_hundre
     // Keys taken before: one more statement reads their runs, whatever
     // their number.
     let (few_taken, _) = trips_of(&proxy, client.start_many::<Post>(keyed("a", 0..3))).await;
-    let (many_taken, again) =
-        trips_of(&proxy, client.start_many::<Post>(keyed("b", 0..500))).await;
+    let (many_taken, again) = trips_of(&proxy, client.start_many::<Post>(keyed("b", 0..500))).await;
     let again = again.expect("a bulk start");
     assert!(again.iter().all(|s| !s.created));
     assert_eq!(
@@ -242,8 +243,11 @@ async fn start_many_in_a_callers_transaction_is_one_statement_and_commits_with_i
     warm.rollback().await.expect("rollback");
 
     let tx = app.transaction().await.expect("begin");
-    let (trips, started) =
-        trips_of(&proxy, client.start_many_in::<Post>(&tx, keyed("k", 0..300))).await;
+    let (trips, started) = trips_of(
+        &proxy,
+        client.start_many_in::<Post>(&tx, keyed("k", 0..300)),
+    )
+    .await;
     assert_eq!(started.expect("a bulk start").len(), 300);
     assert_eq!(trips, 1, "one statement on the caller's connection");
     tx.rollback().await.expect("rollback");
@@ -266,8 +270,11 @@ async fn start_many_in_a_callers_transaction_is_one_statement_and_commits_with_i
 
     // A key committed before: read back in the same transaction.
     let tx = app.transaction().await.expect("begin");
-    let (trips, again) =
-        trips_of(&proxy, client.start_many_in::<Post>(&tx, keyed("k", [2, 3]))).await;
+    let (trips, again) = trips_of(
+        &proxy,
+        client.start_many_in::<Post>(&tx, keyed("k", [2, 3])),
+    )
+    .await;
     let again = again.expect("a bulk start");
     tx.commit().await.expect("commit");
     assert_eq!(trips, 2);
@@ -330,23 +337,21 @@ async fn the_runs_queue_and_priority_are_kept_and_workers_follow_them() {
 
     // A worker on the workflow's queue does not take it; one on the run's
     // (and the step's own) runs it to the end.
-    let on_post: Worker = t
-        .db
-        .worker()
-        .register(Post)
-        .queue("post")
-        .queue("stamps")
-        .build()
-        .expect("a worker");
+    let on_post: Worker =
+        t.db.worker()
+            .register(Post)
+            .queue("post")
+            .queue("stamps")
+            .build()
+            .expect("a worker");
     assert_eq!(on_post.run_until_idle().await.expect("a run"), 0);
-    let on_bulk: Worker = t
-        .db
-        .worker()
-        .register(Post)
-        .queue("bulk")
-        .queue("stamps")
-        .build()
-        .expect("a worker");
+    let on_bulk: Worker =
+        t.db.worker()
+            .register(Post)
+            .queue("bulk")
+            .queue("stamps")
+            .build()
+            .expect("a worker");
     on_bulk.run_until_idle().await.expect("a run");
     let view = t.run(started.run_id).await;
     assert_eq!(view.run.status, RunStatus::Finished);
@@ -357,7 +362,11 @@ async fn the_runs_queue_and_priority_are_kept_and_workers_follow_them() {
         .collect();
     assert_eq!(
         placed,
-        [("pack", "bulk", -2), ("stamp", "stamps", -2), ("send", "bulk", -2)]
+        [
+            ("pack", "bulk", -2),
+            ("stamp", "stamps", -2),
+            ("send", "bulk", -2)
+        ]
     );
 }
 
@@ -378,16 +387,22 @@ async fn a_start_time_holds_the_first_step_until_then_on_the_pinned_clock() {
         .await
         .expect("a start");
     assert_eq!(t.run(timed.run_id).await.steps[0].scheduled_at, at);
-    assert_eq!(t.run(delayed.run_id).await.steps[0].scheduled_at, at_ms(1_500));
-    let worker: Worker = t
-        .db
-        .worker()
-        .register(Post)
-        .queue("post")
-        .queue("stamps")
-        .build()
-        .expect("a worker");
-    assert_eq!(worker.run_until_idle().await.expect("a run"), 0, "nothing due");
+    assert_eq!(
+        t.run(delayed.run_id).await.steps[0].scheduled_at,
+        at_ms(1_500)
+    );
+    let worker: Worker =
+        t.db.worker()
+            .register(Post)
+            .queue("post")
+            .queue("stamps")
+            .build()
+            .expect("a worker");
+    assert_eq!(
+        worker.run_until_idle().await.expect("a run"),
+        0,
+        "nothing due"
+    );
     t.clock.advance(Duration::from_millis(1_500));
     worker.run_until_idle().await.expect("a run");
     assert_eq!(t.run(delayed.run_id).await.run.status, RunStatus::Finished);

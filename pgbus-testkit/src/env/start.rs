@@ -9,6 +9,44 @@ use pgbus_runtime::{Error, StartOptions, Started, Workflow};
 use super::TestEnv;
 
 impl TestEnv {
+    /// Claims from `queue` too, as a worker given it with
+    /// `WorkerBuilder::queue`: the environment claims from every queue its
+    /// registered workflows name, and from these. A run started on a queue
+    /// of its own ([`StartOptions::queue`]) runs here only once the
+    /// environment claims from that queue; until then it waits, as it would
+    /// for workers that do not serve it.
+    #[must_use]
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        let queue = queue.into();
+        if !self.queues.contains(&queue) {
+            self.queues.push(queue);
+        }
+        self.claim_queues()
+    }
+
+    /// The environment claiming from the registered workflows' queues (their
+    /// own and their steps') and those given with [`TestEnv::queue`].
+    pub(super) fn claim_queues(mut self) -> Self {
+        if self.queues.is_empty() {
+            return self;
+        }
+        let mut queues: Vec<String> = self
+            .runner
+            .definitions()
+            .into_iter()
+            .flat_map(|definition| {
+                std::iter::once(definition.queue)
+                    .chain(definition.entries.iter().filter_map(|e| e.options.queue))
+            })
+            .map(str::to_owned)
+            .chain(self.queues.iter().cloned())
+            .collect();
+        queues.sort();
+        queues.dedup();
+        self.runner = self.runner.queues(queues);
+        self
+    }
+
     /// Starts a run of `W` as `options` say, as `Client::start_with`: a key,
     /// a start time or delay on the virtual clock (the first step is due at
     /// that time plus its `wait`; [`TestEnv::advance`] brings it), the run's

@@ -72,7 +72,11 @@ fn next_after(step: &str, overrides: RunOverrides) -> (String, String, i16) {
 fn a_plain_start_is_the_workflows_placement_due_after_the_wait() {
     let plan = plan_start(DEF, &StartOptions::new(), now()).unwrap();
     assert_eq!(
-        (plan.first.step_name.as_str(), plan.first.queue.as_str(), plan.first.priority),
+        (
+            plan.first.step_name.as_str(),
+            plan.first.queue.as_str(),
+            plan.first.priority
+        ),
         ("pack", "ship", 3)
     );
     assert_eq!(
@@ -91,7 +95,10 @@ fn a_plain_start_is_the_workflows_placement_due_after_the_wait() {
 #[test]
 fn the_runs_queue_and_priority_replace_the_workflows_but_not_a_steps_own() {
     let plan = plan_start(DEF, &bulk(), now()).unwrap();
-    assert_eq!((plan.first.queue.as_str(), plan.first.priority), ("bulk", 40));
+    assert_eq!(
+        (plan.first.queue.as_str(), plan.first.priority),
+        ("bulk", 40)
+    );
     let placed: Vec<(&str, &str, i16)> = plan
         .step_plan
         .iter()
@@ -108,7 +115,10 @@ fn the_runs_queue_and_priority_replace_the_workflows_but_not_a_steps_own() {
     );
     // Only a queue: the priority stays the workflow's.
     let queue_only = plan_start(DEF, &StartOptions::new().queue("bulk"), now()).unwrap();
-    assert_eq!((queue_only.first.queue.as_str(), queue_only.first.priority), ("bulk", 3));
+    assert_eq!(
+        (queue_only.first.queue.as_str(), queue_only.first.priority),
+        ("bulk", 3)
+    );
 }
 
 #[test]
@@ -235,14 +245,28 @@ fn a_start_time_is_due_at_it_plus_the_wait_and_never_before_now() {
 fn a_start_is_refused_before_anything_is_planned() {
     let error = plan_start(DEF, &StartOptions::new().queue("a b"), now()).unwrap_err();
     assert!(
-        matches!(error, Error::InvalidStartOption { option: "queue", .. }),
+        matches!(
+            error,
+            Error::InvalidStartOption {
+                option: "queue",
+                ..
+            }
+        ),
         "{error:?}"
     );
 }
 
 #[test]
 fn repeated_keys_share_the_first_starts_run() {
-    let slots = bulk_slots([Some("a"), None, Some("b"), Some("a"), None, Some("b"), Some("a")]);
+    let slots = bulk_slots([
+        Some("a"),
+        None,
+        Some("b"),
+        Some("a"),
+        None,
+        Some("b"),
+        Some("a"),
+    ]);
     assert_eq!(
         slots,
         [
@@ -275,7 +299,13 @@ fn a_bulk_start_is_refused_whole_naming_the_first_bad_start() {
     }
     match plan_bulk(DEF, &runs, &Limits::default(), now()) {
         Err(Error::StartRefused { index: 3, source }) => assert!(
-            matches!(*source, Error::InvalidStartOption { option: "queue", .. }),
+            matches!(
+                *source,
+                Error::InvalidStartOption {
+                    option: "queue",
+                    ..
+                }
+            ),
             "{source:?}"
         ),
         other => panic!("{other:?}"),

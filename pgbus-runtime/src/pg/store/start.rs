@@ -10,7 +10,7 @@ use crate::definition::WorkflowDefinition;
 use crate::engine::plan_bulk;
 use crate::error::Error;
 use crate::pg::start::{PgStart, StartArgs, start_with};
-use crate::pg::start_many::{BulkArgs, start_many_on};
+use crate::pg::start_many::{BulkArgs, PgBulk, start_many_with};
 use crate::pg::statement::Caller;
 use crate::start_options::{NewRun, StartOptions};
 
@@ -122,7 +122,15 @@ impl PgStore {
         in_tx!(self.pool, |tx| async {
             let insert = self.prep.in_tx(&tx, &self.sql.start_many).await?;
             let find = self.prep.in_tx(&tx, &self.sql.find_runs_by_keys).await?;
-            start_many_on(&tx, &insert, &find, &args).await
+            start_many_with(
+                &mut PgBulk {
+                    conn: &tx,
+                    insert,
+                    find,
+                },
+                &args,
+            )
+            .await
         })
     }
 
@@ -145,7 +153,34 @@ impl PgStore {
             .prep
             .unnamed(&self.pool, &self.sql.find_runs_by_keys)
             .await?;
-        start_many_on(&Caller(caller), &insert, &find, &args).await
+        start_many_with(
+            &mut PgBulk {
+                conn: &Caller(caller),
+                insert,
+                find,
+            },
+            &args,
+        )
+        .await
+    }
+
+    /// As [`PgStore::start_many_on`], on a caller's sqlx connection.
+    #[cfg(feature = "sqlx")]
+    pub(crate) async fn start_many_sqlx(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        definition: &'static WorkflowDefinition,
+        runs: &[NewRun],
+    ) -> Result<Vec<(RunId, bool)>, Error> {
+        let args = self.bulk_args(definition, runs)?;
+        start_many_with(
+            &mut crate::pg::start_many::SqlxBulk {
+                conn,
+                sql: &self.sql,
+            },
+            &args,
+        )
+        .await
     }
 
     /// The parameters of a bulk start of `runs`, each checked (options on

@@ -98,17 +98,31 @@ async fn a_later_start_is_due_at_its_time<C: Clocked>(clocked: C) {
         .await
         .expect("a start");
     let due = |run| async move {
-        store.run(run, RunRead::default()).await.expect("the run").steps[0].scheduled_at
+        store
+            .run(run, RunRead::default())
+            .await
+            .expect("the run")
+            .steps[0]
+            .scheduled_at
     };
     assert_eq!(due(delayed).await, start + chrono::Duration::seconds(62));
     assert_eq!(due(timed).await, at + chrono::Duration::seconds(2));
-    assert_eq!(due(backdated).await, start, "a past time is due at once, now");
+    assert_eq!(
+        due(backdated).await,
+        start,
+        "a past time is due at once, now"
+    );
 
-    let first = claim_from(&runner, &["route"]).await.expect("the backdated run");
+    let first = claim_from(&runner, &["route"])
+        .await
+        .expect("the backdated run");
     assert_eq!(first.run_id, backdated);
     assert!(claim_from(&runner, &["route"]).await.is_none());
     clocked.advance(Duration::from_secs(61));
-    assert!(claim_from(&runner, &["route"]).await.is_none(), "due at 62 s");
+    assert!(
+        claim_from(&runner, &["route"]).await.is_none(),
+        "due at 62 s"
+    );
     clocked.advance(Duration::from_secs(1));
     let claim = claim_from(&runner, &["route"]).await.expect("due now");
     assert_eq!(claim.run_id, delayed);
@@ -127,7 +141,11 @@ async fn the_runs_queue_and_priority_place_every_row<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let runner = Runner::new(store.clone(), WORKER).register(Route);
     let (run, _) = store
-        .start_run(DEF, &json!(1), &StartOptions::new().queue("bulk").priority(9))
+        .start_run(
+            DEF,
+            &json!(1),
+            &StartOptions::new().queue("bulk").priority(9),
+        )
         .await
         .expect("a start");
     let view = store.run(run, RunRead::default()).await.expect("the run");
@@ -200,9 +218,18 @@ async fn start_options_are_checked_by_the_store<C: Clocked>(clocked: C) {
     let far = start + chrono::Duration::days(36_500) + chrono::Duration::seconds(1);
     assert_eq!(option(refused(StartOptions::new().at(far)).await), "at");
     let long = Duration::from_millis(pgbus_runtime::MAX_DURATION_MS + 1);
-    assert_eq!(option(refused(StartOptions::new().delay(long)).await), "delay");
-    assert_eq!(option(refused(StartOptions::new().queue("two words")).await), "queue");
-    assert_eq!(option(refused(StartOptions::new().queue("")).await), "queue");
+    assert_eq!(
+        option(refused(StartOptions::new().delay(long)).await),
+        "delay"
+    );
+    assert_eq!(
+        option(refused(StartOptions::new().queue("two words")).await),
+        "queue"
+    );
+    assert_eq!(
+        option(refused(StartOptions::new().queue("")).await),
+        "queue"
+    );
     assert!(matches!(
         refused(StartOptions::new().key(" ").queue("q")).await,
         Error::BlankIdempotencyKey
@@ -225,16 +252,16 @@ async fn start_many_starts_each_in_order<C: Clocked>(clocked: C) {
         NewRun::new(json!(2), StartOptions::new().queue("bulk").priority(1)),
         NewRun::new(json!(3), StartOptions::new().key("a").queue("other")),
         NewRun::new(json!(4), StartOptions::new().key("b")),
-        NewRun::new(
-            json!(5),
-            StartOptions::new().delay(Duration::from_secs(30)),
-        ),
+        NewRun::new(json!(5), StartOptions::new().delay(Duration::from_secs(30))),
     ];
     let started = store.start_many(DEF, &runs).await.expect("a bulk start");
     assert_eq!(started.len(), 5);
     let created: Vec<bool> = started.iter().map(|(_, created)| *created).collect();
     assert_eq!(created, [true, true, false, false, true]);
-    assert_eq!(started[2].0, started[0].0, "the call's first start with `a`");
+    assert_eq!(
+        started[2].0, started[0].0,
+        "the call's first start with `a`"
+    );
     assert_eq!(started[3].0, earlier, "the run holding `b`");
     let new: Vec<RunId> = [0, 1, 4].iter().map(|&i| started[i].0).collect();
     assert!(new.iter().all(|run| *run != earlier));
@@ -268,7 +295,11 @@ async fn start_many_starts_each_in_order<C: Clocked>(clocked: C) {
     let listed = store.list_runs(&RunFilter::new()).await.expect("a list");
     assert_eq!(listed.len(), 4);
     assert!(
-        store.start_many(DEF, &[]).await.expect("nothing").is_empty(),
+        store
+            .start_many(DEF, &[])
+            .await
+            .expect("nothing")
+            .is_empty(),
         "an empty call starts nothing"
     );
 }
@@ -284,7 +315,13 @@ async fn start_many_is_all_or_none<C: Clocked>(clocked: C) {
     ];
     match store.start_many(DEF, &runs).await {
         Err(Error::StartRefused { index: 2, source }) => assert!(
-            matches!(*source, Error::InvalidStartOption { option: "queue", .. }),
+            matches!(
+                *source,
+                Error::InvalidStartOption {
+                    option: "queue",
+                    ..
+                }
+            ),
             "{source:?}"
         ),
         other => panic!("{other:?}"),
