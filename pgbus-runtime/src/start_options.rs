@@ -60,7 +60,7 @@ pub enum StartAt {
 ///
 /// let options = StartOptions::new()
 ///     .key("order-1042")
-///     .delay(Duration::from_secs(30 * 60))
+///     .delay(Duration::from_mins(30))
 ///     .queue("orders_bulk")
 ///     .priority(10);
 /// assert_eq!(options.idempotency_key(), Some("order-1042"));
@@ -187,33 +187,29 @@ impl StartOptions {
         if let Some(key) = &self.key {
             crate::client::check_key(key)?;
         }
+        let limit = now
+            .checked_add_signed(max_ahead())
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
         match self.start_at {
-            Some(StartAt::At(at)) => {
-                let limit = now
-                    .checked_add_signed(max_ahead())
-                    .unwrap_or(DateTime::<Utc>::MAX_UTC);
-                if at > limit {
-                    return Err(Error::InvalidStartOption {
-                        option: "at",
-                        problem: format!(
-                            "must be at most 36500 days ahead of the store's clock ({}); got {}",
-                            now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                            at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-                        ),
-                    });
-                }
+            Some(StartAt::At(at)) if at > limit => {
+                return Err(Error::InvalidStartOption {
+                    option: "at",
+                    problem: format!(
+                        "must be at most 36500 days ahead of the store's clock ({}); got {}",
+                        now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                        at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    ),
+                });
             }
-            Some(StartAt::After(delay)) => {
-                if delay.as_millis() > u128::from(MAX_DURATION_MS) {
-                    return Err(Error::InvalidStartOption {
-                        option: "delay",
-                        problem: format!(
-                            "must be at most 36500 days (`36500d`), as every pgbus duration; got {delay:?}"
-                        ),
-                    });
-                }
+            Some(StartAt::After(delay)) if delay.as_millis() > u128::from(MAX_DURATION_MS) => {
+                return Err(Error::InvalidStartOption {
+                    option: "delay",
+                    problem: format!(
+                        "must be at most 36500 days (`36500d`), as every pgbus duration; got {delay:?}"
+                    ),
+                });
             }
-            None => {}
+            _ => {}
         }
         if let Some(queue) = &self.queue {
             check_queue(queue).map_err(|problem| Error::InvalidStartOption {

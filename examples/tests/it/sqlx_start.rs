@@ -282,7 +282,7 @@ async fn start_options_and_bulk_starts_in_a_sqlx_transaction() {
             &notice(1),
             &StartOptions::new()
                 .key("one")
-                .delay(Duration::from_secs(3600))
+                .delay(Duration::from_hours(1))
                 .queue("sqlx_bulk"),
         )
         .await

@@ -29,7 +29,7 @@ impl Client {
     ///         &7,
     ///         &StartOptions::new()
     ///             .key("report-7")
-    ///             .delay(std::time::Duration::from_secs(3600))
+    ///             .delay(std::time::Duration::from_hours(1))
     ///             .queue("reports")
     ///             .priority(-5),
     ///     )

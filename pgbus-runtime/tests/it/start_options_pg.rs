@@ -4,6 +4,7 @@
 //! proxy that reads the protocol), all or none, in the caller's transaction
 //! too; concurrent bulk starts with common keys start each key once.
 
+use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -119,10 +120,10 @@ impl Counting {
             config.get_dbname().unwrap_or("postgres")
         );
         if let Some(user) = config.get_user() {
-            url.push_str(&format!(" user={user}"));
+            let _ = write!(url, " user={user}");
         }
         if let Some(password) = config.get_password() {
-            url.push_str(&format!(" password={}", String::from_utf8_lossy(password)));
+            let _ = write!(url, " password={}", String::from_utf8_lossy(password));
         }
         url
     }
@@ -407,7 +408,7 @@ async fn a_start_time_holds_the_first_step_until_then_on_the_pinned_clock() {
     worker.run_until_idle().await.expect("a run");
     assert_eq!(t.run(delayed.run_id).await.run.status, RunStatus::Finished);
     assert_eq!(t.run(timed.run_id).await.run.status, RunStatus::Ready);
-    t.clock.advance(Duration::from_secs(3_600));
+    t.clock.advance(Duration::from_hours(1));
     worker.run_until_idle().await.expect("a run");
     assert_eq!(t.run(timed.run_id).await.run.status, RunStatus::Finished);
     assert!(t0() < at);

@@ -580,13 +580,13 @@ async fn start_options_and_bulk_starts_on_the_virtual_clock() {
 
     let env = TestEnv::new().register(Restock);
     let later = env
-        .start_with::<Restock>(&1, &StartOptions::new().delay(Duration::from_secs(30 * 60)))
+        .start_with::<Restock>(&1, &StartOptions::new().delay(Duration::from_mins(30)))
         .unwrap();
     let elsewhere = env
         .start_with::<Restock>(&2, &StartOptions::new().queue("bulk").priority(-1))
         .unwrap();
     assert!(env.run_until_idle().await.is_empty(), "neither is due here");
-    env.advance(Duration::from_secs(30 * 60));
+    env.advance(Duration::from_mins(30));
     let ran = env.run_next().await.expect("the delayed run's first step");
     assert_eq!((ran.run_id, ran.step.as_str()), (later.run_id, "order"));
 

@@ -192,7 +192,7 @@ fn a_step_the_definition_lacks_goes_where_the_runs_plan_says_else_to_the_runs_qu
 fn a_delay_counts_from_now_before_the_wait() {
     let plan = plan_start(
         DEF,
-        &StartOptions::new().delay(Duration::from_secs(60)),
+        &StartOptions::new().delay(Duration::from_mins(1)),
         now(),
     )
     .unwrap();

@@ -79,7 +79,7 @@ async fn a_later_start_is_due_at_its_time<C: Clocked>(clocked: C) {
         .start_run(
             DEF,
             &json!(1),
-            &StartOptions::new().delay(Duration::from_secs(60)),
+            &StartOptions::new().delay(Duration::from_mins(1)),
         )
         .await
         .expect("a start");
@@ -127,7 +127,7 @@ async fn a_later_start_is_due_at_its_time<C: Clocked>(clocked: C) {
     let claim = claim_from(&runner, &["route"]).await.expect("due now");
     assert_eq!(claim.run_id, delayed);
     assert!(claim_from(&runner, &["route"]).await.is_none());
-    clocked.advance(Duration::from_secs(9 * 60));
+    clocked.advance(Duration::from_mins(9));
     let claim = claim_from(&runner, &["route"]).await.expect("due now");
     assert_eq!(claim.run_id, timed);
     let view = store.run(timed, RunRead::default()).await.expect("the run");
