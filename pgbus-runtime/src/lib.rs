@@ -18,6 +18,7 @@ pub mod fan_out;
 pub mod flow;
 pub mod metric;
 pub mod pg;
+pub mod start_options;
 pub mod store;
 pub mod timeline;
 pub mod view;
@@ -44,6 +45,9 @@ pub use error::{
 pub use fan_out::{ChildRun, FanOut};
 pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
 pub use pg::{MAX_SCHEMA_NAME_LEN, MIGRATIONS, Migration, Schema, migrate, migrate_schema};
+pub use start_options::{
+    MAX_QUEUE_NAME_CHARS, MAX_START_MANY_INPUT_BYTES, MAX_STARTS_PER_CALL, StartAt, StartOptions,
+};
 pub use view::{
     BatchView, EventView, Omitted, RunCounts, RunFilter, RunRead, RunSummary, RunView, SignalView,
     StepView, Unrunnable, ValueOf,

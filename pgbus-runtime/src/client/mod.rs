@@ -9,6 +9,7 @@ mod deploy;
 mod insights;
 mod reads;
 mod start;
+mod start_many;
 mod workers;
 
 pub use checks::{check_actor, check_key, check_reason, checked_reason};
@@ -22,8 +23,9 @@ pub struct Client {
 }
 
 /// What a start did: the run, and whether this call created it. Every start
-/// returns one ([`Client::start`], [`Client::start_idempotent`], their `_in`
-/// and `_in_sqlx` forms, and the testkit's `TestEnv::start`), so code that
+/// returns one ([`Client::start`], [`Client::start_idempotent`],
+/// [`Client::start_with`], their `_in` and `_in_sqlx` forms, each item of
+/// [`Client::start_many`], and the testkit's `TestEnv::start`), so code that
 /// starts runs reads the same with a key or without.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

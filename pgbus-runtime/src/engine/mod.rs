@@ -18,6 +18,7 @@ mod resolve;
 mod result;
 mod signal;
 mod stall;
+mod start;
 mod status;
 mod step_plan;
 mod verb;
@@ -33,9 +34,14 @@ pub use resolve::{Resolution, resolve_error};
 pub use result::{AttemptResult, ErrorRecord, Gate};
 pub use signal::{LISTED_SIGNAL_NAMES, SignalCheck, check_signal_target, describe_unknown_signal};
 pub use stall::{StallAction, stalled_result, undefined_result};
+pub use start::{
+    BulkSlot, BulkStart, FirstDue, RunOverrides, StartPlan, bulk_slots, check_bulk,
+    check_bulk_count, first_due, plan_bulk, plan_start,
+};
 pub use status::{BatchStatus, RunStatus, StepOutcome, StepStatus, UnknownStatus};
 pub use step_plan::{
-    PlanEntry, PlannedStep, first_attempt, live_step_names, plan_entries, step_plan,
+    PlanEntry, PlannedStep, first_attempt, first_attempt_for, live_step_names, plan_entries,
+    run_step_plan, step_plan,
 };
 pub use verb::Verb;
 

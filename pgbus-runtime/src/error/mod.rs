@@ -290,6 +290,55 @@ pub enum Error {
         /// The workflow.
         workflow: String,
     },
+    /// A start option ([`StartOptions`](crate::StartOptions)) out of bounds:
+    /// an `at` more than 36,500 days ahead, a `delay` over 36,500 days, a
+    /// `queue` that is empty, over 255 characters or holds whitespace,
+    /// control or invisible characters (see
+    /// [`StartOptions::check`](crate::StartOptions::check)). Nothing was
+    /// started. A bad key keeps its own errors
+    /// ([`Error::BlankIdempotencyKey`], [`Error::InvalidIdempotencyKey`]).
+    #[error("start option `{option}` {problem}")]
+    InvalidStartOption {
+        /// The option: `at`, `delay` or `queue`.
+        option: &'static str,
+        /// What is wrong with it, and the rule.
+        problem: String,
+    },
+    /// A bulk start ([`Client::start_many`](crate::Client::start_many)) over
+    /// its bounds: more than [`MAX_STARTS_PER_CALL`](crate::MAX_STARTS_PER_CALL)
+    /// (1,000) runs, or more than
+    /// [`MAX_START_MANY_INPUT_BYTES`](crate::MAX_START_MANY_INPUT_BYTES)
+    /// (32 MiB) of input JSON in all. Nothing was started; split the call.
+    #[error(
+        "a start_many call starts at most {max_runs} runs and {max_bytes} bytes of input JSON; this one has {runs} runs{}: split it",
+        .input_bytes.map(|b| format!(" and {b} bytes")).unwrap_or_default()
+    )]
+    TooManyStarts {
+        /// The runs given.
+        runs: usize,
+        /// Their input JSON in bytes, when counted (not when the count
+        /// alone was over).
+        input_bytes: Option<usize>,
+        /// [`MAX_STARTS_PER_CALL`](crate::MAX_STARTS_PER_CALL).
+        max_runs: usize,
+        /// [`MAX_START_MANY_INPUT_BYTES`](crate::MAX_START_MANY_INPUT_BYTES).
+        max_bytes: usize,
+    },
+    /// One start of a bulk start ([`Client::start_many`](crate::Client::start_many))
+    /// was refused: its input did not serialize ([`Error::Json`]) or broke
+    /// the input limits ([`Error::InvalidInput`]), or its options were bad
+    /// ([`Error::InvalidStartOption`], a key's errors). Nothing of the call
+    /// was started. `source` says why.
+    #[error(
+        "start {index} of the start_many call (counting from 0) was refused, so none was started"
+    )]
+    StartRefused {
+        /// Its position in the call's inputs, from 0.
+        index: usize,
+        /// Why.
+        #[source]
+        source: Box<Error>,
+    },
     /// The workflow has no live step to start with.
     #[error("workflow `{workflow}` has no step to run")]
     NoSteps {

@@ -90,6 +90,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0012_sql_start.sql",
         sql: include_str!("../../migrations/0012_sql_start.sql"),
     },
+    Migration {
+        version: 13,
+        name: "0013_start_options.sql",
+        sql: include_str!("../../migrations/0013_start_options.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

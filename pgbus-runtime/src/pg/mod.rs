@@ -4,6 +4,7 @@
 pub(crate) mod cancel;
 mod migrate;
 mod start;
+mod start_many;
 pub(crate) mod statement;
 pub(crate) mod store;
 
@@ -108,6 +109,8 @@ macro_rules! statements {
 statements! {
     start_run => "start_run.sql",
     find_run_by_key => "find_run_by_key.sql",
+    start_many => "start_many.sql",
+    find_runs_by_keys => "find_runs_by_keys.sql",
     claim => "claim.sql",
     next_due => "next_due.sql",
     lock_run => "lock_run.sql",

@@ -22,6 +22,7 @@ mod robust_pg;
 mod signal_pg;
 mod sql_start_pg;
 mod start_in_pg;
+mod start_options_pg;
 mod sweep_pg;
 mod tls_cluster;
 mod tls_pg;

@@ -42,6 +42,8 @@ struct Run {
     cancelled_at: Option<DateTime<Utc>>,
     step_names: Vec<String>,
     step_plan: Vec<PlannedStep>,
+    /// The queue and priority it was started with.
+    overrides: pgbus_runtime::engine::RunOverrides,
     parent_batch_id: Option<i64>,
     /// Its step rows' ids, oldest first.
     step_ids: Vec<i64>,

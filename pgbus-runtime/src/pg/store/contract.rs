@@ -9,6 +9,7 @@ use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use crate::error::Error;
+use crate::start_options::{NewRun, StartOptions};
 use crate::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
 use crate::view::{RunFilter, RunRead, RunSummary, RunView};
 
@@ -17,13 +18,17 @@ impl Store for PgStore {
         &self,
         definition: &'static WorkflowDefinition,
         input: &Value,
-        key: Option<&str>,
+        options: &StartOptions,
     ) -> Result<(RunId, bool), Error> {
-        if let Some(key) = key {
-            crate::client::check_key(key)?;
-        }
-        self.limits.check_input(input)?;
-        Self::start_run(self, definition, input, key).await
+        Self::start_run(self, definition, input, options).await
+    }
+
+    async fn start_many(
+        &self,
+        definition: &'static WorkflowDefinition,
+        runs: &[NewRun],
+    ) -> Result<Vec<(RunId, bool)>, Error> {
+        Self::start_many(self, definition, runs).await
     }
 
     async fn claim(&self, claimer: &Claimer<'_>, limit: usize) -> Result<Vec<Claim>, Error> {
