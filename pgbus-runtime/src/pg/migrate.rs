@@ -90,6 +90,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0012_sql_start.sql",
         sql: include_str!("../../migrations/0012_sql_start.sql"),
     },
+    Migration {
+        version: 14,
+        name: "0014_run_results.sql",
+        sql: include_str!("../../migrations/0014_run_results.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

@@ -29,7 +29,7 @@ use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{Action, AttemptResult, Plan, RunStatus, SignalCheck};
 use crate::error::Error;
-use crate::view::{RunFilter, RunRead, RunSummary, RunView};
+use crate::view::{ResultView, RunFilter, RunRead, RunSummary, RunView};
 
 pub use crate::pg::store::PgStore;
 pub use claim::{Claim, Claimer, Handoff, Stalled};
@@ -222,6 +222,13 @@ pub trait Store: Send + Sync + 'static {
         run_id: RunId,
         read: RunRead,
     ) -> impl Future<Output = Result<RunView, Error>> + Send;
+
+    /// A run as a wait for its result reads it (see [`ResultView`]): one
+    /// consistent read of its row, its latest attempt when it finished, and
+    /// the reason of the event that cancelled or paused it.
+    /// [`engine::settle_result`](crate::engine::settle_result) decides from
+    /// it. Errors: [`Error::RunNotFound`].
+    fn run_result(&self, run_id: RunId) -> impl Future<Output = Result<ResultView, Error>> + Send;
 
     /// Runs matching `filter`, newest first, at most its limit.
     fn list_runs(
