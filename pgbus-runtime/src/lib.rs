@@ -26,7 +26,8 @@ pub mod worker;
 pub mod workflow;
 
 pub use client::{
-    BucketCounts, Client, OutcomeCount, RegisteredWorkflow, Started, StepTimings, WorkerView,
+    BucketCounts, Client, OutcomeCount, RegisteredWorkflow, ResultWait, Started, StepTimings,
+    WorkerView,
 };
 pub use clock::{Clock, ManualClock};
 pub use connection::SslMode;
@@ -36,7 +37,9 @@ pub use definition::{
     Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy, FailureAction, GuardRef,
     HandlerRef, OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,
 };
-pub use engine::{Action, BatchStatus, EventKind, IllegalMove, RunStatus, StepOutcome, StepStatus};
+pub use engine::{
+    Action, BatchStatus, EventKind, IllegalMove, OnPause, RunStatus, StepOutcome, StepStatus,
+};
 pub use error::{
     BadInput, Error, FanOutFailed, Message, Panicked, StepError, StepNotDefined, StepStalled,
     Timeout, Unstorable, WaitTimedOut,
@@ -45,8 +48,8 @@ pub use fan_out::{ChildRun, FanOut};
 pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
 pub use pg::{MAX_SCHEMA_NAME_LEN, MIGRATIONS, Migration, Schema, migrate, migrate_schema};
 pub use view::{
-    BatchView, EventView, Omitted, RunCounts, RunFilter, RunRead, RunSummary, RunView, SignalView,
-    StepView, Unrunnable, ValueOf,
+    BatchView, EventView, LastAttempt, Omitted, ResultView, RunCounts, RunFilter, RunRead,
+    RunSummary, RunView, SignalView, StepView, Unrunnable, ValueOf,
 };
 pub use worker::{ErrorReport, StallAction, SweepReport, Sweeper, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};

@@ -9,7 +9,8 @@ use pgbus_runtime::client::{check_key, checked_reason};
 use pgbus_runtime::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
 use pgbus_runtime::{
-    Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, SignalId, WorkflowDefinition,
+    Error, Limits, ResultView, RunFilter, RunId, RunRead, RunSummary, RunView, SignalId,
+    WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -187,6 +188,10 @@ impl Store for MemoryStore {
 
     async fn run(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
         self.rows().run(run_id, read)
+    }
+
+    async fn run_result(&self, run_id: RunId) -> Result<ResultView, Error> {
+        self.rows().run_result(run_id)
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
