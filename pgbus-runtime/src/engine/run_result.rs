@@ -66,7 +66,8 @@ pub fn settle_result_as<T: DeserializeOwned>(
     view: &ResultView,
     on_pause: OnPause,
 ) -> Option<Result<T, Error>> {
-    settle_result(view, on_pause).map(|settled| settled.and_then(|value| decode_result(view, value)))
+    settle_result(view, on_pause)
+        .map(|settled| settled.and_then(|value| decode_result(view, value)))
 }
 
 /// `value`, the result of `view`'s run, as `T`; [`Error::ResultDecode`]

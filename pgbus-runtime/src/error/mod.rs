@@ -7,9 +7,9 @@ mod step_error;
 
 use std::time::Duration;
 
+use call::{describe_error, describe_reason, unrunnable_hint};
 #[cfg(feature = "sqlx")]
 use driver::describe_sqlx_error;
-use call::{describe_error, describe_reason, unrunnable_hint};
 use driver::{describe_driver_error, describe_pool_error, driver_cause};
 pub(crate) use step_error::display_chain;
 pub use step_error::{StepError, cap_message};

@@ -87,9 +87,8 @@ impl<W: Workflow> TestResult<'_, W> {
             if let Some(done) = settle_result_as::<W::Output>(&view, self.on_pause) {
                 return done;
             }
-            let waited = |now: chrono::DateTime<chrono::Utc>| {
-                (now - started).to_std().unwrap_or_default()
-            };
+            let waited =
+                |now: chrono::DateTime<chrono::Utc>| (now - started).to_std().unwrap_or_default();
             if attempts < MAX_ATTEMPTS_PER_CALL && env.run_next().await.is_some() {
                 attempts += 1;
                 continue;

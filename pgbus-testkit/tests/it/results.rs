@@ -48,7 +48,9 @@ struct Gate;
 impl Gate {
     #[step(wait_for = "go")]
     async fn wait(&self, cx: &mut StepCx<()>) -> StepResult {
-        let n: u32 = cx.signal().map_or(Ok(0), |s| s.payload_as())?;
+        let n: u32 = cx
+            .signal()
+            .map_or(Ok(0), pgbus_runtime::Signal::payload_as)?;
         cx.output(&Some(n))?;
         Ok(Flow::Complete)
     }
@@ -75,7 +77,10 @@ impl Parcel {
 }
 
 fn env() -> TestEnv {
-    TestEnv::new().register(Ship).register(Gate).register(Dispatch)
+    TestEnv::new()
+        .register(Ship)
+        .register(Gate)
+        .register(Dispatch)
 }
 
 fn hours(h: i64) -> chrono::DateTime<chrono::Utc> {
@@ -108,17 +113,24 @@ async fn now_runs_nothing_and_a_virtual_timeout_stops_the_clock() {
     let run = env.start::<Ship>(&7).unwrap().run_id;
     let now = env.result::<Ship>(run).now();
     assert!(
-        matches!(now, Err(Error::ResultTimeout { waited: Duration::ZERO, status: RunStatus::Ready, .. })),
+        matches!(
+            now,
+            Err(Error::ResultTimeout {
+                waited: Duration::ZERO,
+                status: RunStatus::Ready,
+                ..
+            })
+        ),
         "{now:?}"
     );
     assert_eq!(env.run(run).unwrap().steps.len(), 1, "nothing ran");
 
     let timed_out = env
         .result::<Ship>(run)
-        .timeout(Duration::from_secs(3600))
+        .timeout(Duration::from_hours(1))
         .await;
     assert!(
-        matches!(timed_out, Err(Error::ResultTimeout { waited, .. }) if waited == Duration::from_secs(3600)),
+        matches!(timed_out, Err(Error::ResultTimeout { waited, .. }) if waited == Duration::from_hours(1)),
         "{timed_out:?}"
     );
     assert_eq!(env.now(), hours(1), "stopped at the timeout");
@@ -129,7 +141,7 @@ async fn now_runs_nothing_and_a_virtual_timeout_stops_the_clock() {
     );
     let receipt = env
         .result::<Ship>(run)
-        .timeout(Duration::from_secs(3600))
+        .timeout(Duration::from_hours(1))
         .await
         .expect("due within the next hour");
     assert_eq!(receipt.order, 7);
@@ -158,7 +170,7 @@ async fn cancelled_paused_and_undecodable_runs_are_errors() {
     let result = env
         .result::<Ship>(paused)
         .on_pause(OnPause::Wait)
-        .timeout(Duration::from_secs(60))
+        .timeout(Duration::from_mins(1))
         .await;
     assert!(matches!(result, Err(Error::RunPaused { .. })), "{result:?}");
     assert_eq!(env.now(), before + chrono::Duration::seconds(60));
@@ -186,7 +198,13 @@ async fn a_run_nothing_can_end_is_not_waited_for_forever() {
     // stays, and the wait ends.
     let result = env.result::<Gate>(run).await;
     assert!(
-        matches!(result, Err(Error::ResultTimeout { waited: Duration::ZERO, .. })),
+        matches!(
+            result,
+            Err(Error::ResultTimeout {
+                waited: Duration::ZERO,
+                ..
+            })
+        ),
         "{result:?}"
     );
     assert_eq!(env.now(), default_start());

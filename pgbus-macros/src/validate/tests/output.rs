@@ -27,7 +27,9 @@ fn output_is_a_type_or_a_string_holding_one_and_unit_by_default() {
 fn a_bad_output_is_an_error_on_it() {
     assert_eq!(
         errors(quote!(output = "Vec<Receipt"), item()),
-        ["`output` is not a valid type; write e.g. `output = Receipt` or `output = \"Vec<Receipt>\"`"]
+        [
+            "`output` is not a valid type; write e.g. `output = Receipt` or `output = \"Vec<Receipt>\"`"
+        ]
     );
     assert_eq!(
         errors(quote!(output), item()),
@@ -46,10 +48,18 @@ fn a_bad_output_is_an_error_on_it() {
 fn the_options_digest_names_output_only_when_declared() {
     let model = |args: TokenStream| run(args, item()).0.expect("model");
     let none = model(quote!());
-    assert!(!none.options_json.contains("output"), "{}", none.options_json);
+    assert!(
+        !none.options_json.contains("output"),
+        "{}",
+        none.options_json
+    );
     let unit = model(quote!(output = ()));
     let receipt = model(quote!(output = Receipt));
-    assert!(receipt.options_json.contains(r#""output":"Receipt""#), "{}", receipt.options_json);
+    assert!(
+        receipt.options_json.contains(r#""output":"Receipt""#),
+        "{}",
+        receipt.options_json
+    );
     assert_ne!(none.options_digest, receipt.options_digest);
     assert_ne!(unit.options_digest, receipt.options_digest);
     assert_eq!(

@@ -37,7 +37,10 @@ fn the_result_is_the_last_attempts_output_when_it_completed_or_was_skipped() {
             output,
         }))
     };
-    assert_eq!(last(StepStatus::Completed, Some(json!({"a": 1}))), json!({"a": 1}));
+    assert_eq!(
+        last(StepStatus::Completed, Some(json!({"a": 1}))),
+        json!({"a": 1})
+    );
     assert_eq!(last(StepStatus::Skipped, Some(json!(2))), json!(2));
     assert_eq!(last(StepStatus::Completed, None), Value::Null);
     assert_eq!(last(StepStatus::Skipped, None), Value::Null);
@@ -80,7 +83,10 @@ fn paused_returns_at_once_unless_told_to_wait_and_then_at_the_timeout() {
     let paused = view(RunStatus::Paused, None);
     assert!(matches!(
         settle_result(&paused, OnPause::Return),
-        Some(Err(Error::RunPaused { run_id: RunId(7), .. }))
+        Some(Err(Error::RunPaused {
+            run_id: RunId(7),
+            ..
+        }))
     ));
     assert!(settle_result(&paused, OnPause::Wait).is_none());
     assert!(matches!(

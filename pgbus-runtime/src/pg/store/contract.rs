@@ -136,9 +136,7 @@ impl Store for PgStore {
     }
 
     async fn run(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
-        Client::new(self.clone(), None)
-        .run_with(run_id, read)
-        .await
+        Client::new(self.clone(), None).run_with(run_id, read).await
     }
 
     async fn run_result(&self, run_id: RunId) -> Result<ResultView, Error> {
@@ -146,8 +144,6 @@ impl Store for PgStore {
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
-        Client::new(self.clone(), None)
-        .list_runs(filter)
-        .await
+        Client::new(self.clone(), None).list_runs(filter).await
     }
 }

@@ -1,6 +1,7 @@
 //! How many statements a wait sends: counted on the wire, by a proxy between
 //! the client and the server that reads the protocol's frontend messages.
 
+use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -29,7 +30,10 @@ impl CountingProxy {
             Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
             _ => "127.0.0.1".to_owned(),
         };
-        let upstream = format!("{host}:{}", config.get_ports().first().copied().unwrap_or(5432));
+        let upstream = format!(
+            "{host}:{}",
+            config.get_ports().first().copied().unwrap_or(5432)
+        );
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         let port = listener.local_addr().expect("an address").port();
         let statements = Arc::new(AtomicUsize::new(0));
@@ -74,10 +78,10 @@ impl CountingProxy {
             config.get_dbname().unwrap_or("postgres")
         );
         if let Some(user) = config.get_user() {
-            url.push_str(&format!(" user={user}"));
+            let _ = write!(url, " user={user}");
         }
         if let Some(password) = config.get_password() {
-            url.push_str(&format!(" password={}", String::from_utf8_lossy(password)));
+            let _ = write!(url, " password={}", String::from_utf8_lossy(password));
         }
         url
     }
@@ -121,7 +125,8 @@ fn pump_frontend(
         server.write_all(&body)?;
         match kind {
             // SSLRequest or GSSENCRequest: a startup message follows.
-            None if body.get(..4) == Some(&[4, 210, 22, 47]) || body.get(..4) == Some(&[4, 210, 22, 48]) => {}
+            None if body.get(..4) == Some(&[4, 210, 22, 47])
+                || body.get(..4) == Some(&[4, 210, 22, 48]) => {}
             None => startup = false,
             Some(b'Q' | b'E') => {
                 statements.fetch_add(1, Ordering::SeqCst);
@@ -138,8 +143,8 @@ fn pump_frontend(
 async fn a_wait_reads_its_run_a_few_times_not_in_a_loop() -> Result<(), Error> {
     let t = TestDb::new().await;
     let proxy = CountingProxy::start();
-    let db = Database::connect_with(&proxy.url(), t.db.schema().clone(), t.db.clock().clone())
-        .await?;
+    let db =
+        Database::connect_with(&proxy.url(), t.db.schema().clone(), t.db.clock().clone()).await?;
     let waiter = db.client();
     let client = t.client();
     let run = client.start::<Gate>(&()).await?.run_id;
@@ -165,7 +170,10 @@ async fn a_wait_reads_its_run_a_few_times_not_in_a_loop() -> Result<(), Error> {
         .await
         .expect("woken")
         .expect("the wait's task");
-    assert!(matches!(ended, Err(Error::RunCancelled { .. })), "{ended:?}");
+    assert!(
+        matches!(ended, Err(Error::RunCancelled { .. })),
+        "{ended:?}"
+    );
     let total = proxy.statements() - before;
     // The first read; one more when the session came up (a run may have
     // ended before it listened); `LISTEN`; the read after the end; and the

@@ -62,7 +62,7 @@ const BOUND: Duration = Duration::from_secs(30);
 
 /// A poll interval no test outlives: a wait that ends within [`BOUND`] was
 /// woken by a notification (or its session coming back), not by a poll.
-const NEVER: Duration = Duration::from_secs(3600);
+const NEVER: Duration = Duration::from_hours(1);
 
 /// The statement a client's `LISTEN` session last ran.
 fn listen_sql(t: &TestDb) -> String {
@@ -116,8 +116,7 @@ impl Ends {
             .expect("a connection");
         let (send, ids) = mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let mut messages =
-                futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(Ok(message)) = messages.next().await {
                 if let AsyncMessage::Notification(n) = message {
                     let _ = send.send(n.payload().parse().expect("a run id"));

@@ -55,7 +55,10 @@ impl Hung {
 async fn marker(t: &TestDb) -> i64 {
     let client = t.client();
     let run = client.start::<Gate>(&()).await.expect("a start").run_id;
-    client.cancel(run, "test", "marker").await.expect("a cancel");
+    client
+        .cancel(run, "test", "marker")
+        .await
+        .expect("a cancel");
     run.0
 }
 
@@ -81,7 +84,11 @@ async fn operators_pause_and_cancel_are_notified_and_a_resume_is_not() {
     assert_eq!(ends.next().await, run.0);
     client.resume(run, "ops", "go on").await.expect("a resume");
     client.cancel(run, "ops", "stop").await.expect("a cancel");
-    assert_eq!(ends.next().await, run.0, "the cancel; the resume sent nothing");
+    assert_eq!(
+        ends.next().await,
+        run.0,
+        "the cancel; the resume sent nothing"
+    );
     let fence = marker(&t).await;
     assert_eq!(ends.next().await, fence);
 }
@@ -113,9 +120,17 @@ async fn a_cancel_cascading_to_fan_out_children_notifies_each() {
         .collect();
     assert_eq!(children.len(), 2);
     let child = RunId(children[0]);
-    let waiting = tokio::spawn(client.result::<Child>(child).poll_interval(NEVER).into_future());
+    let waiting = tokio::spawn(
+        client
+            .result::<Child>(child)
+            .poll_interval(NEVER)
+            .into_future(),
+    );
     assert!(listening(&t, 1).await);
-    client.cancel(parent, "ops", "called off").await.expect("a cancel");
+    client
+        .cancel(parent, "ops", "called off")
+        .await
+        .expect("a cancel");
     let mut notified = BTreeSet::new();
     for _ in 0..3 {
         notified.insert(ends.next().await);
@@ -178,7 +193,10 @@ async fn a_missed_notification_is_made_up_by_polling() {
             .into_future(),
     );
     assert!(listening(&t, 1).await);
-    client.cancel(run, "ops", "quietly").await.expect("a cancel");
+    client
+        .cancel(run, "ops", "quietly")
+        .await
+        .expect("a cancel");
     let cancelled = tokio::time::timeout(BOUND, waiting)
         .await
         .expect("found by a poll")
@@ -195,15 +213,28 @@ async fn a_killed_listener_comes_back_and_the_wait_still_ends() {
     let client = t.client();
     let run = client.start::<Gate>(&()).await.expect("a start").run_id;
     let other = client.start::<Gate>(&()).await.expect("a start").run_id;
-    let waiting = tokio::spawn(client.result::<Gate>(run).poll_interval(NEVER).into_future());
-    let waiting_other =
-        tokio::spawn(client.result::<Gate>(other).poll_interval(NEVER).into_future());
+    let waiting = tokio::spawn(
+        client
+            .result::<Gate>(run)
+            .poll_interval(NEVER)
+            .into_future(),
+    );
+    let waiting_other = tokio::spawn(
+        client
+            .result::<Gate>(other)
+            .poll_interval(NEVER)
+            .into_future(),
+    );
     assert!(listening(&t, 1).await);
     let killed = listeners(&t).await[0];
-    t.execute("SELECT pg_terminate_backend($1)", &[&killed]).await;
+    t.execute("SELECT pg_terminate_backend($1)", &[&killed])
+        .await;
     // Ended while (most likely) nobody listens: the session coming back
     // wakes every wait, which reads its run again.
-    client.cancel(run, "ops", "unheard").await.expect("a cancel");
+    client
+        .cancel(run, "ops", "unheard")
+        .await
+        .expect("a cancel");
     let cancelled = tokio::time::timeout(BOUND, waiting)
         .await
         .expect("found once the session is back")
@@ -221,7 +252,10 @@ async fn a_killed_listener_comes_back_and_the_wait_still_ends() {
         .await,
         "a new session"
     );
-    client.cancel(other, "ops", "heard").await.expect("a cancel");
+    client
+        .cancel(other, "ops", "heard")
+        .await
+        .expect("a cancel");
     let cancelled = tokio::time::timeout(BOUND, waiting_other)
         .await
         .expect("woken by the notification")

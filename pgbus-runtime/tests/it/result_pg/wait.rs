@@ -5,9 +5,7 @@ use std::time::Duration;
 use pgbus_runtime::prelude::*;
 use pgbus_runtime::{Error, OnPause, RunStatus};
 
-use super::{
-    BOUND, Gate, NEVER, Receipt, Ship, listen_sql, listeners, listening, run_due,
-};
+use super::{BOUND, Gate, NEVER, Receipt, Ship, listen_sql, listeners, listening, run_due};
 use crate::pg::TestDb;
 
 /// No declared output: `()`.
@@ -101,7 +99,12 @@ async fn a_missing_run_is_not_found_and_a_running_one_times_out() {
     let client = t.client();
     let missing = client.result::<Ship>(RunId(i64::MAX)).await;
     assert!(
-        matches!(missing, Err(Error::RunNotFound { run_id: RunId(i64::MAX) })),
+        matches!(
+            missing,
+            Err(Error::RunNotFound {
+                run_id: RunId(i64::MAX)
+            })
+        ),
         "{missing:?}"
     );
     let run = client.start::<Ship>(&1).await.expect("a start").run_id;
@@ -125,7 +128,12 @@ async fn a_wait_is_woken_by_the_end_of_its_run() {
     let client = t.client();
     let run = client.start::<Gate>(&()).await.expect("a start").run_id;
     run_due(&t).await; // parks for `go`
-    let waiting = tokio::spawn(client.result::<Gate>(run).poll_interval(NEVER).into_future());
+    let waiting = tokio::spawn(
+        client
+            .result::<Gate>(run)
+            .poll_interval(NEVER)
+            .into_future(),
+    );
     assert!(listening(&t, 1).await, "the client listens");
     client.signal(run, "go", &()).await.expect("the signal");
     run_due(&t).await;
@@ -142,7 +150,12 @@ async fn a_cancelled_run_is_an_error_with_its_reason() {
     let t = TestDb::new().await;
     let client = t.client();
     let run = client.start::<Gate>(&()).await.expect("a start").run_id;
-    let waiting = tokio::spawn(client.result::<Gate>(run).poll_interval(NEVER).into_future());
+    let waiting = tokio::spawn(
+        client
+            .result::<Gate>(run)
+            .poll_interval(NEVER)
+            .into_future(),
+    );
     assert!(listening(&t, 1).await);
     client
         .cancel(run, "ops", "customer left")
@@ -204,7 +217,12 @@ async fn a_paused_run_returns_at_once_or_is_waited_through() {
 
     // A wait that finds the run paused while it waits returns then.
     let other = client.start::<Gate>(&()).await.expect("a start").run_id;
-    let waiting = tokio::spawn(client.result::<Gate>(other).poll_interval(NEVER).into_future());
+    let waiting = tokio::spawn(
+        client
+            .result::<Gate>(other)
+            .poll_interval(NEVER)
+            .into_future(),
+    );
     assert!(listening(&t, 1).await);
     client.pause(other, "ops", "later").await.expect("a pause");
     let paused = tokio::time::timeout(BOUND, waiting)
@@ -240,7 +258,10 @@ async fn many_waits_share_one_connection_closed_with_the_last() {
             .await
             .expect("woken")
             .expect("the wait's task");
-        assert!(matches!(ended, Err(Error::RunCancelled { .. })), "{ended:?}");
+        assert!(
+            matches!(ended, Err(Error::RunCancelled { .. })),
+            "{ended:?}"
+        );
     }
     assert!(
         listening(&t, 0).await,

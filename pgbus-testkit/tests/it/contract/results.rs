@@ -40,13 +40,13 @@ async fn drive<S: Store + Clone>(store: &S, input: u8, verbs: Vec<(Verb, Option<
     run
 }
 
-fn last(step: &str, status: StepStatus, output: Option<Value>) -> Option<LastAttempt> {
-    Some(LastAttempt {
+fn last(step: &str, status: StepStatus, output: Option<Value>) -> LastAttempt {
+    LastAttempt {
         step_name: step.to_owned(),
         attempt: 1,
         status,
         output,
-    })
+    }
 }
 
 /// A run under way has no result yet; once its last step completes, its
@@ -80,7 +80,7 @@ async fn a_finished_run_gives_its_last_steps_output<C: Clocked>(clocked: C) {
     assert_eq!(view.status, RunStatus::Finished);
     assert_eq!(
         view.last_attempt,
-        last("second", StepStatus::Completed, Some(output.clone()))
+        Some(last("second", StepStatus::Completed, Some(output.clone())))
     );
     assert_eq!(
         settle_result(&view, OnPause::Return).map(Result::ok),
@@ -98,7 +98,7 @@ async fn finish_early_and_a_skipped_last_step<C: Clocked>(clocked: C) {
         (view.status, view.last_attempt.clone()),
         (
             RunStatus::Finished,
-            last("first", StepStatus::Completed, Some(json!(5)))
+            Some(last("first", StepStatus::Completed, Some(json!(5))))
         )
     );
     assert!(matches!(
@@ -123,7 +123,7 @@ async fn finish_early_and_a_skipped_last_step<C: Clocked>(clocked: C) {
     let view = store.run_result(skipped).await.expect("the read");
     assert_eq!(
         view.last_attempt,
-        last("second", StepStatus::Skipped, None),
+        Some(last("second", StepStatus::Skipped, None)),
         "the skipped attempt finished the run, not the first step"
     );
     assert!(matches!(
@@ -215,7 +215,12 @@ async fn cancelled_and_paused_runs_carry_their_reason<C: Clocked>(clocked: C) {
 async fn a_missing_run_is_not_found<C: Clocked>(clocked: C) {
     let missing = clocked.store().run_result(RunId(i64::MAX)).await;
     assert!(
-        matches!(missing, Err(Error::RunNotFound { run_id: RunId(i64::MAX) })),
+        matches!(
+            missing,
+            Err(Error::RunNotFound {
+                run_id: RunId(i64::MAX)
+            })
+        ),
         "{missing:?}"
     );
 }
