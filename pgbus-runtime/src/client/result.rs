@@ -182,8 +182,9 @@ impl Client {
     /// - [`Error::RunPaused`]: it is paused (at once, by default).
     /// - [`Error::ResultTimeout`]: the timeout came first.
     /// - [`Error::ResultDecode`]: the value is not a `W::Output`.
-    /// - database and connection errors of a read (the wait ends; wait again
-    ///   to go on).
+    /// - database and connection errors of a read: the wait ends (no read is
+    ///   retried inside it); [`Error::is_transient`] says whether waiting
+    ///   again may succeed.
     pub fn result<W: Workflow>(&self, run: impl Into<RunId>) -> ResultWait<W> {
         ResultWait {
             client: self.clone(),
