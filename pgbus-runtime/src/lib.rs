@@ -27,7 +27,8 @@ pub mod worker;
 pub mod workflow;
 
 pub use client::{
-    BucketCounts, Client, OutcomeCount, RegisteredWorkflow, Started, StepTimings, WorkerView,
+    BucketCounts, Client, OutcomeCount, RegisteredWorkflow, ResultWait, Started, StepTimings,
+    WorkerView,
 };
 pub use clock::{Clock, ManualClock};
 pub use connection::SslMode;
@@ -37,7 +38,9 @@ pub use definition::{
     Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy, FailureAction, GuardRef,
     HandlerRef, OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,
 };
-pub use engine::{Action, BatchStatus, EventKind, IllegalMove, RunStatus, StepOutcome, StepStatus};
+pub use engine::{
+    Action, BatchStatus, EventKind, IllegalMove, OnPause, RunStatus, StepOutcome, StepStatus,
+};
 pub use error::{
     BadInput, Error, FanOutFailed, Message, Panicked, StepError, StepNotDefined, StepStalled,
     Timeout, Unstorable, WaitTimedOut,
@@ -49,8 +52,8 @@ pub use start_options::{
     MAX_QUEUE_NAME_CHARS, MAX_START_MANY_INPUT_BYTES, MAX_STARTS_PER_CALL, StartAt, StartOptions,
 };
 pub use view::{
-    BatchView, EventView, Omitted, RunCounts, RunFilter, RunRead, RunSummary, RunView, SignalView,
-    StepView, Unrunnable, ValueOf,
+    BatchView, EventView, LastAttempt, Omitted, ResultView, RunCounts, RunFilter, RunRead,
+    RunSummary, RunView, SignalView, StepView, Unrunnable, ValueOf,
 };
 pub use worker::{ErrorReport, StallAction, SweepReport, Sweeper, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};

@@ -17,6 +17,10 @@ use serde_json::Value;
 use crate::memory::{MemoryStore, TESTKIT_WORKER};
 
 mod recorder;
+// A run's result, on the virtual clock.
+mod result;
+
+pub use result::TestResult;
 
 use pgbus_runtime::worker::capped_ms;
 use recorder::Recorder;

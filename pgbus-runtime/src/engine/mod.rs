@@ -16,6 +16,7 @@ mod park;
 mod plan;
 mod resolve;
 mod result;
+mod run_result;
 mod signal;
 mod stall;
 mod start;
@@ -32,6 +33,9 @@ pub use park::{BatchState, Park, ParkPlan, ParkWait, StoredSignal, plan_park, wa
 pub use plan::{AttemptState, EventSpec, NewStep, Plan, RunState};
 pub use resolve::{Resolution, resolve_error};
 pub use result::{AttemptResult, ErrorRecord, Gate};
+pub use run_result::{
+    OnPause, decode_result, result_timed_out, result_value, settle_result, settle_result_as,
+};
 pub use signal::{LISTED_SIGNAL_NAMES, SignalCheck, check_signal_target, describe_unknown_signal};
 pub use stall::{StallAction, stalled_result, undefined_result};
 pub use start::{

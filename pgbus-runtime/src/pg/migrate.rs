@@ -95,6 +95,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0013_start_options.sql",
         sql: include_str!("../../migrations/0013_start_options.sql"),
     },
+    Migration {
+        version: 14,
+        name: "0014_run_results.sql",
+        sql: include_str!("../../migrations/0014_run_results.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

@@ -63,6 +63,19 @@ impl Schema {
         format!("pgbus_{}", self.0)
     }
 
+    /// The `LISTEN`/`NOTIFY` channel on which this schema's runs say they
+    /// ended (finished or cancelled) or paused: `ended_<schema>`, the run id
+    /// as the payload, sent by a trigger on `runs` (migration 0014), so
+    /// every path that ends a run notifies. What
+    /// [`Client::result`](crate::Client::result) listens on. Six bytes of
+    /// prefix, as `pgbus_`, so every valid schema name fits; a prefix that
+    /// differs from the workers' in its first letter, so no schema's run-end
+    /// channel is another schema's worker channel.
+    #[must_use]
+    pub fn result_channel(&self) -> String {
+        format!("ended_{}", self.0)
+    }
+
     /// `sql` with `{schema}` replaced by the quoted name.
     pub(crate) fn render(&self, sql: &str) -> String {
         sql.replace("{schema}", &format!("\"{}\"", self.0))
@@ -156,6 +169,7 @@ statements! {
     list_workers => "list_workers.sql",
     deploy_positions => "deploy_positions.sql",
     live_definitions => "live_definitions.sql",
+    run_result => "run_result.sql",
 }
 
 #[cfg(test)]

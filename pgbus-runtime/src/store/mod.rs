@@ -30,7 +30,7 @@ use crate::definition::WorkflowDefinition;
 use crate::engine::{Action, AttemptResult, Plan, RunStatus, SignalCheck};
 use crate::error::Error;
 use crate::start_options::StartOptions;
-use crate::view::{RunFilter, RunRead, RunSummary, RunView};
+use crate::view::{ResultView, RunFilter, RunRead, RunSummary, RunView};
 
 pub use crate::pg::store::PgStore;
 pub use crate::start_options::NewRun;
@@ -244,6 +244,13 @@ pub trait Store: Send + Sync + 'static {
         run_id: RunId,
         read: RunRead,
     ) -> impl Future<Output = Result<RunView, Error>> + Send;
+
+    /// A run as a wait for its result reads it (see [`ResultView`]): one
+    /// consistent read of its row, its latest attempt when it finished, and
+    /// the reason of the event that cancelled or paused it.
+    /// [`engine::settle_result`](crate::engine::settle_result) decides from
+    /// it. Errors: [`Error::RunNotFound`].
+    fn run_result(&self, run_id: RunId) -> impl Future<Output = Result<ResultView, Error>> + Send;
 
     /// Runs matching `filter`, newest first, at most its limit.
     fn list_runs(

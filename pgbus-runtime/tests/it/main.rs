@@ -18,6 +18,7 @@ mod operator_pg;
 mod pg;
 mod policy_pg;
 mod registry_pg;
+mod result_pg;
 mod robust_pg;
 mod signal_pg;
 mod sql_start_pg;

@@ -9,8 +9,8 @@ use pgbus_runtime::client::checked_reason;
 use pgbus_runtime::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, NewRun, Registration, Stalled, Store};
 use pgbus_runtime::{
-    Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, SignalId, StartOptions,
-    WorkflowDefinition,
+    Error, Limits, ResultView, RunFilter, RunId, RunRead, RunSummary, RunView, SignalId,
+    StartOptions, WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -191,6 +191,10 @@ impl Store for MemoryStore {
 
     async fn run(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
         self.rows().run(run_id, read)
+    }
+
+    async fn run_result(&self, run_id: RunId) -> Result<ResultView, Error> {
+        self.rows().run_result(run_id)
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {

@@ -20,6 +20,7 @@ mod contract;
 mod outcome;
 mod park;
 mod read;
+mod result;
 mod signal;
 mod start;
 mod upkeep;

@@ -425,3 +425,5 @@ mod unrunnable;
 mod signals;
 // Start options and bulk starts (issue 20).
 mod starts;
+// A run's result (issue 20).
+mod results;

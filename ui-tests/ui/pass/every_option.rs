@@ -18,6 +18,7 @@ struct Everything;
 #[workflow(
     name = "orders.everything",
     input = Order,
+    output = Option<Order>,
     queue = "orders",
     priority = 10,
     cancel_if = Self::cancelled,
@@ -78,4 +79,10 @@ fn main() {
     let definition = <Everything as Workflow>::DEFINITION;
     assert_eq!(definition.entries.len(), 6);
     assert_eq!(definition.priority, 10);
+    assert!(
+        definition
+            .options_json
+            .contains(r#""output":"Option<Order>""#)
+    );
+    let _: Option<<Everything as Workflow>::Output> = Some(Some(Order { id: 1 }));
 }

@@ -11,7 +11,7 @@ use crate::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use crate::error::Error;
 use crate::start_options::{NewRun, StartOptions};
 use crate::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
-use crate::view::{RunFilter, RunRead, RunSummary, RunView};
+use crate::view::{ResultView, RunFilter, RunRead, RunSummary, RunView};
 
 impl Store for PgStore {
     async fn start_run(
@@ -141,18 +141,14 @@ impl Store for PgStore {
     }
 
     async fn run(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
-        Client {
-            store: self.clone(),
-        }
-        .run_with(run_id, read)
-        .await
+        Client::new(self.clone(), None).run_with(run_id, read).await
+    }
+
+    async fn run_result(&self, run_id: RunId) -> Result<ResultView, Error> {
+        Self::run_result(self, run_id).await
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
-        Client {
-            store: self.clone(),
-        }
-        .list_runs(filter)
-        .await
+        Client::new(self.clone(), None).list_runs(filter).await
     }
 }

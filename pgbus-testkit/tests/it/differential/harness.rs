@@ -211,7 +211,7 @@ impl<R: Rig> Harness<R> {
         }
     }
 
-    fn store(&self) -> &R::S {
+    pub(super) fn store(&self) -> &R::S {
         self.rig.store()
     }
 
