@@ -22,6 +22,7 @@ mod result_pg;
 mod robust_pg;
 mod signal_pg;
 mod sql_start_pg;
+mod start_edges_pg;
 mod start_in_pg;
 mod start_options_pg;
 mod sweep_pg;
