@@ -1,4 +1,4 @@
-//! One `LISTEN` session per client for the waits on run results
+//! One `LISTEN` session per database for the waits on run results
 //! ([`Client::result`](super::Client::result)): held while at least one wait
 //! is pending, closed with the last, and fanned out to the waits by run id.
 //!
@@ -26,7 +26,7 @@ use crate::worker::Failures;
 /// The log target of the client's records.
 const CLIENT_TARGET: &str = "pgbus_runtime::client";
 
-/// The waits of one client (and its clones) and the session that wakes
+/// The waits of every client of one database and the session that wakes
 /// them.
 #[derive(Debug)]
 pub(crate) struct ResultListener {

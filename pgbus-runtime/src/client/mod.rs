@@ -17,14 +17,16 @@ mod start;
 mod start_many;
 mod workers;
 
+pub(crate) use listen::ResultListener;
 pub use result::{RESULT_POLL_INTERVAL, RESULT_POLL_INTERVAL_LISTENING, ResultWait};
 
 pub use checks::{check_actor, check_key, check_reason, checked_reason};
 pub use insights::{BucketCounts, OutcomeCount, StepTimings};
 pub use workers::{RegisteredWorkflow, WorkerView};
 
-/// Starts and reads runs. Cheap to clone; all clones share one pool, and
-/// one `LISTEN` connection for their waits on results ([`Client::result`]).
+/// Starts and reads runs. Cheap to clone; all clones, and every client of
+/// the same [`Database`](crate::Database), share one pool and one `LISTEN`
+/// connection for their waits on results ([`Client::result`]).
 #[derive(Debug, Clone)]
 pub struct Client {
     pub(crate) store: PgStore,
@@ -36,11 +38,15 @@ impl Client {
     /// A client on `store`, whose waits on results listen through `listen`
     /// (`None`: they poll).
     pub(crate) fn new(store: PgStore, listen: Option<Arc<Connector>>) -> Self {
-        let channel = store.schema.result_channel();
-        Self {
-            store,
-            results: Arc::new(listen::ResultListener::new(listen, channel)),
-        }
+        let results = Arc::new(ResultListener::new(listen, store.schema.result_channel()));
+        Self::sharing(store, results)
+    }
+
+    /// A client on `store` whose waits on results share `results` (its
+    /// database's, so that every client of one database holds one `LISTEN`
+    /// connection at most, however many are made).
+    pub(crate) const fn sharing(store: PgStore, results: Arc<ResultListener>) -> Self {
+        Self { store, results }
     }
 }
 

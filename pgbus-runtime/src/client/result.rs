@@ -162,10 +162,10 @@ impl Client {
     ///
     /// Returns a [`ResultWait`]; set its [`timeout`](ResultWait::timeout)
     /// and [`on_pause`](ResultWait::on_pause), then `.await` it. The wait is
-    /// woken by the run's end: each client (and its clones) holds one
-    /// `LISTEN` connection (outside the pool) while any of its waits is
-    /// pending, on the schema's run-end channel, and closes it with the last
-    /// wait. Without one (a pool handed in alone, or a transaction-mode
+    /// woken by the run's end: the clients of one database share one
+    /// `LISTEN` connection (outside the pool) while any of their waits is
+    /// pending, however many clients are made, on the schema's run-end
+    /// channel, and close it with the last wait. Without one (a pool handed in alone, or a transaction-mode
     /// pooler), and while it reconnects, the wait reads the run every
     /// second; with one, every 30 s in case a notification was lost. Each
     /// read is one indexed statement on a pooled connection. Dropping the

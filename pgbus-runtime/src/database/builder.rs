@@ -7,6 +7,7 @@ use std::time::Duration;
 use deadpool_postgres::Pool;
 
 use super::{DEFAULT_POOL_SIZE, Database};
+use crate::client::ResultListener;
 use crate::clock::Clock;
 use crate::connection::{self, Settings};
 use crate::error::Error;
@@ -307,10 +308,19 @@ impl DatabaseBuilder {
         );
         store.connector.clone_from(&connector);
         store.limits = limits;
+        // Behind a transaction-mode pooler a `LISTEN` hears nothing: waits
+        // on results poll.
+        let listen = if settings.pooler {
+            None
+        } else {
+            connector.clone()
+        };
+        let results = Arc::new(ResultListener::new(listen, store.schema.result_channel()));
         Ok(Database {
             store,
             connector,
             pooler: settings.pooler,
+            results,
         })
     }
 

@@ -57,6 +57,10 @@ pub struct Database {
     /// Whether a transaction-mode pooler stands between pgbus and the server
     /// ([`DatabaseBuilder::transaction_pooler`]).
     pub(crate) pooler: bool,
+    /// The waits on results of every client of this database (and its
+    /// clones), and the one `LISTEN` session that wakes them: shared, so a
+    /// client made per request does not open a connection each.
+    pub(crate) results: Arc<crate::client::ResultListener>,
 }
 
 impl Database {
@@ -155,21 +159,15 @@ impl Database {
         migrate_schema(&self.store.pool, &self.store.schema).await
     }
 
-    /// A client on this database. Each client (with its clones) holds one
-    /// `LISTEN` connection of its own, outside the pool, while any of its
-    /// waits on results ([`Client::result`]) is pending; none behind a
+    /// A client on this database; cheap, make one per request if you like.
+    /// All clients of this database (and of its clones) share one `LISTEN`
+    /// connection, outside the pool, held while any of their waits on
+    /// results ([`Client::result`]) is pending; none behind a
     /// transaction-mode pooler or on a pool handed in alone, where those
     /// waits poll.
     #[must_use]
     pub fn client(&self) -> Client {
-        // Behind a transaction-mode pooler a `LISTEN` hears nothing: the
-        // client's waits on results poll.
-        let listen = if self.pooler {
-            None
-        } else {
-            self.connector.clone()
-        };
-        Client::new(self.store.clone(), listen)
+        Client::sharing(self.store.clone(), Arc::clone(&self.results))
     }
 
     /// This database as a [`Store`](crate::store::Store): what a

@@ -6,6 +6,7 @@
 //! with the last, and does not poll in a hot loop.
 
 mod count;
+mod edges;
 mod notify;
 mod wait;
 
