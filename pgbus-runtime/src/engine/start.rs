@@ -71,12 +71,17 @@ impl FirstDue {
     }
 }
 
+/// How far back (days) an `at` is still sent to the store: see [`first_due`].
+const SKEW_DAYS: i64 = 1;
+
 /// When the first step, whose `wait` is `wait_ms`, is due for a start asked
 /// for `start_at`, judged at `now` (the store's clock; see
 /// [`StartOptions::check`]): `at` plus the wait, or now plus the delay and
-/// the wait, or now plus the wait. An `at` whose sum is already past at `now`
-/// is due at once (`not_before` is dropped, so no time before `now` is
-/// stored).
+/// the wait, or now plus the wait, never before the store's now. An `at`
+/// whose sum is past at `now` by more than a day is due at once
+/// (`not_before` is dropped, so no such time is sent to the store); one past
+/// by less is kept, and the store, on its own clock, makes it due at once or
+/// at that time (the caller's clock may be behind the store's).
 #[must_use]
 pub fn first_due(start_at: Option<StartAt>, wait_ms: u64, now: DateTime<Utc>) -> FirstDue {
     match start_at {
@@ -95,7 +100,17 @@ pub fn first_due(start_at: Option<StartAt>, wait_ms: u64, now: DateTime<Utc>) ->
                 not_before: Some(at),
                 delay_ms: wait_ms,
             };
-            if asked.at(now) > now {
+            // Judged on the caller's clock, which may run apart from the
+            // store's (Postgres computes the due time on its own, never
+            // before its now): an `at` is kept unless its sum is past by more
+            // than a day, so a clock skew under that never starts a run
+            // early. Only a time that far back (as far as
+            // `DateTime::MIN_UTC`, which Postgres cannot hold) becomes "now".
+            let delay = chrono::Duration::milliseconds(i64::try_from(wait_ms).unwrap_or(i64::MAX));
+            let sum = at
+                .checked_add_signed(delay)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
+            if sum > now - chrono::Duration::days(SKEW_DAYS) {
                 asked
             } else {
                 FirstDue {

@@ -230,6 +230,23 @@ fn a_start_time_is_due_at_it_plus_the_wait_and_never_before_now() {
             delay_ms: 0
         }
     );
+    // Past by less than a day: kept, so a store whose clock is behind the
+    // caller's still waits for it; due at once on this clock.
+    let skewed = plan_start(
+        DEF,
+        &StartOptions::new().at(now() - chrono::Duration::hours(3)),
+        now(),
+    )
+    .unwrap();
+    let kept = now() - chrono::Duration::hours(3);
+    assert_eq!(skewed.due.not_before, Some(kept));
+    assert_eq!(skewed.due.at(now()), now());
+    let behind = kept - chrono::Duration::minutes(1);
+    assert_eq!(
+        skewed.due.at(behind),
+        kept + chrono::Duration::seconds(5),
+        "a store whose clock is behind waits for the time asked"
+    );
     // Past by less than the wait: due at `at` + the wait, still ahead.
     let recent = plan_start(
         DEF,

@@ -8,10 +8,11 @@
 SELECT r.id, r.workflow, r.status, r.error_class, r.error_message,
        s.step_name, s.attempt, s.status AS step_status, s.output,
        (SELECT e.reason
-          FROM (SELECT ev.event, ev.reason FROM {schema}.events ev
+          FROM (SELECT ev.id, ev.event, ev.reason FROM {schema}.events ev
                  WHERE ev.run_id = r.id AND r.status IN ('cancelled', 'paused')
                  ORDER BY ev.id DESC LIMIT $2) e
          WHERE e.event = r.status
+         ORDER BY e.id DESC
          LIMIT 1) AS reason
 FROM {schema}.runs r
 LEFT JOIN LATERAL (
