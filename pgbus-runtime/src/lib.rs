@@ -18,6 +18,7 @@ pub mod fan_out;
 pub mod flow;
 pub mod metric;
 pub mod pg;
+pub mod schedule;
 pub mod store;
 pub mod timeline;
 pub mod view;

@@ -16,6 +16,7 @@ mod park;
 mod plan;
 mod resolve;
 mod result;
+mod schedule;
 mod signal;
 mod stall;
 mod status;
@@ -31,6 +32,10 @@ pub use park::{BatchState, Park, ParkPlan, ParkWait, StoredSignal, plan_park, wa
 pub use plan::{AttemptState, EventSpec, NewStep, Plan, RunState};
 pub use resolve::{Resolution, resolve_error};
 pub use result::{AttemptResult, ErrorRecord, Gate};
+pub use schedule::{
+    Declare, MAX_COUNTED_TICKS, SCHEDULE_ACTOR, change_schedule, declare_schedule, fire_plan,
+    fired, pause_unreadable,
+};
 pub use signal::{LISTED_SIGNAL_NAMES, SignalCheck, check_signal_target, describe_unknown_signal};
 pub use stall::{StallAction, stalled_result, undefined_result};
 pub use status::{BatchStatus, RunStatus, StepOutcome, StepStatus, UnknownStatus};
