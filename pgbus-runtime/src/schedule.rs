@@ -209,6 +209,44 @@ impl DeclaredSchedule {
     }
 }
 
+/// The schedules of `workflows` declared in code, each named after its
+/// workflow with its declared input, checked, by name.
+///
+/// # Errors
+/// [`Error::InvalidSchedule`] for an input that does not serialize or is over
+/// `limits`, or values that do not check.
+pub(crate) fn declared_specs(
+    workflows: impl Iterator<
+        Item = (
+            &'static crate::definition::WorkflowDefinition,
+            Option<&'static DeclaredSchedule>,
+        ),
+    >,
+    limits: &Limits,
+) -> Result<Vec<ScheduleSpec>, Error> {
+    let mut declared: Vec<_> = workflows
+        .filter_map(|(definition, schedule)| Some((definition, schedule?)))
+        .collect();
+    declared.sort_by_key(|(definition, _)| definition.name);
+    declared
+        .into_iter()
+        .map(|(definition, schedule)| {
+            let input = (schedule.input)().map_err(|error| Error::InvalidSchedule {
+                name: definition.name.to_owned(),
+                field: "input",
+                reason: format!("`input`: the input type's default does not serialize: {error}"),
+            })?;
+            ScheduleSpec::new(
+                definition.name,
+                definition.name,
+                &schedule.schedule(),
+                input,
+                limits,
+            )
+        })
+        .collect()
+}
+
 /// Where a schedule comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -453,8 +491,17 @@ pub struct FirePlan {
 pub enum Fired {
     /// The plan was applied: the runs of its ticks, oldest first, each with
     /// whether this fire created it (`false`: a run with its key existed).
-    Applied(Vec<(DateTime<Utc>, RunId, bool)>),
-    /// Another worker fired it first, or it changed (paused, updated,
-    /// deleted) since it was read: nothing was written.
+    Applied {
+        /// What was decided.
+        plan: FirePlan,
+        /// (tick, run, created) for each of `plan.ticks`.
+        runs: Vec<(DateTime<Utc>, RunId, bool)>,
+    },
+    /// Another worker holds or fired it, or it changed (paused, updated,
+    /// deleted) since it was read, or it is not due after all: nothing was
+    /// written.
     Lost,
+    /// Its expression, zone or policy does not read in this version: it was
+    /// paused (by `pgbus`) with this reason.
+    Unreadable(String),
 }

@@ -23,6 +23,10 @@ use recorder::Recorder;
 
 // Signals and operator actions, as the client sends them.
 mod actions;
+// Schedules, managed and fired.
+mod schedules;
+
+pub use schedules::MAX_TICKS_PER_ADVANCE;
 
 struct Fault {
     workflow: String,
@@ -252,6 +256,7 @@ impl TestEnv {
         self.store()
             .rows()
             .register_worker(TESTKIT_WORKER, &self.runner.definitions());
+        self.declare_schedules();
         self
     }
 
@@ -311,13 +316,15 @@ impl TestEnv {
 
     /// Moves the virtual clock forward; steps whose time has come become due. A
     /// jump past the last time the clock can show (year 262143) stops there.
+    ///
+    /// The schedules of the registered workflows fire on the way, each tick at
+    /// its own time, as a worker that never stopped would fire them (at most
+    /// [`MAX_TICKS_PER_ADVANCE`] ticks a call): their runs are started, not
+    /// run (`run_until_idle` runs them). [`TestEnv::outage`] moves the clock
+    /// without firing.
     pub fn advance(&self, by: Duration) {
-        let mut rows = self.store().rows();
-        let by = chrono::Duration::from_std(by).unwrap_or(chrono::Duration::MAX);
-        rows.now = rows
-            .now
-            .checked_add_signed(by)
-            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let until = schedules::later(self.now(), by);
+        self.advance_firing(until);
     }
 
     /// Makes the next `times` attempts of `step` of `workflow` fail with

@@ -8,6 +8,7 @@ mod checks;
 mod deploy;
 mod insights;
 mod reads;
+mod schedules;
 mod start;
 mod workers;
 

@@ -90,6 +90,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0012_sql_start.sql",
         sql: include_str!("../../migrations/0012_sql_start.sql"),
     },
+    Migration {
+        version: 15,
+        name: "0015_schedules.sql",
+        sql: include_str!("../../migrations/0015_schedules.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

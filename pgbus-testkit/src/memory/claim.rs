@@ -108,6 +108,10 @@ impl Rows {
             batch,
             timed_out_before,
             cancellation,
+            tick: self
+                .runs
+                .get(&step.run_id.0)
+                .and_then(|run| run.tick.clone()),
             ..Claim::new(
                 step.run_id,
                 step.workflow.clone(),

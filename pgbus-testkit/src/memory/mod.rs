@@ -20,6 +20,7 @@ mod contract;
 mod outcome;
 mod park;
 mod read;
+mod schedules;
 mod signal;
 mod start;
 mod upkeep;
@@ -49,6 +50,8 @@ struct Run {
     events: Vec<EventView>,
     /// Its signals, in order.
     signals: Vec<SignalView>,
+    /// The schedule tick it was started for (`runs.schedule_name`, `tick_at`).
+    tick: Option<pgbus_runtime::schedule::Tick>,
 }
 
 #[derive(Debug, Clone)]
@@ -117,6 +120,8 @@ pub(crate) struct Rows {
     next_batch: i64,
     /// The sizes of inputs and signal payloads accepted.
     pub(crate) limits: Limits,
+    /// The `schedules` rows, by name.
+    schedules: BTreeMap<String, pgbus_runtime::schedule::ScheduleView>,
 }
 
 impl Rows {
@@ -138,6 +143,7 @@ impl Rows {
             batches: BTreeMap::new(),
             next_batch: 1,
             limits: Limits::default(),
+            schedules: BTreeMap::new(),
         }
     }
 
