@@ -395,3 +395,5 @@ mod registry;
 mod unrunnable;
 // Signals checked against the definitions (issue 19).
 mod signals;
+// Schedules (issue 20).
+mod schedules;
