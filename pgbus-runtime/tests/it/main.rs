@@ -19,6 +19,7 @@ mod pg;
 mod policy_pg;
 mod registry_pg;
 mod robust_pg;
+mod schedules_pg;
 mod signal_pg;
 mod sql_start_pg;
 mod start_in_pg;
