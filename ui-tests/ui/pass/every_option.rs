@@ -4,7 +4,7 @@
 
 use pgbus_runtime::prelude::*;
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct Order {
     id: i64,
 }
@@ -23,6 +23,9 @@ struct Everything;
     cancel_if = Self::cancelled,
     cancel_if = small,
     on_exception(matching(CardDeclined), action = "cancel"),
+    schedule = "0 */5 * * * *",
+    timezone = "Europe/Berlin",
+    catch_up = "all(10)",
 )]
 #[on_exception(handler = triage, report = "never")]
 impl Everything {
@@ -78,4 +81,10 @@ fn main() {
     let definition = <Everything as Workflow>::DEFINITION;
     assert_eq!(definition.entries.len(), 6);
     assert_eq!(definition.priority, 10);
+    let schedule = <Everything as Workflow>::SCHEDULE.expect("declared");
+    assert_eq!(schedule.timezone, "Europe/Berlin");
+    assert_eq!(
+        (schedule.input)().expect("an input"),
+        serde_json::json!({"id": 0})
+    );
 }
