@@ -11,5 +11,6 @@ mod differential;
 mod env;
 mod gates;
 mod harness;
+mod schedules;
 mod stress;
 mod unrunnable;
