@@ -208,8 +208,8 @@ pub fn change_schedule(
                 .unwrap_or_else(|| schedule.input.clone());
             let spec =
                 ScheduleSpec::new(&schedule.name, &schedule.workflow, &merged, input, limits)?;
-            schedule.expression = spec.cron.expression().to_owned();
-            schedule.timezone = spec.cron.zone().to_owned();
+            spec.cron.expression().clone_into(&mut schedule.expression);
+            spec.cron.zone().clone_into(&mut schedule.timezone);
             schedule.catch_up = spec.catch_up.to_string();
             schedule.input = spec.input;
             schedule.next_tick_at = spec.cron.next_after(now);
@@ -276,8 +276,8 @@ pub fn declare_schedule(
     if moved || row.workflow != spec.workflow || row.catch_up != catch_up || row.input != spec.input
     {
         row.workflow.clone_from(&spec.workflow);
-        row.expression = spec.cron.expression().to_owned();
-        row.timezone = spec.cron.zone().to_owned();
+        spec.cron.expression().clone_into(&mut row.expression);
+        spec.cron.zone().clone_into(&mut row.timezone);
         row.catch_up = catch_up;
         row.input = spec.input.clone();
         row.updated_at = now;

@@ -64,7 +64,7 @@ async fn a_declared_schedule_fires_each_tick_as_the_clock_moves() {
     let row = env.schedule("digest").expect("declared at registration");
     assert_eq!(row.origin, ScheduleOrigin::Code);
     assert_eq!(row.next_tick_at, Some(minutes(10)));
-    env.advance(Duration::from_secs(3600));
+    env.advance(Duration::from_hours(1));
     let ticks: Vec<Option<(String, DateTime<Utc>)>> = outputs(&env).await;
     let expected: Vec<_> = (1..=6)
         .map(|n| Some(("digest".to_owned(), minutes(10 * n))))
@@ -79,7 +79,7 @@ async fn a_declared_schedule_fires_each_tick_as_the_clock_moves() {
 #[tokio::test]
 async fn after_an_outage_the_policy_catches_up() {
     let env = TestEnv::new().register(Sync);
-    env.outage(Duration::from_secs(600));
+    env.outage(Duration::from_mins(10));
     // Nothing fired while the workers were away.
     assert!(env.run_until_idle().await.is_empty());
     env.advance(Duration::from_secs(1));
@@ -91,7 +91,7 @@ async fn after_an_outage_the_policy_catches_up() {
     let row = env.schedule("sync").expect("the row");
     assert_eq!(row.ticks_skipped, 7);
     assert_eq!(row.next_tick_at, Some(minutes(11)));
-    env.advance(Duration::from_secs(60));
+    env.advance(Duration::from_mins(1));
     let ticks: Vec<Option<DateTime<Utc>>> = outputs(&env).await;
     assert_eq!(ticks, [Some(minutes(11))], "on time again");
 }
@@ -106,7 +106,7 @@ async fn a_berlin_night_schedule_through_both_clock_changes() {
     let berlin = Schedule::cron("0 30 2 * * *").timezone("Europe/Berlin");
     env.create_schedule::<Nightly>("nightly", &berlin, &1)
         .expect("created");
-    env.advance(Duration::from_secs(4 * 24 * 3600));
+    env.advance(Duration::from_hours(96));
     let ticks: Vec<Option<DateTime<Utc>>> = outputs(&env).await;
     assert_eq!(
         ticks,
@@ -125,7 +125,7 @@ async fn a_berlin_night_schedule_through_both_clock_changes() {
     assert!(env.run_until_idle().await.is_empty(), "paused all summer");
     let resumed = env.resume_schedule("nightly").expect("resumed");
     assert_eq!(resumed.next_tick_at, Some(utc(2026, 10, 24, 0, 30)));
-    env.advance(Duration::from_secs(4 * 24 * 3600));
+    env.advance(Duration::from_hours(96));
     let ticks: Vec<Option<DateTime<Utc>>> = outputs(&env).await;
     assert_eq!(
         ticks,
@@ -148,10 +148,10 @@ async fn managed_schedules_start_and_stop() {
         env.create_schedule::<Nightly>("minutely", &every_minute, &9),
         Err(pgbus_runtime::Error::ScheduleExists { .. })
     ));
-    env.advance(Duration::from_secs(180));
+    env.advance(Duration::from_mins(3));
     assert_eq!(env.run_until_idle().await.len(), 3);
     env.delete_schedule("minutely").expect("deleted");
-    env.advance(Duration::from_secs(180));
+    env.advance(Duration::from_mins(3));
     assert!(env.run_until_idle().await.is_empty());
     assert!(env.list_schedules().is_empty());
 }

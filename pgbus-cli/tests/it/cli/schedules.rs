@@ -5,7 +5,7 @@ use super::Ops;
 use crate::common::{TestSchema, json};
 
 #[tokio::test]
-async fn schedules_are_managed_from_the_command_line() {
+async fn schedules_are_created_and_bad_input_refused_naming_the_field() {
     let t = TestSchema::new().await;
     assert_eq!(t.ok(&["schedules", "list"]), "no schedules\n");
     let created = t.ok(&[
@@ -80,7 +80,29 @@ async fn schedules_are_managed_from_the_command_line() {
         ],
         2,
     );
+}
 
+/// `nightly` on `cli.ops`, at 02:30 in Berlin.
+fn create_nightly(t: &TestSchema) {
+    t.ok(&[
+        "schedules",
+        "create",
+        "nightly",
+        "--workflow",
+        "cli.ops",
+        "--cron",
+        "0 30 2 * * *",
+        "--timezone",
+        "Europe/Berlin",
+        "--catch-up",
+        "all(3)",
+    ]);
+}
+
+#[tokio::test]
+async fn a_schedule_is_listed_shown_paused_resumed_updated_and_deleted() {
+    let t = TestSchema::new().await;
+    create_nightly(&t);
     let listed = t.ok(&["schedules", "list"]);
     assert!(listed.contains("nightly"), "{listed}");
     assert!(listed.contains("Europe/Berlin"), "{listed}");
