@@ -149,6 +149,20 @@ pub(super) async fn schedules(
             let created = client
                 .create_schedule_of(&workflow, &name, &schedule, input)
                 .await?;
+            // Only a worker that registered the workflow fires it: say so
+            // when none runs now (a typo in `--workflow` looks the same).
+            let live = client
+                .workers(std::time::Duration::from_secs(30), 1000)
+                .await?;
+            if !live
+                .iter()
+                .any(|worker| worker.workflows.iter().any(|w| w.workflow == workflow))
+            {
+                out.line(&out.warning(&format!(
+                    "no live worker has registered workflow {}; the schedule fires once one does",
+                    visible(&workflow)
+                )))?;
+            }
             ("created", created)
         }
         ScheduleCommand::Update {

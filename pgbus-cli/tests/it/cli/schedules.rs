@@ -21,8 +21,13 @@ async fn schedules_are_created_and_bad_input_refused_naming_the_field() {
         "--catch-up",
         "all(3)",
     ]);
+    // No worker of `cli.ops` runs here: the command says the schedule waits for one.
     assert!(
-        created.starts_with("schedule nightly: created; next tick "),
+        created.starts_with("no live worker has registered workflow cli.ops"),
+        "{created}"
+    );
+    assert!(
+        created.contains("\nschedule nightly: created; next tick "),
         "{created}"
     );
     let err = t.fails(
