@@ -67,3 +67,6 @@ pub(super) fn schedule(raw: &RawWorkflow, errors: &mut Accumulator) -> Option<Sc
 fn push(errors: &mut Accumulator, error: &ScheduleError, at: &Text) {
     errors.push(Error::custom(error.to_string()).with_span(&at.span));
 }
+
+#[cfg(test)]
+mod tests;
