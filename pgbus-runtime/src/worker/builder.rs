@@ -490,8 +490,9 @@ fn declared_schedules(
             &limits,
         )?);
     }
-    let mut names: Vec<&str> = declared.iter().map(|spec| spec.name.as_str()).collect();
-    names.sort_unstable();
+    // By name: every worker locks the rows in one order when it declares them.
+    declared.sort_by(|a, b| a.name.cmp(&b.name));
+    let names: Vec<&str> = declared.iter().map(|spec| spec.name.as_str()).collect();
     if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
         return Err(Error::InvalidSchedule {
             name: pair[0].to_owned(),

@@ -99,7 +99,11 @@ impl PgStore {
         specs: &[ScheduleSpec],
     ) -> Result<Vec<String>, Error> {
         let mut left_alone = Vec::new();
-        for spec in specs {
+        // Rows locked in name order, whoever declares: no two declarations
+        // wait on each other's locks.
+        let mut ordered: Vec<&ScheduleSpec> = specs.iter().collect();
+        ordered.sort_by(|a, b| a.name.cmp(&b.name));
+        for spec in ordered {
             // Twice at most: a worker that inserted the same name meanwhile
             // makes the insert write nothing, and the second round locks its row.
             for _ in 0..2 {
