@@ -7,11 +7,13 @@
 //! 3. steps per second as history grows (1 and 5 million finished step rows)
 //!    and with 10,000 runs parked waiting on a signal;
 //! 4. this process's peak and current resident memory;
-//! 5. the compile time of a 100-step `#[workflow]` against plain methods.
+//! 5. the compile time of a 100-step `#[workflow]` against plain methods;
+//! 6. starts per second: 10,000 runs one by one and with `start_many`.
 //!
 //! ```sh
-//! cargo run --release -p pgbus-bench              # the full run, under 5 minutes
-//! cargo run --release -p pgbus-bench -- --quick   # a smoke run of everything
+//! cargo run --release -p pgbus-bench                    # the full run, under 5 minutes
+//! cargo run --release -p pgbus-bench -- --quick         # a smoke run of everything
+//! cargo run --release -p pgbus-bench -- --only-starts   # section 6 alone
 //! ```
 //!
 //! It prints a table and writes the same figures as JSON to
@@ -31,6 +33,7 @@ mod options;
 mod report;
 mod runner;
 mod schema;
+mod starts;
 mod throughput;
 mod workflows;
 
@@ -90,7 +93,7 @@ fn main() -> ExitCode {
     };
 
     let began = Instant::now();
-    let mut report = Report::new(&args, options.scale());
+    let mut report = Report::new(&args, options.scale(), options.only_starts);
     let outcome = runtime.block_on(async {
         tokio::select! {
             outcome = measure(&options, &mut report) => outcome,
@@ -108,7 +111,12 @@ fn main() -> ExitCode {
     print!("{report}");
     // A run that never reached the server leaves the last figures in place.
     if report.machine.is_some() {
-        let json = target_dir().join("bench").join("latest.json");
+        let file = if options.only_starts {
+            "starts.json"
+        } else {
+            "latest.json"
+        };
+        let json = target_dir().join("bench").join(file);
         match write_json(&report, &json) {
             Ok(()) => println!("figures as JSON: {}", json.display()),
             Err(error) => eprintln!("pgbus-bench: could not write {}: {error}", json.display()),
@@ -135,6 +143,11 @@ async fn measure(options: &Options, report: &mut Report) -> Result<(), BoxError>
         .map_err(|e| format!("cannot connect to {url}: {e} (is PostgreSQL running?)"))?;
     report.machine = Some(machine::Machine::read(&admin).await?);
     drop(admin);
+    if options.only_starts {
+        eprintln!("pgbus-bench: starts per second");
+        report.starts = Some(starts::measure(url, scale.start_runs).await?);
+        return Ok(());
+    }
     report
         .memory
         .push(memory::Memory::read("start, nothing run yet"));
@@ -178,6 +191,9 @@ async fn measure(options: &Options, report: &mut Report) -> Result<(), BoxError>
 
     eprintln!("pgbus-bench: steps per second as history grows");
     report.history = history::grow(url, scale.history_rows, scale.measure_secs).await?;
+
+    eprintln!("pgbus-bench: starts per second");
+    report.starts = Some(starts::measure(url, scale.start_runs).await?);
 
     if options.macro_cost {
         eprintln!("pgbus-bench: macro cost (cargo builds)");

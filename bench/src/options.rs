@@ -3,7 +3,8 @@
 /// What `--help` prints.
 pub(crate) const USAGE: &str = "\
 pgbus-bench: steps per second beside the raw-SQL floor, pickup latency, cost as
-history grows, worker memory and macro compile cost, in one run
+history grows, worker memory, macro compile cost and starts per second (one by
+one and in bulk), in one run
 
 usage: cargo run --release -p pgbus-bench [-- options]
 
@@ -11,6 +12,8 @@ usage: cargo run --release -p pgbus-bench [-- options]
                     (its figures are not for comparison)
   --no-macro-cost   leave out the macro compile cost (a generated crate
                     built with cargo three times in each of two variants)
+  --only-starts     only starts per second (section 6), one by one and with
+                    start_many; its JSON goes to target/bench/starts.json
 
 Environment:
   PGBUS_BENCH_DATABASE_URL   where to measure (default postgres://127.0.0.1:5432/test);
@@ -30,6 +33,8 @@ pub(crate) const DEFAULT_DATABASE_URL: &str = "postgres://127.0.0.1:5432/test";
 pub(crate) struct Options {
     pub(crate) quick: bool,
     pub(crate) macro_cost: bool,
+    /// Only the starts-per-second section.
+    pub(crate) only_starts: bool,
     pub(crate) url: String,
 }
 
@@ -39,6 +44,7 @@ impl Options {
         let mut options = Self {
             quick: false,
             macro_cost: true,
+            only_starts: false,
             url: std::env::var("PGBUS_BENCH_DATABASE_URL")
                 .unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned()),
         };
@@ -47,6 +53,7 @@ impl Options {
                 "--help" | "-h" => return Ok(None),
                 "--quick" => options.quick = true,
                 "--no-macro-cost" => options.macro_cost = false,
+                "--only-starts" => options.only_starts = true,
                 other => return Err(format!("unknown option `{other}`; see --help")),
             }
         }
@@ -81,6 +88,8 @@ pub(crate) struct Scale {
     pub(crate) history_rows: [u64; 2],
     /// Runs parked waiting on a signal that never comes.
     pub(crate) waiting_runs: u32,
+    /// Runs started each way for starts per second (one by one, in bulk).
+    pub(crate) start_runs: usize,
 }
 
 impl Scale {
@@ -91,6 +100,7 @@ impl Scale {
         latency_samples: 200,
         history_rows: [1_000_000, 5_000_000],
         waiting_runs: 10_000,
+        start_runs: 10_000,
     };
 
     const QUICK: Self = Self {
@@ -100,5 +110,6 @@ impl Scale {
         latency_samples: 25,
         history_rows: [20_000, 100_000],
         waiting_runs: 500,
+        start_runs: 1_000,
     };
 }

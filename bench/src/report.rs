@@ -11,6 +11,7 @@ use crate::machine::Machine;
 use crate::macro_cost::MacroCost;
 use crate::memory::Memory;
 use crate::options::Scale;
+use crate::starts::Starts;
 use crate::throughput::Throughput;
 
 /// Everything measured, in the issue's order. Phases that did not run (an
@@ -34,6 +35,10 @@ pub(crate) struct Report {
     pub(crate) memory: Vec<Memory>,
     /// 5. The macro cost.
     pub(crate) macro_cost: Option<MacroCost>,
+    /// 6. Starts per second, one by one and in bulk.
+    pub(crate) starts: Option<Starts>,
+    /// Whether only section 6 ran (`--only-starts`).
+    pub(crate) only_starts: bool,
     /// The whole run, seconds.
     pub(crate) wall_s: f64,
     /// What stopped the run early, if anything did.
@@ -81,7 +86,7 @@ impl ThroughputRow {
 }
 
 impl Report {
-    pub(crate) fn new(args: &[String], scale: Scale) -> Self {
+    pub(crate) fn new(args: &[String], scale: Scale, only_starts: bool) -> Self {
         let mut command = "cargo run --release -p pgbus-bench".to_owned();
         if !args.is_empty() {
             command.push_str(" -- ");
@@ -97,6 +102,8 @@ impl Report {
             parked: None,
             memory: Vec::new(),
             macro_cost: None,
+            starts: None,
+            only_starts,
             wall_s: 0.0,
             error: None,
         }
@@ -118,11 +125,14 @@ impl fmt::Display for Report {
         writeln!(f, "pgbus benchmark (issue 7)")?;
         self.fmt_machine(f)?;
         writeln!(f, "  command    {}", self.command)?;
-        self.fmt_throughput(f)?;
-        self.fmt_latency(f)?;
-        self.fmt_history(f)?;
-        self.fmt_memory(f)?;
-        self.fmt_macro_cost(f)?;
+        if !self.only_starts {
+            self.fmt_throughput(f)?;
+            self.fmt_latency(f)?;
+            self.fmt_history(f)?;
+            self.fmt_memory(f)?;
+            self.fmt_macro_cost(f)?;
+        }
+        self.fmt_starts(f)?;
         writeln!(f)?;
         writeln!(f, "wall time  {:.0} s", self.wall_s)?;
         if let Some(error) = &self.error {
@@ -370,6 +380,50 @@ VmHWM cannot be reset: each peak covers every phase before it.",
             "`cargo build`, dev profile, not incremental (a touched but unchanged file costs an
 incremental build ~0.1 s either way), of target/bench/macro-cost/, sharing the workspace's
 target dir; each timed build follows a warm-up build and touches only the crate's lib.rs.",
+        )
+    }
+
+    fn fmt_starts(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f)?;
+        let Some(starts) = &self.starts else {
+            return writeln!(
+                f,
+                "6. Starts per second: not measured (an earlier phase failed)"
+            );
+        };
+        writeln!(
+            f,
+            "6. Starts per second: runs of one step, started and not run, one client"
+        )?;
+        note(
+            f,
+            "how            keys     runs   per call   seconds   starts/s",
+        )?;
+        for r in &starts.rates {
+            writeln!(
+                f,
+                "   {:<14} {:<5} {:>7} {:>10} {:>9.2} {:>10.0}",
+                r.how,
+                if r.keyed { "yes" } else { "no" },
+                r.runs,
+                r.per_call,
+                r.secs,
+                r.starts_per_s
+            )?;
+        }
+        for (keyed, speedup) in &starts.speedup {
+            writeln!(
+                f,
+                "   start_many / one by one, keys {}: {speedup:.1}x",
+                if *keyed { "yes" } else { "no" }
+            )?;
+        }
+        note(
+            f,
+            "One by one: Client::start_with awaited in turn (a round trip each). Bulk:
+Client::start_many in calls of MAX_STARTS_PER_CALL (a transaction of two statements at most
+each). Each of the four in a fresh schema, after one warm-up start; no worker runs. Keys:
+each run its own idempotency key (`start-<n>`), none taken before.",
         )
     }
 }

@@ -16,7 +16,11 @@ impl BenchSchema {
     /// Makes a fresh, migrated schema on `url`, on the database clock (so
     /// every timestamp compared below comes from one clock).
     pub(crate) async fn create(url: &str) -> Result<Self, BoxError> {
-        let schema = TestDatabase::builder().url(url).prefix("bench").build();
+        let schema = TestDatabase::builder()
+            .url(url)
+            .prefix("bench")
+            .durable_commits()
+            .build();
         Ok(Self(schema.await?))
     }
 

@@ -49,3 +49,13 @@ impl Parked {
     #[step(wait_for = "never")]
     async fn wait(&self, _cx: &mut StepCx<()>) {}
 }
+
+/// One no-op step: what the starts-per-second measurement starts. Nothing
+/// runs it; only its starts are timed.
+pub(crate) struct Started;
+
+#[workflow(name = "bench.started", input = u64)]
+impl Started {
+    #[step]
+    async fn only(&self, _cx: &mut StepCx<u64>) {}
+}

@@ -270,6 +270,7 @@ pub mod options {
         "crate",
         "name",
         "input",
+        "output",
         "queue",
         "priority",
         "cancel_if",

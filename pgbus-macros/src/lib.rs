@@ -71,7 +71,8 @@ use proc_macro::TokenStream;
 ///   an error.
 ///
 /// The expansion is the impl, with the pgbus attributes and gravestones removed,
-/// plus `impl pgbus_runtime::Workflow for Type` with `type Input = I` and a
+/// plus `impl pgbus_runtime::Workflow for Type` with `type Input = I`, `type
+/// Output = R` and a
 /// static `DEFINITION`: the name, queue, priority, guards, policies, the step
 /// table with normalized options (durations in milliseconds), `digest` (SHA-256
 /// over the `[name, kind]` pairs of the entries, gravestones included) and
@@ -112,6 +113,16 @@ use proc_macro::TokenStream;
 ///   `()`. Every step's `cx` is `&mut StepCx<T>`; a step that takes
 ///   `StepCx<Order>` while `input` is left out gets an error asking for
 ///   `input = Order`.
+/// - `output = R`: the run's result type, written as `input` is (a type, or a
+///   string holding one). `R: Serialize + DeserializeOwned + Send + 'static`,
+///   checked at `R`. Default `()`. `Client::result::<W>(run)` (and the
+///   testkit's `TestEnv::result`) waits for the run to end and decodes into
+///   `R` the output (`cx.output(&value)`) of the attempt that finished it: the
+///   last step's, or the one that returned `Flow::Finish`. A run whose last
+///   attempt recorded no output (a skipped step) has `null` as its result,
+///   which decodes as `()` or `Option`'s `None`; declare `output =
+///   Option<R>` when the last step may be skipped. Declared, it is part of
+///   `options_json` (not of the definition digest).
 /// - `queue = "..."`: the queue the steps run on unless a step names its own.
 ///   Not empty, no whitespace or control characters anywhere. Default
 ///   `"default"`.

@@ -15,6 +15,11 @@ pub(crate) struct WorkflowDef {
     pub(crate) self_ty: Type,
     /// The input type; `()` when not given.
     pub(crate) input: Type,
+    /// The result type; `()` when not given.
+    pub(crate) output: Type,
+    /// Whether `output` was written (the options digest names it only then,
+    /// so declaring no output keeps the digest of earlier versions).
+    pub(crate) output_written: bool,
     pub(crate) queue: String,
     pub(crate) priority: i16,
     pub(crate) cancel_if: Vec<Path>,

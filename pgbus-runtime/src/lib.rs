@@ -19,6 +19,7 @@ pub mod flow;
 pub mod metric;
 pub mod pg;
 pub mod schedule;
+pub mod start_options;
 pub mod store;
 pub mod timeline;
 pub mod view;
@@ -27,7 +28,8 @@ pub mod worker;
 pub mod workflow;
 
 pub use client::{
-    BucketCounts, Client, OutcomeCount, RegisteredWorkflow, Started, StepTimings, WorkerView,
+    BucketCounts, Client, OutcomeCount, RegisteredWorkflow, ResultWait, Started, StepTimings,
+    WorkerView,
 };
 pub use clock::{Clock, ManualClock};
 pub use connection::SslMode;
@@ -37,7 +39,9 @@ pub use definition::{
     Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy, FailureAction, GuardRef,
     HandlerRef, OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,
 };
-pub use engine::{Action, BatchStatus, EventKind, IllegalMove, RunStatus, StepOutcome, StepStatus};
+pub use engine::{
+    Action, BatchStatus, EventKind, IllegalMove, OnPause, RunStatus, StepOutcome, StepStatus,
+};
 pub use error::{
     BadInput, Error, FanOutFailed, Message, Panicked, StepError, StepNotDefined, StepStalled,
     Timeout, Unstorable, WaitTimedOut,
@@ -45,9 +49,12 @@ pub use error::{
 pub use fan_out::{ChildRun, FanOut};
 pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
 pub use pg::{MAX_SCHEMA_NAME_LEN, MIGRATIONS, Migration, Schema, migrate, migrate_schema};
+pub use start_options::{
+    MAX_QUEUE_NAME_CHARS, MAX_START_MANY_INPUT_BYTES, MAX_STARTS_PER_CALL, StartAt, StartOptions,
+};
 pub use view::{
-    BatchView, EventView, Omitted, RunCounts, RunFilter, RunRead, RunSummary, RunView, SignalView,
-    StepView, Unrunnable, ValueOf,
+    BatchView, EventView, LastAttempt, Omitted, ResultView, RunCounts, RunFilter, RunRead,
+    RunSummary, RunView, SignalView, StepView, Unrunnable, ValueOf,
 };
 pub use worker::{ErrorReport, StallAction, SweepReport, Sweeper, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};

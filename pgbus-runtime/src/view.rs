@@ -7,8 +7,10 @@ use serde_json::Value;
 use crate::context::RunId;
 use crate::engine::{BatchStatus, EventKind, RunStatus, StepOutcome, StepStatus};
 
+mod result;
 mod unrunnable;
 
+pub use result::{LastAttempt, REASON_EVENTS_READ, ResultView};
 pub use unrunnable::{Missing, Unrunnable};
 
 /// How old a worker's heartbeat may be for a read to count the worker as

@@ -25,6 +25,16 @@ pub trait Workflow: Send + Sync + 'static {
     /// The run's input (`#[workflow(input = T)]`), stored as JSON.
     type Input: Serialize + DeserializeOwned + Send + 'static;
 
+    /// The run's result (`#[workflow(output = R)]`, `()` when not declared):
+    /// what [`Client::result`](crate::Client::result) decodes the output of
+    /// the attempt that finished the run into (see that method for which
+    /// attempt, and what a run whose last attempt recorded no output gives).
+    /// Stored as JSON on the step row, as every output is; nothing checks at
+    /// compile time that the last step's `cx.output(..)` writes an `R`, so a
+    /// mismatch is [`Error::ResultDecode`](crate::Error::ResultDecode) when
+    /// the result is read.
+    type Output: Serialize + DeserializeOwned + Send + 'static;
+
     /// The compiled definition: name, step table with normalized options, digests.
     const DEFINITION: &'static WorkflowDefinition;
 

@@ -9,14 +9,18 @@ use futures_util::FutureExt as _;
 use pgbus_runtime::engine::{ErrorRecord, RunStatus, StallAction, StepOutcome, StepStatus, Verb};
 use pgbus_runtime::store::{Runner, SweepSettings};
 use pgbus_runtime::{
-    Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, Started, StepError, SweepReport,
-    Workflow,
+    Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, StartOptions, Started,
+    StepError, SweepReport, Workflow,
 };
 use serde_json::Value;
 
 use crate::memory::{MemoryStore, TESTKIT_WORKER};
 
 mod recorder;
+// A run's result, on the virtual clock.
+mod result;
+
+pub use result::TestResult;
 
 use pgbus_runtime::worker::capped_ms;
 use recorder::Recorder;
@@ -27,6 +31,7 @@ mod actions;
 mod schedules;
 
 pub use schedules::MAX_TICKS_PER_ADVANCE;
+mod start;
 
 struct Fault {
     workflow: String,
@@ -107,6 +112,9 @@ pub struct TestEnv {
     retention: Option<Duration>,
     undefined_step_grace: Option<Duration>,
     limits: Limits,
+    /// Queues claimed from beside those of the registered workflows
+    /// ([`TestEnv::queue`]).
+    queues: Vec<String>,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -158,6 +166,7 @@ impl TestEnv {
             retention: Some(pgbus_runtime::worker::DEFAULT_RETENTION),
             undefined_step_grace: Some(pgbus_runtime::worker::DEFAULT_UNDEFINED_STEP_GRACE),
             limits: Limits::default(),
+            queues: Vec::new(),
         }
     }
 
@@ -253,11 +262,12 @@ impl TestEnv {
     #[must_use]
     pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
         self.runner = self.runner.register(workflow);
-        self.store()
+        let this = self.claim_queues();
+        this.store()
             .rows()
-            .register_worker(TESTKIT_WORKER, &self.runner.definitions());
-        self.declare_schedules();
-        self
+            .register_worker(TESTKIT_WORKER, &this.runner.definitions());
+        this.declare_schedules();
+        this
     }
 
     /// [`Error::WorkflowNotRegistered`] unless `W` is registered.
@@ -278,11 +288,7 @@ impl TestEnv {
     /// given a `W` (nothing here would run it), [`Error::Json`] when the
     /// input does not serialize, [`Error::NoSteps`].
     pub fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
-        self.registered::<W>()?;
-        let input = serde_json::to_value(input)?;
-        self.limits.check_input(&input)?;
-        let (run_id, created) = self.store().rows().start_run(W::DEFINITION, input, None)?;
-        Ok(Started::new(run_id, created))
+        self.start_with::<W>(input, &StartOptions::new())
     }
 
     /// Starts a run of `W` unless one was started with `key`, as
@@ -297,15 +303,7 @@ impl TestEnv {
         input: &W::Input,
         key: &str,
     ) -> Result<Started, Error> {
-        self.registered::<W>()?;
-        pgbus_runtime::client::check_key(key)?;
-        let input = serde_json::to_value(input)?;
-        self.limits.check_input(&input)?;
-        let (run_id, created) = self
-            .store()
-            .rows()
-            .start_run(W::DEFINITION, input, Some(key))?;
-        Ok(Started::new(run_id, created))
+        self.start_with::<W>(input, &StartOptions::new().key(key))
     }
 
     /// The virtual time.

@@ -262,3 +262,77 @@ async fn a_repeatable_read_sqlx_caller_gets_a_typed_conflict() {
     assert_eq!((retried.run_id, retried.created), (later.run_id, false));
     tx.commit().await.expect("commit");
 }
+
+/// Start options and bulk starts on a caller's sqlx connection (issue 20):
+/// `start_with_in_sqlx` keeps the run's queue and delay; `start_many_in_sqlx`
+/// starts every run of the call, in order, with keys as single starts, and
+/// only when the caller commits; nothing is left prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_options_and_bulk_starts_in_a_sqlx_transaction() {
+    use pgbus_runtime::StartOptions;
+
+    let test_db = TestDatabase::new().await.expect("a test schema");
+    let client = test_db.db().client();
+    let mut app = sqlx_connection().await;
+
+    let mut tx = app.begin().await.expect("begin");
+    let one = client
+        .start_with_in_sqlx::<NotifyVendor>(
+            &mut tx,
+            &notice(1),
+            &StartOptions::new()
+                .key("one")
+                .delay(Duration::from_hours(1))
+                .queue("sqlx_bulk"),
+        )
+        .await
+        .expect("a start");
+    let bulk = client
+        .start_many_in_sqlx::<NotifyVendor>(
+            &mut tx,
+            [
+                (notice(2), StartOptions::new().key("two")),
+                (notice(3), StartOptions::new()),
+                (notice(4), StartOptions::new().key("one")),
+                (notice(5), StartOptions::new().key("two")),
+            ],
+        )
+        .await
+        .expect("a bulk start");
+    tx.commit().await.expect("commit");
+    assert!(one.created);
+    assert_eq!(
+        bulk.iter().map(|s| s.created).collect::<Vec<_>>(),
+        [true, true, false, false]
+    );
+    assert_eq!(bulk[2].run_id, one.run_id);
+    assert_eq!(bulk[3].run_id, bulk[0].run_id);
+    let view = client.run(one.run_id).await.expect("the run");
+    assert_eq!(view.steps[0].queue, "sqlx_bulk");
+    assert!(view.steps[0].scheduled_at > view.run.created_at + chrono::Duration::minutes(59));
+
+    let mut tx = app.begin().await.expect("begin");
+    client
+        .start_many_in_sqlx::<NotifyVendor>(
+            &mut tx,
+            (6..9).map(|i| (notice(i), StartOptions::new())),
+        )
+        .await
+        .expect("a bulk start");
+    tx.rollback().await.expect("rollback");
+    let listed = client
+        .list_runs(&pgbus_runtime::RunFilter::new())
+        .await
+        .expect("a list");
+    assert_eq!(listed.len(), 3, "the rolled-back call left nothing");
+
+    let prepared: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_prepared_statements")
+        .persistent(false)
+        .fetch_one(&mut app)
+        .await
+        .expect("count");
+    assert_eq!(
+        prepared, 0,
+        "nothing left prepared on the caller's connection"
+    );
+}

@@ -1,18 +1,24 @@
-//! The dashboard end to end in headless Chromium (Debian's package; `.ci/run`
-//! installs it when missing): the pages render, the timeline chart draws the
-//! pieces of a run seeded on a pinned clock, a run no live worker can run
-//! shows its banner, a button pauses and another resumes a run, and a
-//! screenshot is taken.
+//! The dashboard end to end in headless Chromium, driven over W3C WebDriver
+//! by a private chromedriver (Debian's `chromium` and `chromium-driver`;
+//! `.ci/deps` installs both when missing): the runs list renders and marks a
+//! run no live worker can run, the timeline chart draws the pieces of a run
+//! seeded on a pinned clock, that run's page shows its banner and the
+//! workers page lists no one, a button pauses the run and another resumes
+//! it, and the insights page renders for a window and shows an error page
+//! for an unknown one. A screenshot is written and checked as a PNG: what the
+//! 1280 by 900 window shows, since WebDriver takes the viewport, not the
+//! full page.
+
+mod chromedriver;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use chromiumoxide::browser::{Browser, BrowserConfig};
-use chromiumoxide::page::ScreenshotParams;
-use futures_util::StreamExt;
+use fantoccini::{Client, Locator};
 use pgbus_runtime::prelude::*;
 use pgbus_runtime::{Clock, Database, ManualClock, RunId, RunStatus};
 
+use self::chromedriver::ChromeDriver;
 use crate::common::{Dashboard, TestSchema};
 
 /// Two steps; each moves the pinned clock as if it ran that long, the
@@ -31,60 +37,6 @@ impl Seeded {
     #[step(wait = "2s")]
     async fn charge(&self, _cx: &mut StepCx<()>) {
         self.clock.advance(Duration::from_secs(1));
-    }
-}
-
-/// Headless Chromium with the flags this machine's closed network needs.
-async fn chromium() -> (Browser, tokio::task::JoinHandle<()>, tempdir::Dir) {
-    // Where `.ci/deps` found it: on the PATH, as `chromium` or `chromium-browser`.
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let executable = std::env::split_paths(&path)
-        .flat_map(|dir| [dir.join("chromium"), dir.join("chromium-browser")])
-        .find(|p| p.is_file())
-        .expect("Chromium is not installed: run .ci/deps (or `apt-get install chromium`)");
-    let profile = tempdir::Dir::new();
-    let config = BrowserConfig::builder()
-        .chrome_executable(executable)
-        .no_sandbox()
-        .user_data_dir(profile.path())
-        .window_size(1280, 900)
-        .args([
-            "--headless=new",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
-        .build()
-        .expect("a browser config");
-    let (browser, mut handler) = Browser::launch(config).await.expect("launch Chromium");
-    let events = tokio::spawn(async move { while handler.next().await.is_some() {} });
-    (browser, events, profile)
-}
-
-/// A throwaway profile directory, removed on drop.
-mod tempdir {
-    pub(crate) struct Dir(std::path::PathBuf);
-
-    impl Dir {
-        pub(crate) fn new() -> Self {
-            let path = std::env::temp_dir()
-                .join(format!("pgbus-chromium-{}", uuid::Uuid::new_v4().simple()));
-            std::fs::create_dir_all(&path).expect("a profile directory");
-            Self(path)
-        }
-
-        pub(crate) fn path(&self) -> &std::path::Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
     }
 }
 
@@ -124,22 +76,20 @@ async fn seed(t: &TestSchema) -> RunId {
     run
 }
 
-/// Fills in the `action` form of the run page open in `page` and presses
-/// its button.
-async fn submit(page: &chromiumoxide::Page, action: &str, actor: &str, reason: &str) {
+/// Fills in the `action` form of the run page open in `browser` and
+/// presses its button.
+async fn submit(browser: &Client, action: &str, actor: &str, reason: &str) {
     let form = format!("form.act.{action}");
     for (field, text) in [("actor", actor), ("reason", reason)] {
-        page.find_element(format!("{form} input[name={field}]"))
+        let input = browser
+            .find(Locator::Css(&format!("{form} input[name={field}]")))
             .await
-            .expect("the field")
-            .click()
-            .await
-            .expect("focus")
-            .type_str(text)
-            .await
-            .expect("type");
+            .expect("the field");
+        input.click().await.expect("focus");
+        input.send_keys(text).await.expect("type");
     }
-    page.find_element(format!("{form} button"))
+    browser
+        .find(Locator::Css(&format!("{form} button")))
         .await
         .expect("the button")
         .click()
@@ -150,43 +100,74 @@ async fn submit(page: &chromiumoxide::Page, action: &str, actor: &str, reason: &
 /// The text of the notice an action's redirect shows, once the browser has
 /// landed there (at most 10 s: the form's post and the redirect take their
 /// own time in the browser).
-async fn answer(page: &chromiumoxide::Page) -> String {
+async fn answer(browser: &Client) -> String {
     for _ in 0..100 {
-        if let Ok(notice) = page.find_element("p.notice").await
-            && let Ok(Some(text)) = notice.inner_text().await
+        if let Ok(notice) = browser.find(Locator::Css("p.notice")).await
+            && let Ok(text) = notice.text().await
         {
             return text;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let html = page.content().await.unwrap_or_default();
+    let html = browser.source().await.unwrap_or_default();
     panic!("no notice after the form: {html}");
 }
 
 /// The page of `idle`, a run no live worker can run, has a banner saying
 /// so; the workers page lists none (the seeding worker is long silent).
-async fn nobody_runs(page: &chromiumoxide::Page, base: &str, idle: RunId) {
-    page.goto(format!("{base}/runs/{}", idle.0))
+async fn nobody_runs(browser: &Client, base: &str, idle: RunId) {
+    browser
+        .goto(&format!("{base}/runs/{}", idle.0))
         .await
         .expect("open the run");
-    let banner = page
-        .find_element("p.banner.stuck")
+    let banner = browser
+        .find(Locator::Css("p.banner.stuck"))
         .await
         .expect("a banner")
-        .inner_text()
+        .text()
         .await
-        .expect("its text")
-        .unwrap_or_default();
+        .expect("its text");
     assert!(
         banner.starts_with("Cannot run: no live worker registered workflow `browser.seeded`"),
         "{banner}"
     );
-    page.goto(format!("{base}/workers")).await.expect("workers");
-    let html = page.content().await.expect("content");
+    browser
+        .goto(&format!("{base}/workers"))
+        .await
+        .expect("workers");
+    let html = browser.source().await.expect("source");
     assert!(
         html.contains("<h1>Workers</h1>") && html.contains("No live workers"),
         "{html}"
     );
+}
+
+/// The seeded run's chart as (row, class, seconds) for each bar, from the
+/// run page open in `browser`: the chart is 900 units wide for 7 s.
+async fn bars(browser: &Client) -> Vec<(String, String, f64)> {
+    let mut bars = Vec::new();
+    let rects = browser
+        .find_all(Locator::Css("svg.timeline rect"))
+        .await
+        .expect("bars");
+    for rect in rects {
+        let attr = |name: &'static str| {
+            let rect = &rect;
+            async move {
+                rect.attr(name)
+                    .await
+                    .expect("attribute")
+                    .unwrap_or_default()
+            }
+        };
+        let width: f64 = attr("width").await.parse().expect("a width");
+        bars.push((
+            attr("data-row").await,
+            attr("class").await,
+            (width / (900.0 / 7.0)).round(),
+        ));
+    }
+    bars
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,14 +182,16 @@ async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
             .expect("start")
             .run_id;
     let dashboard = Dashboard::start(&t.name, &[]);
-    let (browser, events, _profile) = chromium().await;
+    // Dropped after the session, also on a panic: chromedriver and Chromium end.
+    let driver = ChromeDriver::start();
+    let browser = driver.session().await;
 
     // The runs list renders, with both runs.
-    let page = browser
-        .new_page(format!("{}/", dashboard.url))
+    browser
+        .goto(&format!("{}/", dashboard.url))
         .await
         .expect("open the runs");
-    let html = page.content().await.expect("content");
+    let html = browser.source().await.expect("source");
     assert!(html.contains("<h1>Runs</h1>"), "{html}");
     assert!(
         html.contains(&format!("href=\"/runs/{}\"", seeded.0)),
@@ -219,27 +202,10 @@ async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
     assert!(html.contains("cannot run: workflow missing"), "{html}");
 
     // The seeded run's chart: every piece in its row, widths in proportion.
-    page.goto(format!("{}/runs/{}", dashboard.url, seeded.0))
+    browser
+        .goto(&format!("{}/runs/{}", dashboard.url, seeded.0))
         .await
         .expect("open the run");
-    let mut bars = Vec::new();
-    for rect in page.find_elements("svg.timeline rect").await.expect("bars") {
-        let attr = |name: &'static str| {
-            let rect = &rect;
-            async move {
-                rect.attribute(name)
-                    .await
-                    .expect("attribute")
-                    .unwrap_or_default()
-            }
-        };
-        let width: f64 = attr("width").await.parse().expect("a width");
-        bars.push((
-            attr("data-row").await,
-            attr("class").await,
-            (width / (900.0 / 7.0)).round(),
-        ));
-    }
     let expected: Vec<(String, String, f64)> = [
         ("reserve#1", "bar queued", 1.0),
         ("reserve#1", "bar ran ended-completed", 2.0),
@@ -250,13 +216,17 @@ async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
     .into_iter()
     .map(|(row, class, secs)| (row.to_owned(), class.to_owned(), secs))
     .collect();
-    assert_eq!(bars, expected, "bars as (row, class, seconds)");
+    assert_eq!(
+        bars(&browser).await,
+        expected,
+        "bars as (row, class, seconds)"
+    );
+    // The window's screenshot, written where a person can look at it.
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
     std::fs::create_dir_all(&shots).expect("a screenshot directory");
     let shot = shots.join("run.png");
-    page.save_screenshot(ScreenshotParams::builder().full_page(true).build(), &shot)
-        .await
-        .expect("a screenshot");
+    let png = browser.screenshot().await.expect("a screenshot");
+    std::fs::write(&shot, png).expect("write the screenshot");
     let png = std::fs::read(&shot).expect("the screenshot");
     assert!(
         png.starts_with(b"\x89PNG") && png.len() > 10_000,
@@ -265,17 +235,18 @@ async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
     );
 
     // A run not yet worked, which no live worker can run, and the workers page.
-    nobody_runs(&page, &dashboard.url, idle).await;
+    nobody_runs(&browser, &dashboard.url, idle).await;
 
     // The pause button pauses it, resume resumes it.
     for (action, after) in [("pause", RunStatus::Paused), ("resume", RunStatus::Ready)] {
-        page.goto(format!("{}/runs/{}", dashboard.url, idle.0))
+        browser
+            .goto(&format!("{}/runs/{}", dashboard.url, idle.0))
             .await
             .expect("open the run");
-        submit(&page, action, "alice", "checking the browser test").await;
+        submit(&browser, action, "alice", "checking the browser test").await;
         // The form posts, the server redirects back to the run: wait for the
         // page it lands on to show the answer.
-        let notice = answer(&page).await;
+        let notice = answer(&browser).await;
         assert_eq!(notice, format!("{action}: the run is {after}"));
         assert_eq!(t.status(idle).await, after);
     }
@@ -294,16 +265,27 @@ async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
         ]
     );
 
-    // Insights render for a window, and a bad one is a clear error page.
-    page.goto(format!("{}/insights?window=1h", dashboard.url))
+    // Insights render for a window, and an unknown one is a clear error page.
+    browser
+        .goto(&format!("{}/insights?window=1h", dashboard.url))
         .await
         .expect("insights");
-    let html = page.content().await.expect("content");
+    let html = browser.source().await.expect("source");
     assert!(
         html.contains("Insights, last 1h") && html.contains("browser.seeded"),
         "{html}"
     );
+    browser
+        .goto(&format!("{}/insights?window=2h", dashboard.url))
+        .await
+        .expect("insights for an unknown window");
+    let html = browser.source().await.expect("source");
+    assert!(
+        html.contains("<h1>Something went wrong</h1>")
+            && html.contains("Unknown window: use 1h, 24h, 7d or 30d."),
+        "{html}"
+    );
 
-    drop(browser);
-    events.abort();
+    browser.close().await.expect("end the session");
+    drop(driver);
 }

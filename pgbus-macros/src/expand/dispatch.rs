@@ -15,6 +15,7 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
     let p = &super::private(&def.krate, proc_macro2::Span::call_site());
     let self_ty = &def.self_ty;
     let input = &def.input;
+    let output = &def.output;
     let usize_ty = quote!(::core::primitive::usize);
     let bool_ty = quote!(::core::primitive::bool);
     let result = quote!(::core::result::Result);
@@ -53,6 +54,7 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
         #[allow(deprecated)]
         impl #p::Workflow for #self_ty {
             type Input = #input;
+            type Output = #output;
 
             const DEFINITION: &'static #p::WorkflowDefinition = &__PGBUS_DEFINITION;
 

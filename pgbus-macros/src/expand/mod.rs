@@ -37,8 +37,14 @@ pub(crate) fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
         && imp.generics.where_clause.is_none();
     let mut errors = Error::accumulator();
     let raw = parse::workflow(args, &mut imp, &mut errors);
-    let stand_in =
-        stand_in_ok.then(|| stand_in(raw.krate.as_ref(), &raw.self_ty, raw.input.as_ref()));
+    let stand_in = stand_in_ok.then(|| {
+        stand_in(
+            raw.krate.as_ref(),
+            &raw.self_ty,
+            raw.input.as_ref(),
+            raw.output.as_ref(),
+        )
+    });
     let model = validate::workflow(raw, &mut errors);
     match (errors.finish(), model) {
         (Ok(()), Some(model)) => {
@@ -68,15 +74,18 @@ fn stand_in(
     krate: Option<&syn::Path>,
     self_ty: &syn::Type,
     input: Option<&syn::Type>,
+    output: Option<&syn::Type>,
 ) -> TokenStream {
     let krate = krate.map_or_else(|| quote!(::pgbus_runtime), ToTokens::to_token_stream);
     let p = private(&krate, Span::call_site());
     let input = input.map_or_else(|| quote!(()), ToTokens::to_token_stream);
+    let output = output.map_or_else(|| quote!(()), ToTokens::to_token_stream);
     quote! {
         #[allow(clippy::all, clippy::pedantic, unused)]
         const _: () = {
             impl #p::Workflow for #self_ty {
                 type Input = #input;
+                type Output = #output;
                 const DEFINITION: &'static #p::WorkflowDefinition = &#p::STAND_IN_DEFINITION;
                 fn run_step<'__pgbus_a>(
                     &'__pgbus_a self,
@@ -128,7 +137,11 @@ fn unparsable(args: &TokenStream, item: TokenStream) -> TokenStream {
         )
         .cloned()
         .collect();
-    let (krate, input) = loose_args(args);
+    let LooseArgs {
+        krate,
+        input,
+        output,
+    } = loose_args(args);
     let stripped = strip_ours(trees, true, &Ours::new(krate.as_ref()));
     let Ok(self_ty) = syn::parse2::<syn::Type>(header) else {
         return stripped;
@@ -136,18 +149,25 @@ fn unparsable(args: &TokenStream, item: TokenStream) -> TokenStream {
     if !matches!(&self_ty, syn::Type::Path(_)) {
         return stripped;
     }
-    let stand_in = stand_in(krate.as_ref(), &self_ty, input.as_ref());
+    let stand_in = stand_in(krate.as_ref(), &self_ty, input.as_ref(), output.as_ref());
     quote! { #stripped #stand_in }
 }
 
-/// `crate` and `input` from `#[workflow(...)]`, when they parse; anything wrong
-/// there is reported once the impl itself parses.
-fn loose_args(args: &TokenStream) -> (Option<syn::Path>, Option<syn::Type>) {
+/// What the stand-in implementation needs of `#[workflow(...)]`.
+#[derive(Default)]
+struct LooseArgs {
+    krate: Option<syn::Path>,
+    input: Option<syn::Type>,
+    output: Option<syn::Type>,
+}
+
+/// `crate`, `input` and `output` from `#[workflow(...)]`, when they parse;
+/// anything wrong there is reported once the impl itself parses.
+fn loose_args(args: &TokenStream) -> LooseArgs {
     let Ok(metas) = darling::ast::NestedMeta::parse_meta_list(args.clone()) else {
-        return (None, None);
+        return LooseArgs::default();
     };
-    let mut krate = None;
-    let mut input = None;
+    let mut loose = LooseArgs::default();
     for meta in &metas {
         let path = match meta {
             darling::ast::NestedMeta::Meta(meta) => meta.path(),
@@ -155,16 +175,20 @@ fn loose_args(args: &TokenStream) -> (Option<syn::Path>, Option<syn::Type>) {
             darling::ast::NestedMeta::Lit(_) => continue,
         };
         if path.is_ident("input") {
-            input = darling::FromMeta::from_nested_meta(meta)
+            loose.input = darling::FromMeta::from_nested_meta(meta)
                 .ok()
                 .map(|t: parse::values::InputType| t.0);
+        } else if path.is_ident("output") {
+            loose.output = darling::FromMeta::from_nested_meta(meta)
+                .ok()
+                .map(|t: parse::values::OutputType| t.0);
         } else if path.is_ident("crate") {
-            krate = darling::FromMeta::from_nested_meta(meta)
+            loose.krate = darling::FromMeta::from_nested_meta(meta)
                 .ok()
                 .map(|p: parse::values::PathArg| p.0);
         }
     }
-    (krate, input)
+    loose
 }
 
 /// Drops `#[step]`, `#[fan_out]`, `#[on_exception]` and `removed_step!(..);` at the

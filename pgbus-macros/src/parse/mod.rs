@@ -28,6 +28,8 @@ pub(crate) use workflow::workflow;
 pub(crate) struct RawWorkflow {
     pub(crate) name: Option<Text>,
     pub(crate) input: Option<Type>,
+    /// `output = R`: the run's result type.
+    pub(crate) output: Option<Type>,
     pub(crate) queue: Option<Text>,
     pub(crate) priority: Option<Int>,
     pub(crate) cancel_if: Vec<syn::Path>,

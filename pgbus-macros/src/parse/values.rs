@@ -39,29 +39,75 @@ impl FromMeta for Text {
     }
 }
 
-/// The workflow's `input` type: written as a type (`input = Order`,
-/// `input = Vec<Order>`) or as a string holding one (`input = "Vec<Order>"`).
-#[derive(Debug, Clone)]
-pub(crate) struct InputType(pub(crate) syn::Type);
+/// Which type option a [`TypeArg`] is: the name and the examples its
+/// messages give.
+pub(crate) trait TypeOption {
+    /// The option's name, e.g. `input`.
+    const NAME: &'static str;
+    /// A plain type to write, e.g. `Order`.
+    const PLAIN: &'static str;
+    /// A type that is not a valid expression, e.g. `Vec<Order>`.
+    const GENERIC: &'static str;
+}
 
-impl InputType {
+/// `input = T`: the run's input type.
+#[derive(Debug, Clone)]
+pub(crate) struct Input;
+
+impl TypeOption for Input {
+    const NAME: &'static str = "input";
+    const PLAIN: &'static str = "Order";
+    const GENERIC: &'static str = "Vec<Order>";
+}
+
+/// `output = R`: the run's result type.
+#[derive(Debug, Clone)]
+pub(crate) struct Output;
+
+impl TypeOption for Output {
+    const NAME: &'static str = "output";
+    const PLAIN: &'static str = "Receipt";
+    const GENERIC: &'static str = "Vec<Receipt>";
+}
+
+/// A workflow's type option (`input`, `output`): written as a type
+/// (`input = Order`, `input = Vec<Order>`) or as a string holding one
+/// (`input = "Vec<Order>"`).
+#[derive(Debug, Clone)]
+pub(crate) struct TypeArg<K>(pub(crate) syn::Type, std::marker::PhantomData<K>);
+
+/// The workflow's `input` type.
+pub(crate) type InputType = TypeArg<Input>;
+/// The workflow's `output` type.
+pub(crate) type OutputType = TypeArg<Output>;
+
+impl<K: TypeOption> TypeArg<K> {
     fn parse(tokens: proc_macro2::TokenStream, span: Span) -> Result<Self> {
-        syn::parse2(tokens).map(Self).map_err(|_| {
-            Error::custom(
-                "`input` is not a valid type; write e.g. `input = Order` or `input = \"Vec<Order>\"`",
-            )
-            .with_span(&span)
-        })
+        syn::parse2(tokens)
+            .map(|ty| Self(ty, std::marker::PhantomData))
+            .map_err(|_| {
+                Error::custom(format!(
+                    "`{name}` is not a valid type; write e.g. `{name} = {plain}` or `{name} = \"{generic}\"`",
+                    name = K::NAME,
+                    plain = K::PLAIN,
+                    generic = K::GENERIC,
+                ))
+                .with_span(&span)
+            })
     }
 }
 
-impl FromMeta for InputType {
+impl<K: TypeOption> FromMeta for TypeArg<K> {
     fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
         Err(value_in_parentheses())
     }
 
     fn from_word() -> Result<Self> {
-        Err(Error::custom("`input` needs a type, e.g. `input = Order`"))
+        Err(Error::custom(format!(
+            "`{name}` needs a type, e.g. `{name} = {plain}`",
+            name = K::NAME,
+            plain = K::PLAIN,
+        )))
     }
 
     fn from_expr(expr: &Expr) -> Result<Self> {
@@ -70,9 +116,11 @@ impl FromMeta for InputType {
                 lit: Lit::Str(s), ..
             }) => {
                 let tokens = s.parse::<proc_macro2::TokenStream>().map_err(|_| {
-                    Error::custom(
-                        "`input` is not a valid type; write e.g. `input = \"Vec<Order>\"`",
-                    )
+                    Error::custom(format!(
+                        "`{name}` is not a valid type; write e.g. `{name} = \"{generic}\"`",
+                        name = K::NAME,
+                        generic = K::GENERIC,
+                    ))
                     .with_span(s)
                 })?;
                 Self::parse(crate::span::respan(tokens, s.span()), s.span())

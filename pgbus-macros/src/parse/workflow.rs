@@ -12,7 +12,7 @@ use super::on_exception::{policy, policy_attribute};
 use super::options::{self, Place};
 use super::ours::{Ours, item_attrs_mut, strip_stray};
 use super::step::step_method;
-use super::values::{InputType, PathArg};
+use super::values::{InputType, OutputType, PathArg};
 use super::{RawWorkflow, generics_span};
 
 /// Parses `#[workflow(args)]` on `item`, strips every pgbus attribute and
@@ -34,6 +34,7 @@ pub(crate) fn workflow(
     let mut raw = RawWorkflow {
         name: None,
         input: None,
+        output: None,
         queue: None,
         priority: None,
         cancel_if: Vec::new(),
@@ -58,6 +59,7 @@ pub(crate) fn workflow(
                 raw.input_written = true;
                 raw.input = option.parse::<InputType>(errors).map(|t| t.0);
             }
+            "output" => raw.output = option.parse::<OutputType>(errors).map(|t| t.0),
             "queue" => raw.queue = option.parse(errors),
             "priority" => raw.priority = option.parse(errors),
             "cancel_if" => raw

@@ -11,7 +11,7 @@ use crate::model::{ActionDef, PolicyDef, WorkflowDef};
 /// same options however they were spelled.
 pub(super) fn options_json(def: &WorkflowDef, type_ident: Option<&syn::Ident>) -> Value {
     let method = |path: &syn::Path| method_name(path, type_ident);
-    json!({
+    let mut options = json!({
         "name": def.name,
         "input": tokens(&def.input),
         "queue": def.queue,
@@ -38,7 +38,15 @@ pub(super) fn options_json(def: &WorkflowDef, type_ident: Option<&syn::Ident>) -
                 "on_exception": o.policies.iter().map(|p| policy_json(p, type_ident)).collect::<Vec<_>>(),
             })
         }).collect::<Vec<_>>(),
-    })
+    });
+    // Only when declared: a workflow without one keeps the options digest
+    // it had before `output` existed.
+    if def.output_written
+        && let Value::Object(map) = &mut options
+    {
+        map.insert("output".to_owned(), Value::from(tokens(&def.output)));
+    }
+    options
 }
 
 fn policy_json(policy: &PolicyDef, type_ident: Option<&syn::Ident>) -> Value {

@@ -43,6 +43,8 @@ pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<Wor
         .priority
         .map_or(Some(DEFAULT_PRIORITY), |p| priority(p, errors));
     let input = raw.input.clone().unwrap_or_else(|| syn::parse_quote!(()));
+    let output_written = raw.output.is_some();
+    let output = raw.output.clone().unwrap_or_else(|| syn::parse_quote!(()));
     let policies = policies(&raw.policies, errors);
     check_reachable(&raw.policies, Level::Workflow, errors);
     check_cancel_if(&raw.cancel_if, errors);
@@ -76,6 +78,8 @@ pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<Wor
         name: name?,
         self_ty: raw.self_ty,
         input,
+        output,
+        output_written,
         queue: queue?,
         priority: priority?,
         cancel_if: raw.cancel_if,

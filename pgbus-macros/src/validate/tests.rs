@@ -546,3 +546,6 @@ fn options_digest_ignores_spelling() {
     );
     assert_ne!(bare, other);
 }
+
+// `output = R` (issue 20).
+mod output;

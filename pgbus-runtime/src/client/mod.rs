@@ -1,5 +1,8 @@
 //! The client: start runs, read them back, list them.
 
+use std::sync::Arc;
+
+use crate::connection::Connector;
 use crate::context::RunId;
 use crate::pg::store::PgStore;
 
@@ -7,24 +10,45 @@ mod actions;
 mod checks;
 mod deploy;
 mod insights;
+mod listen;
 mod reads;
+mod result;
 mod schedules;
 mod start;
+mod start_many;
 mod workers;
+
+pub use result::{RESULT_POLL_INTERVAL, RESULT_POLL_INTERVAL_LISTENING, ResultWait};
 
 pub use checks::{check_actor, check_key, check_reason, checked_reason};
 pub use insights::{BucketCounts, OutcomeCount, StepTimings};
 pub use workers::{RegisteredWorkflow, WorkerView};
 
-/// Starts and reads runs. Cheap to clone; all clones share one pool.
+/// Starts and reads runs. Cheap to clone; all clones share one pool, and
+/// one `LISTEN` connection for their waits on results ([`Client::result`]).
 #[derive(Debug, Clone)]
 pub struct Client {
     pub(crate) store: PgStore,
+    /// The waits on results, and the session that wakes them.
+    pub(crate) results: Arc<listen::ResultListener>,
+}
+
+impl Client {
+    /// A client on `store`, whose waits on results listen through `listen`
+    /// (`None`: they poll).
+    pub(crate) fn new(store: PgStore, listen: Option<Arc<Connector>>) -> Self {
+        let channel = store.schema.result_channel();
+        Self {
+            store,
+            results: Arc::new(listen::ResultListener::new(listen, channel)),
+        }
+    }
 }
 
 /// What a start did: the run, and whether this call created it. Every start
-/// returns one ([`Client::start`], [`Client::start_idempotent`], their `_in`
-/// and `_in_sqlx` forms, and the testkit's `TestEnv::start`), so code that
+/// returns one ([`Client::start`], [`Client::start_idempotent`],
+/// [`Client::start_with`], their `_in` and `_in_sqlx` forms, each item of
+/// [`Client::start_many`], and the testkit's `TestEnv::start`), so code that
 /// starts runs reads the same with a key or without.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

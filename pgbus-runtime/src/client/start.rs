@@ -1,13 +1,106 @@
-//! Starting runs: with or without an idempotency key, on the client's pool or
-//! inside the caller's transaction.
+//! Starting runs: with or without an idempotency key or other options, on
+//! the client's pool or inside the caller's transaction. Every form is
+//! [`Client::start_with`] (or its `_in`/`_in_sqlx` form) with the options it
+//! implies.
 
 use tracing::instrument;
 
-use super::{Client, Started, check_key};
+use super::{Client, Started};
 use crate::error::Error;
+use crate::start_options::StartOptions;
 use crate::workflow::Workflow;
 
 impl Client {
+    /// Starts a run of `W` with `input` as `options` say: an idempotency key,
+    /// a start time or delay, the run's queue and priority (see
+    /// [`StartOptions`] for what each does). The first step is due at the
+    /// start time (now, counted on the database clock, when none is given)
+    /// plus that step's own `wait`.
+    ///
+    /// ```no_run
+    /// # use pgbus_runtime::prelude::*;
+    /// # use pgbus_runtime::{Client, StartOptions};
+    /// # struct Nightly;
+    /// # #[workflow(name = "reports.nightly", input = u32)]
+    /// # impl Nightly { #[step] async fn build(&self, _cx: &mut StepCx<u32>) {} }
+    /// # async fn example(client: &Client) -> Result<(), pgbus_runtime::Error> {
+    /// let started = client
+    ///     .start_with::<Nightly>(
+    ///         &7,
+    ///         &StartOptions::new()
+    ///             .key("report-7")
+    ///             .delay(std::time::Duration::from_hours(1))
+    ///             .queue("reports")
+    ///             .priority(-5),
+    ///     )
+    ///     .await?;
+    /// # let _ = started; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Json`] when the input does not serialize,
+    /// [`Error::InvalidInput`] when it breaks the input limits, the errors of
+    /// [`StartOptions::check`] (a bad key, [`Error::InvalidStartOption`]
+    /// naming `at`, `delay` or `queue`), [`Error::NoSteps`], and database
+    /// errors. Nothing is started on an error.
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    pub async fn start_with<W: Workflow>(
+        &self,
+        input: &W::Input,
+        options: &StartOptions,
+    ) -> Result<Started, Error> {
+        let input = serde_json::to_value(input)?;
+        let (run_id, created) = self.store.start_run(W::DEFINITION, &input, options).await?;
+        Ok(Started { run_id, created })
+    }
+
+    /// [`Client::start_with`] inside the caller's transaction `tx`, as
+    /// [`Client::start_in`] (the run exists exactly when `tx` commits; the
+    /// wake-up arrives at commit; unnamed statements) and, with a key, as
+    /// [`Client::start_idempotent_in`]. A start time counts from
+    /// `clock_timestamp()` at the statement, not from the start of `tx`.
+    ///
+    /// # Errors
+    /// As [`Client::start_with`], and [`Error::StartConflict`] as
+    /// [`Client::start_idempotent_in`]. A statement that fails aborts the
+    /// caller's transaction, as any failed statement does.
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    pub async fn start_with_in<W: Workflow>(
+        &self,
+        tx: &(impl tokio_postgres::GenericClient + Sync),
+        input: &W::Input,
+        options: &StartOptions,
+    ) -> Result<Started, Error> {
+        let input = serde_json::to_value(input)?;
+        let (run_id, created) = self
+            .store
+            .start_run_on(tx, W::DEFINITION, &input, options)
+            .await?;
+        Ok(Started { run_id, created })
+    }
+
+    /// [`Client::start_with_in`] on a caller's sqlx connection (see
+    /// [`Client::start_in_sqlx`]), with the `sqlx` feature.
+    ///
+    /// # Errors
+    /// As [`Client::start_with_in`]; [`Error::Sqlx`] for what the connection
+    /// reports.
+    #[cfg(feature = "sqlx")]
+    #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
+    pub async fn start_with_in_sqlx<W: Workflow>(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        input: &W::Input,
+        options: &StartOptions,
+    ) -> Result<Started, Error> {
+        let input = serde_json::to_value(input)?;
+        let (run_id, created) = self
+            .store
+            .start_run_sqlx(conn, W::DEFINITION, &input, options)
+            .await?;
+        Ok(Started { run_id, created })
+    }
+
     /// Starts a run of `W` with `input`. Its first step is due after that step's
     /// `wait`, counted on the database clock.
     ///
@@ -16,10 +109,7 @@ impl Client {
     /// database errors.
     #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start<W: Workflow>(&self, input: &W::Input) -> Result<Started, Error> {
-        let input = serde_json::to_value(input)?;
-        self.store.limits.check_input(&input)?;
-        let (run_id, created) = self.store.start_run(W::DEFINITION, &input, None).await?;
-        Ok(Started { run_id, created })
+        self.start_with::<W>(input, &StartOptions::new()).await
     }
 
     /// Starts a run of `W` unless one was already started with `key` (keys are per
@@ -36,14 +126,8 @@ impl Client {
         input: &W::Input,
         key: &str,
     ) -> Result<Started, Error> {
-        check_key(key)?;
-        let input = serde_json::to_value(input)?;
-        self.store.limits.check_input(&input)?;
-        let (run_id, created) = self
-            .store
-            .start_run(W::DEFINITION, &input, Some(key))
-            .await?;
-        Ok(Started { run_id, created })
+        self.start_with::<W>(input, &StartOptions::new().key(key))
+            .await
     }
 
     /// Starts a run of `W` with `input` inside the caller's transaction `tx`
@@ -72,13 +156,8 @@ impl Client {
         tx: &(impl tokio_postgres::GenericClient + Sync),
         input: &W::Input,
     ) -> Result<Started, Error> {
-        let input = serde_json::to_value(input)?;
-        self.store.limits.check_input(&input)?;
-        let (run_id, created) = self
-            .store
-            .start_run_on(tx, W::DEFINITION, &input, None)
-            .await?;
-        Ok(Started { run_id, created })
+        self.start_with_in::<W>(tx, input, &StartOptions::new())
+            .await
     }
 
     /// [`Client::start_idempotent`] inside the caller's transaction `tx`, as
@@ -104,14 +183,8 @@ impl Client {
         input: &W::Input,
         key: &str,
     ) -> Result<Started, Error> {
-        check_key(key)?;
-        let input = serde_json::to_value(input)?;
-        self.store.limits.check_input(&input)?;
-        let (run_id, created) = self
-            .store
-            .start_run_on(tx, W::DEFINITION, &input, Some(key))
-            .await?;
-        Ok(Started { run_id, created })
+        self.start_with_in::<W>(tx, input, &StartOptions::new().key(key))
+            .await
     }
 
     /// [`Client::start_in`] on a caller's sqlx connection, with the `sqlx`
@@ -131,13 +204,8 @@ impl Client {
         conn: &mut sqlx::PgConnection,
         input: &W::Input,
     ) -> Result<Started, Error> {
-        let input = serde_json::to_value(input)?;
-        self.store.limits.check_input(&input)?;
-        let (run_id, created) = self
-            .store
-            .start_run_sqlx(conn, W::DEFINITION, &input, None)
-            .await?;
-        Ok(Started { run_id, created })
+        self.start_with_in_sqlx::<W>(conn, input, &StartOptions::new())
+            .await
     }
 
     /// [`Client::start_idempotent_in`] on a caller's sqlx connection (see
@@ -155,13 +223,7 @@ impl Client {
         input: &W::Input,
         key: &str,
     ) -> Result<Started, Error> {
-        check_key(key)?;
-        let input = serde_json::to_value(input)?;
-        self.store.limits.check_input(&input)?;
-        let (run_id, created) = self
-            .store
-            .start_run_sqlx(conn, W::DEFINITION, &input, Some(key))
-            .await?;
-        Ok(Started { run_id, created })
+        self.start_with_in_sqlx::<W>(conn, input, &StartOptions::new().key(key))
+            .await
     }
 }

@@ -155,12 +155,21 @@ impl Database {
         migrate_schema(&self.store.pool, &self.store.schema).await
     }
 
-    /// A client on this database.
+    /// A client on this database. Each client (with its clones) holds one
+    /// `LISTEN` connection of its own, outside the pool, while any of its
+    /// waits on results ([`Client::result`]) is pending; none behind a
+    /// transaction-mode pooler or on a pool handed in alone, where those
+    /// waits poll.
     #[must_use]
     pub fn client(&self) -> Client {
-        Client {
-            store: self.store.clone(),
-        }
+        // Behind a transaction-mode pooler a `LISTEN` hears nothing: the
+        // client's waits on results poll.
+        let listen = if self.pooler {
+            None
+        } else {
+            self.connector.clone()
+        };
+        Client::new(self.store.clone(), listen)
     }
 
     /// This database as a [`Store`](crate::store::Store): what a

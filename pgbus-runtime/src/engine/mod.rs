@@ -16,9 +16,11 @@ mod park;
 mod plan;
 mod resolve;
 mod result;
+mod run_result;
 mod schedule;
 mod signal;
 mod stall;
+mod start;
 mod status;
 mod step_plan;
 mod verb;
@@ -32,15 +34,23 @@ pub use park::{BatchState, Park, ParkPlan, ParkWait, StoredSignal, plan_park, wa
 pub use plan::{AttemptState, EventSpec, NewStep, Plan, RunState};
 pub use resolve::{Resolution, resolve_error};
 pub use result::{AttemptResult, ErrorRecord, Gate};
+pub use run_result::{
+    OnPause, decode_result, result_timed_out, result_value, settle_result, settle_result_as,
+};
 pub use schedule::{
     Declare, MAX_COUNTED_TICKS, SCHEDULE_ACTOR, change_schedule, declare_schedule, fire_plan,
     fired, pause_unreadable,
 };
 pub use signal::{LISTED_SIGNAL_NAMES, SignalCheck, check_signal_target, describe_unknown_signal};
 pub use stall::{StallAction, stalled_result, undefined_result};
+pub use start::{
+    BulkSlot, BulkStart, FirstDue, RunOverrides, StartPlan, bulk_slots, check_bulk,
+    check_bulk_count, first_due, plan_bulk, plan_start,
+};
 pub use status::{BatchStatus, RunStatus, StepOutcome, StepStatus, UnknownStatus};
 pub use step_plan::{
-    PlanEntry, PlannedStep, first_attempt, live_step_names, plan_entries, step_plan,
+    PlanEntry, PlannedStep, first_attempt, first_attempt_for, live_step_names, plan_entries,
+    run_step_plan, step_plan,
 };
 pub use verb::Verb;
 

@@ -5,7 +5,7 @@ use super::plan::{run_event, step_event};
 use super::step_plan::step_placement;
 use super::{
     AttemptResult, AttemptState, EventKind, EventSpec, Gate, NewStep, Plan, PlannedStep, RunState,
-    RunStatus, StepOutcome, StepStatus, Verb, first_attempt,
+    RunStatus, StepOutcome, StepStatus, Verb, first_attempt_for,
 };
 use crate::definition::{EntryKind, WorkflowDefinition};
 
@@ -96,7 +96,8 @@ pub fn plan_outcome(
             plan.step_status = StepStatus::Failed;
             plan.step_outcome = StepOutcome::Reattempted;
             events.push(step_event(EventKind::StepReattempted, None));
-            let (queue, priority, timeout_ms) = step_placement(definition, step_index);
+            let (queue, priority, timeout_ms) =
+                step_placement(definition, step_index, &run.overrides);
             plan.next = Some(NewStep {
                 step_name: attempt.step_name.clone(),
                 attempt: attempt.attempt.saturating_add(1),
@@ -140,7 +141,8 @@ fn gate_event(gate: Option<Gate>) -> Option<EventSpec> {
 /// list decides what comes next when it has one, so a worker of another version
 /// never skips a step the run's version has: a step this definition marks removed
 /// is passed over, one it does not know is scheduled anyway (where the run's step
-/// plan places it, else on the workflow's queue and priority) and pauses the run
+/// plan places it, else on the run's queue and priority, else the workflow's)
+/// and pauses the run
 /// with `StepNotDefined` when claimed.
 fn advance(
     definition: &WorkflowDefinition,
@@ -166,7 +168,9 @@ fn advance(
     });
     let next = match along_run {
         Some(Some(name)) => Some(match definition.entry(&name) {
-            Some((next_index, entry)) => first_attempt(definition, next_index, entry),
+            Some((next_index, entry)) => {
+                first_attempt_for(definition, next_index, entry, &run.overrides)
+            }
             None => run
                 .step_plan
                 .as_ref()
@@ -176,8 +180,12 @@ fn advance(
                         step_name: name.clone(),
                         attempt: 1,
                         reattempts: 0,
-                        queue: definition.queue.to_owned(),
-                        priority: definition.priority,
+                        queue: run
+                            .overrides
+                            .queue
+                            .clone()
+                            .unwrap_or_else(|| definition.queue.to_owned()),
+                        priority: run.overrides.priority.unwrap_or(definition.priority),
                         timeout_ms: None,
                         delay_ms: 0,
                     },
@@ -187,7 +195,9 @@ fn advance(
         Some(None) => None,
         None => index
             .and_then(|i| definition.next_step_after(i))
-            .map(|(next_index, entry)| first_attempt(definition, next_index, entry)),
+            .map(|(next_index, entry)| {
+                first_attempt_for(definition, next_index, entry, &run.overrides)
+            }),
     };
     match next {
         Some(next) => {

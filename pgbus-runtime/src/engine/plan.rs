@@ -3,7 +3,9 @@
 
 use serde_json::Value;
 
-use super::{ErrorRecord, EventKind, PlannedStep, RunStatus, StepOutcome, StepStatus};
+use super::{
+    ErrorRecord, EventKind, PlannedStep, RunOverrides, RunStatus, StepOutcome, StepStatus,
+};
 
 /// What the engine needs to know about the run when an attempt ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +18,11 @@ pub struct RunState {
     /// Where each of those steps goes (`None` for runs from before it was
     /// recorded): used for a step the deciding definition lacks.
     pub step_plan: Option<Vec<PlannedStep>>,
+    /// The queue and priority the run was started with
+    /// ([`StartOptions`](crate::StartOptions)), which replace the workflow's
+    /// for each step that names none of its own: where the next row and a
+    /// reattempt go.
+    pub overrides: RunOverrides,
 }
 
 /// What the engine needs to know about the attempt that ended.

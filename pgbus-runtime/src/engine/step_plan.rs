@@ -1,7 +1,7 @@
 //! A definition's live steps as a run records them at start, and where each
 //! step's first attempt goes.
 
-use super::NewStep;
+use super::{NewStep, RunOverrides};
 use crate::definition::{Entry, EntryKind, WorkflowDefinition};
 
 /// The live step names of a definition, in order: what a run records at start.
@@ -55,13 +55,26 @@ impl PlannedStep {
 /// The step plan a run of `definition` records at start: its live steps, in order.
 #[must_use]
 pub fn step_plan(definition: &WorkflowDefinition) -> Vec<PlannedStep> {
+    run_step_plan(definition, &RunOverrides::default())
+}
+
+/// The step plan a run of `definition` started with `overrides` records: its
+/// live steps, in order, each placed as [`first_attempt_for`] places it (the
+/// step's own queue and priority, else the run's, else the workflow's), so an
+/// operator's resume or skip, which has only this plan, places a row where
+/// the engine would.
+#[must_use]
+pub fn run_step_plan(
+    definition: &WorkflowDefinition,
+    overrides: &RunOverrides,
+) -> Vec<PlannedStep> {
     definition
         .entries
         .iter()
         .enumerate()
         .filter(|(_, entry)| entry.kind != EntryKind::Removed)
         .map(|(index, entry)| {
-            let first = first_attempt(definition, index, entry);
+            let first = first_attempt_for(definition, index, entry, overrides);
             PlannedStep {
                 name: first.step_name,
                 queue: first.queue,
@@ -81,7 +94,19 @@ pub fn step_plan(definition: &WorkflowDefinition) -> Vec<PlannedStep> {
 /// The first attempt of entry `index`: its queue, priority, timeout and wait.
 #[must_use]
 pub fn first_attempt(definition: &WorkflowDefinition, index: usize, entry: &Entry) -> NewStep {
-    let (queue, priority, timeout_ms) = step_placement(definition, Some(index));
+    first_attempt_for(definition, index, entry, &RunOverrides::default())
+}
+
+/// The first attempt of entry `index` in a run with `overrides`: its queue
+/// and priority as [`RunOverrides`] decides, its timeout and wait.
+#[must_use]
+pub fn first_attempt_for(
+    definition: &WorkflowDefinition,
+    index: usize,
+    entry: &Entry,
+    overrides: &RunOverrides,
+) -> NewStep {
+    let (queue, priority, timeout_ms) = step_placement(definition, Some(index), overrides);
     NewStep {
         step_name: entry.name.to_owned(),
         attempt: 1,
@@ -93,20 +118,24 @@ pub fn first_attempt(definition: &WorkflowDefinition, index: usize, entry: &Entr
     }
 }
 
-/// Queue, priority and timeout of an entry, the workflow's where it names none.
+/// Queue, priority and timeout of an entry in a run with `overrides`: the
+/// entry's own queue and priority, else the run's, else the workflow's.
 pub(super) fn step_placement(
     definition: &WorkflowDefinition,
     index: Option<usize>,
+    overrides: &RunOverrides,
 ) -> (String, i16, Option<i64>) {
     let options = index
         .and_then(|i| definition.entries.get(i))
         .map(|entry| &entry.options);
     let queue = options
         .and_then(|o| o.queue)
+        .or(overrides.queue.as_deref())
         .unwrap_or(definition.queue)
         .to_owned();
     let priority = options
         .and_then(|o| o.priority)
+        .or(overrides.priority)
         .unwrap_or(definition.priority);
     let timeout_ms = options
         .and_then(|o| o.timeout_ms)

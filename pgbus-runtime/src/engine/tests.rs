@@ -59,6 +59,7 @@ fn ready() -> RunState {
         step_names: None,
         step_plan: None,
         status: RunStatus::Performing,
+        overrides: RunOverrides::default(),
     }
 }
 
@@ -252,6 +253,7 @@ fn an_outside_pause_holds_the_run_but_the_last_step_still_finishes_it() {
         step_names: None,
         step_plan: None,
         status: RunStatus::Paused,
+        overrides: RunOverrides::default(),
     };
     let plan = plan_outcome(
         DEF,

@@ -121,3 +121,37 @@ impl Error {
         }
     }
 }
+
+/// What to do about a run nobody can run, by what is missing.
+pub(super) fn unrunnable_hint(unrunnable: &crate::Unrunnable) -> String {
+    match unrunnable.missing {
+        crate::view::Missing::Step => format!(
+            "register a definition of `{}` that has step `{}` (the version the run started \
+             under), or keep the step as a gravestone (`removed_step!({})`) so runs skip it",
+            unrunnable.workflow, unrunnable.step_name, unrunnable.step_name
+        ),
+        _ => format!(
+            "register `{}` with `TestEnv::register` in a test or `WorkerBuilder::register` on \
+             a worker (the workflows of fan_out children too)",
+            unrunnable.workflow
+        ),
+    }
+}
+
+/// `: "why"` after a run's state in an error line, the reason escaped as
+/// Rust escapes a string (text from runs never breaks a log line); nothing
+/// without one.
+pub(super) fn describe_reason(reason: Option<&str>) -> String {
+    reason.map(|r| format!(": {r:?}")).unwrap_or_default()
+}
+
+/// ` on error `Class`: "message"` after a paused run's reason; nothing
+/// without an error.
+pub(super) fn describe_error(class: Option<&str>, message: Option<&str>) -> String {
+    match (class, message) {
+        (Some(class), Some(message)) => format!(" on error `{class}`: {message:?}"),
+        (Some(class), None) => format!(" on error `{class}`"),
+        (None, Some(message)) => format!(" on error {message:?}"),
+        (None, None) => String::new(),
+    }
+}

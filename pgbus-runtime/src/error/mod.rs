@@ -7,6 +7,7 @@ mod step_error;
 
 use std::time::Duration;
 
+use call::{describe_error, describe_reason, unrunnable_hint};
 #[cfg(feature = "sqlx")]
 use driver::describe_sqlx_error;
 use driver::{describe_driver_error, describe_pool_error, driver_cause};
@@ -290,6 +291,55 @@ pub enum Error {
         /// The workflow.
         workflow: String,
     },
+    /// A start option ([`StartOptions`](crate::StartOptions)) out of bounds:
+    /// an `at` more than 36,500 days ahead, a `delay` over 36,500 days, a
+    /// `queue` that is empty, over 255 characters or holds whitespace,
+    /// control or invisible characters (see
+    /// [`StartOptions::check`](crate::StartOptions::check)). Nothing was
+    /// started. A bad key keeps its own errors
+    /// ([`Error::BlankIdempotencyKey`], [`Error::InvalidIdempotencyKey`]).
+    #[error("start option `{option}` {problem}")]
+    InvalidStartOption {
+        /// The option: `at`, `delay` or `queue`.
+        option: &'static str,
+        /// What is wrong with it, and the rule.
+        problem: String,
+    },
+    /// A bulk start ([`Client::start_many`](crate::Client::start_many)) over
+    /// its bounds: more than [`MAX_STARTS_PER_CALL`](crate::MAX_STARTS_PER_CALL)
+    /// (1,000) runs, or more than
+    /// [`MAX_START_MANY_INPUT_BYTES`](crate::MAX_START_MANY_INPUT_BYTES)
+    /// (32 MiB) of input JSON in all. Nothing was started; split the call.
+    #[error(
+        "a start_many call starts at most {max_runs} runs and {max_bytes} bytes of input JSON; this one has {runs} runs{}: split it",
+        .input_bytes.map(|b| format!(" and {b} bytes")).unwrap_or_default()
+    )]
+    TooManyStarts {
+        /// The runs given.
+        runs: usize,
+        /// Their input JSON in bytes, when counted (not when the count
+        /// alone was over).
+        input_bytes: Option<usize>,
+        /// [`MAX_STARTS_PER_CALL`](crate::MAX_STARTS_PER_CALL).
+        max_runs: usize,
+        /// [`MAX_START_MANY_INPUT_BYTES`](crate::MAX_START_MANY_INPUT_BYTES).
+        max_bytes: usize,
+    },
+    /// One start of a bulk start ([`Client::start_many`](crate::Client::start_many))
+    /// was refused: its input did not serialize ([`Error::Json`]) or broke
+    /// the input limits ([`Error::InvalidInput`]), or its options were bad
+    /// ([`Error::InvalidStartOption`], a key's errors). Nothing of the call
+    /// was started. `source` says why.
+    #[error(
+        "start {index} of the start_many call (counting from 0) was refused, so none was started"
+    )]
+    StartRefused {
+        /// Its position in the call's inputs, from 0.
+        index: usize,
+        /// Why.
+        #[source]
+        source: Box<Error>,
+    },
     /// The workflow has no live step to start with.
     #[error("workflow `{workflow}` has no step to run")]
     NoSteps {
@@ -374,6 +424,66 @@ pub enum Error {
         run_id: crate::RunId,
         /// Which row waits, what is missing and since when.
         unrunnable: Box<crate::Unrunnable>,
+    },
+    /// A run whose result was asked for ([`Client::result`](crate::Client::result),
+    /// the testkit's `TestEnv::result`) was cancelled: by an operator, a step's
+    /// `Flow::Cancel` or a policy, a `cancel_if`, the stall action, or its
+    /// fan-out parent's cancel. As DBOS's `get_result` raises for a cancelled
+    /// workflow.
+    #[error("run {run_id} was cancelled{}", describe_reason(.reason.as_deref()))]
+    RunCancelled {
+        /// The run.
+        run_id: crate::RunId,
+        /// The reason its `cancelled` event gave, if any.
+        reason: Option<String>,
+    },
+    /// A run whose result was asked for is paused: at once, by default, or
+    /// still paused when the wait's timeout came (see
+    /// [`OnPause`](crate::engine::OnPause)). It waits for an operator to
+    /// resume, skip or cancel it.
+    #[error(
+        "run {run_id} is paused{}{}; resume, skip or cancel it",
+        describe_reason(.reason.as_deref()),
+        describe_error(.error_class.as_deref(), .error_message.as_deref())
+    )]
+    RunPaused {
+        /// The run.
+        run_id: crate::RunId,
+        /// The reason its `paused` event gave, if any.
+        reason: Option<String>,
+        /// The error it paused on (a policy's pause, a stall), if any.
+        error_class: Option<String>,
+        /// That error's message.
+        error_message: Option<String>,
+    },
+    /// A wait for a run's result reached its timeout with the run not ended.
+    #[error("run {run_id} did not end within {waited:?} (it is {status})")]
+    ResultTimeout {
+        /// The run.
+        run_id: crate::RunId,
+        /// Its status when last read: `ready` or `performing`.
+        status: crate::RunStatus,
+        /// How long the wait lasted (the timeout asked for).
+        waited: Duration,
+    },
+    /// A finished run's result (the output of the attempt that finished it,
+    /// or `null` when that attempt recorded none) does not deserialize into
+    /// the workflow's `Output` type: the type changed since the run ended, or
+    /// the last step writes something else, or nothing.
+    #[error(
+        "the result of run {run_id}{} is not a valid `{output_type}`",
+        .step.as_deref().map(|step| format!(" (the output of step `{step}`)")).unwrap_or_default()
+    )]
+    ResultDecode {
+        /// The run.
+        run_id: crate::RunId,
+        /// The step whose output it is; `None` when the run has no attempt.
+        step: Option<String>,
+        /// The workflow's `Output` type, as Rust names it.
+        output_type: &'static str,
+        /// What serde said.
+        #[source]
+        source: serde_json::Error,
     },
     /// A definitions document ([`Definitions`](crate::deploy::Definitions):
     /// `Worker::definitions`, a `--print-definitions` hook, the file `pgbus
@@ -576,22 +686,6 @@ pub enum Error {
         /// The connect timeout.
         after: Duration,
     },
-}
-
-/// What to do about a run nobody can run, by what is missing.
-fn unrunnable_hint(unrunnable: &crate::Unrunnable) -> String {
-    match unrunnable.missing {
-        crate::view::Missing::Step => format!(
-            "register a definition of `{}` that has step `{}` (the version the run started \
-             under), or keep the step as a gravestone (`removed_step!({})`) so runs skip it",
-            unrunnable.workflow, unrunnable.step_name, unrunnable.step_name
-        ),
-        _ => format!(
-            "register `{}` with `TestEnv::register` in a test or `WorkerBuilder::register` on \
-             a worker (the workflows of fan_out children too)",
-            unrunnable.workflow
-        ),
-    }
 }
 
 #[cfg(test)]

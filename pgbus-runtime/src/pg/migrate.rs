@@ -91,6 +91,16 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0012_sql_start.sql"),
     },
     Migration {
+        version: 13,
+        name: "0013_start_options.sql",
+        sql: include_str!("../../migrations/0013_start_options.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "0014_run_results.sql",
+        sql: include_str!("../../migrations/0014_run_results.sql"),
+    },
+    Migration {
         version: 15,
         name: "0015_schedules.sql",
         sql: include_str!("../../migrations/0015_schedules.sql"),

@@ -4,6 +4,7 @@
 pub(crate) mod cancel;
 mod migrate;
 mod start;
+mod start_many;
 pub(crate) mod statement;
 pub(crate) mod store;
 
@@ -62,6 +63,19 @@ impl Schema {
         format!("pgbus_{}", self.0)
     }
 
+    /// The `LISTEN`/`NOTIFY` channel on which this schema's runs say they
+    /// ended (finished or cancelled) or paused: `ended_<schema>`, the run id
+    /// as the payload, sent by a trigger on `runs` (migration 0014), so
+    /// every path that ends a run notifies. What
+    /// [`Client::result`](crate::Client::result) listens on. Six bytes of
+    /// prefix, as `pgbus_`, so every valid schema name fits; a prefix that
+    /// differs from the workers' in its first letter, so no schema's run-end
+    /// channel is another schema's worker channel.
+    #[must_use]
+    pub fn result_channel(&self) -> String {
+        format!("ended_{}", self.0)
+    }
+
     /// `sql` with `{schema}` replaced by the quoted name.
     pub(crate) fn render(&self, sql: &str) -> String {
         sql.replace("{schema}", &format!("\"{}\"", self.0))
@@ -108,6 +122,8 @@ macro_rules! statements {
 statements! {
     start_run => "start_run.sql",
     find_run_by_key => "find_run_by_key.sql",
+    start_many => "start_many.sql",
+    find_runs_by_keys => "find_runs_by_keys.sql",
     claim => "claim.sql",
     next_due => "next_due.sql",
     lock_run => "lock_run.sql",
@@ -162,6 +178,7 @@ statements! {
     update_schedule => "update_schedule.sql",
     mark_scheduled_run => "mark_scheduled_run.sql",
     store_now => "store_now.sql",
+    run_result => "run_result.sql",
 }
 
 #[cfg(test)]

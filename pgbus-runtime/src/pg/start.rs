@@ -12,8 +12,9 @@ use tokio_postgres::types::ToSql;
 use super::statement::{Conn, Prepared};
 use crate::context::RunId;
 use crate::definition::WorkflowDefinition;
-use crate::engine::first_attempt;
+use crate::engine::{StartPlan, plan_start};
 use crate::error::Error;
+use crate::start_options::StartOptions;
 
 /// The parameters of `start_run.sql` for one start, in `$n` order.
 pub(crate) struct StartArgs<'a> {
@@ -31,47 +32,69 @@ pub(crate) struct StartArgs<'a> {
     pub(crate) channel: String,
     pub(crate) step_names: Vec<String>,
     pub(crate) step_plan: Value,
+    pub(crate) not_before: Option<DateTime<Utc>>,
+    pub(crate) queue_override: Option<String>,
+    pub(crate) priority_override: Option<i16>,
 }
 
 impl<'a> StartArgs<'a> {
-    /// What starting `definition` with `input` (and `key`) writes: its first
-    /// step as a first attempt, due after that step's `wait`.
+    /// What starting `definition` with `input` as `options` say writes (see
+    /// [`plan_start`]): its first step as a first attempt, placed for the
+    /// run, due at the planned time. `now` is the pinned clock, if any; the
+    /// options are judged at it, else at this machine's clock.
     ///
     /// # Errors
-    /// [`Error::NoSteps`] for a workflow without a step to run.
+    /// The errors of [`plan_start`].
     pub(crate) fn new(
         definition: &'static WorkflowDefinition,
         input: &'a Value,
-        key: Option<&'a str>,
+        options: &'a StartOptions,
         now: Option<DateTime<Utc>>,
         channel: String,
     ) -> Result<Self, Error> {
-        let Some((index, entry)) = definition.first_step() else {
-            return Err(Error::NoSteps {
-                workflow: definition.name.to_owned(),
-            });
-        };
-        let first = first_attempt(definition, index, entry);
+        let plan = plan_start(definition, options, now.unwrap_or_else(Utc::now))?;
+        Self::planned(
+            definition,
+            input,
+            options.idempotency_key(),
+            plan,
+            now,
+            channel,
+        )
+    }
+
+    /// The parameters of a start `plan` decided.
+    pub(crate) fn planned(
+        definition: &'static WorkflowDefinition,
+        input: &'a Value,
+        key: Option<&'a str>,
+        plan: StartPlan,
+        now: Option<DateTime<Utc>>,
+        channel: String,
+    ) -> Result<Self, Error> {
         Ok(Self {
             workflow: definition.name,
             digest: definition.digest,
             options_digest: definition.options_digest,
             input,
             key,
-            step_name: first.step_name,
-            queue: first.queue,
-            priority: first.priority,
-            timeout_ms: first.timeout_ms,
-            delay_ms: i64::try_from(first.delay_ms).unwrap_or(i64::MAX),
+            step_name: plan.first.step_name,
+            queue: plan.first.queue,
+            priority: plan.first.priority,
+            timeout_ms: plan.first.timeout_ms,
+            delay_ms: i64::try_from(plan.due.delay_ms).unwrap_or(i64::MAX),
             now,
             channel,
-            step_names: crate::engine::live_step_names(definition),
-            step_plan: serde_json::to_value(crate::engine::step_plan(definition))?,
+            step_names: plan.step_names,
+            step_plan: serde_json::to_value(plan.step_plan)?,
+            not_before: plan.due.not_before,
+            queue_override: plan.overrides.queue,
+            priority_override: plan.overrides.priority,
         })
     }
 
     /// The parameters as tokio-postgres takes them.
-    fn params(&self) -> [&(dyn ToSql + Sync); 14] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 17] {
         [
             &self.workflow,
             &self.digest,
@@ -87,6 +110,9 @@ impl<'a> StartArgs<'a> {
             &self.channel,
             &self.step_names,
             &self.step_plan,
+            &self.not_before,
+            &self.queue_override,
+            &self.priority_override,
         ]
     }
 }
@@ -212,6 +238,9 @@ impl StartConn for SqlxStart<'_> {
             .bind(&args.channel)
             .bind(&args.step_names)
             .bind(Json(&args.step_plan))
+            .bind(args.not_before)
+            .bind(args.queue_override.as_deref())
+            .bind(args.priority_override)
             .fetch_optional(&mut *self.conn)
             .await;
         let read = |row: sqlx::postgres::PgRow| -> Result<Inserted, sqlx::Error> {

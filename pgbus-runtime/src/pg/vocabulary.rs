@@ -187,7 +187,8 @@ fn items<'a, 't>(tokens: &'t [Token<'a>], start: usize) -> Vec<&'t [Token<'a>]> 
 }
 
 /// Literals written by the `INSERT INTO table (columns) VALUES (…)` or
-/// `… SELECT …` at `at`, with the role of their column.
+/// `… SELECT …` (either after an optional `OVERRIDING … VALUE`) at `at`,
+/// with the role of their column.
 fn inserted<'a>(tokens: &[Token<'a>], at: usize) -> Vec<(Role, &'a str)> {
     let (Some(Token::Word(table)), Some(Token::Symbol("("))) =
         (tokens.get(at + 2), tokens.get(at + 3))
@@ -196,7 +197,11 @@ fn inserted<'a>(tokens: &[Token<'a>], at: usize) -> Vec<(Role, &'a str)> {
     };
     let columns = items(tokens, at + 4);
     // The columns, the commas between them and the closing parenthesis.
-    let after = at + 4 + columns.iter().map(|c| c.len() + 1).sum::<usize>();
+    let mut after = at + 4 + columns.iter().map(|c| c.len() + 1).sum::<usize>();
+    // `OVERRIDING SYSTEM VALUE` (or `USER VALUE`) may stand between them.
+    if is_keyword(tokens.get(after), "OVERRIDING") {
+        after += 3;
+    }
     let values = if is_keyword(tokens.get(after), "VALUES") {
         items(tokens, after + 2)
     } else {
@@ -322,7 +327,9 @@ fn the_scan_reads_each_form() {
         UPDATE {schema}.steps s SET status = 'waiting' WHERE s.status = 'failed'
           AND NOT EXISTS (SELECT 1 FROM {schema}.events x
                           WHERE x.event IN ('paused', 'resumed') AND event NOT IN ('it''s'))
-          AND e.event = 'finished' AND kind = 'started'";
+          AND e.event = 'finished' AND kind = 'started';
+        INSERT INTO {schema}.events (id, run_id, event) OVERRIDING SYSTEM VALUE
+        SELECT 7, 1, 'cancelled' FROM t";
     assert_eq!(
         spelt(sql),
         [
@@ -336,6 +343,7 @@ fn the_scan_reads_each_form() {
             (Role::Event, "resumed"),
             (Role::Event, "it''s"),
             (Role::Event, "finished"),
+            (Role::Event, "cancelled"),
         ]
     );
 }

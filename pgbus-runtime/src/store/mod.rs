@@ -31,9 +31,11 @@ use crate::definition::WorkflowDefinition;
 use crate::engine::{Action, AttemptResult, Plan, RunStatus, SignalCheck};
 use crate::error::Error;
 use crate::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
-use crate::view::{RunFilter, RunRead, RunSummary, RunView};
+use crate::start_options::StartOptions;
+use crate::view::{ResultView, RunFilter, RunRead, RunSummary, RunView};
 
 pub use crate::pg::store::PgStore;
+pub use crate::start_options::NewRun;
 pub use claim::{Claim, Claimer, Handoff, Stalled};
 pub use registry::{Registered, Registration, registered_plan};
 pub use runner::{Attempted, FaultHook, Observe, Runner};
@@ -74,14 +76,34 @@ pub struct Parked {
 /// [`Error::is_transient`]); the typed errors each verb documents otherwise.
 pub trait Store: Send + Sync + 'static {
     /// Starts a run of `definition` with `input` (checked against the store's
-    /// limits), unless `key` names a run of the same workflow already:
-    /// `(run, created)`.
+    /// limits) as `options` say (checked by [`StartOptions::check`] on the
+    /// store's clock, planned by [`engine::plan_start`](crate::engine::plan_start)),
+    /// unless its key names a run of the same workflow already, which is
+    /// returned instead: `(run, created)`. The run keeps its queue and
+    /// priority (`runs.queue_override`, `runs.priority_override`) for the
+    /// rows the engine plans later.
     fn start_run(
         &self,
         definition: &'static WorkflowDefinition,
         input: &Value,
-        key: Option<&str>,
+        options: &StartOptions,
     ) -> impl Future<Output = Result<(RunId, bool), Error>> + Send;
+
+    /// Starts many runs of `definition` at once, all or none (planned by
+    /// [`engine::plan_bulk`](crate::engine::plan_bulk)): `(run, created)`
+    /// for each, in the order given. A start whose key an earlier start of
+    /// the call took gets that run, `created: false`; one whose key a run
+    /// holds already gets that run, `created: false`; concurrent calls with
+    /// common keys start each key once. Postgres does it in a constant
+    /// number of round trips (one statement for the rows, one more to read
+    /// back the runs of keys taken before, in one transaction), whatever the
+    /// count. Errors: [`Error::TooManyStarts`], [`Error::StartRefused`] (with
+    /// the index), and those of [`Store::start_run`].
+    fn start_many(
+        &self,
+        definition: &'static WorkflowDefinition,
+        runs: &[NewRun],
+    ) -> impl Future<Output = Result<Vec<(RunId, bool)>, Error>> + Send;
 
     /// Claims up to `limit` due steps for `claimer`: the lowest priority
     /// number first, then the earliest due, then the oldest row; only rows
@@ -225,6 +247,13 @@ pub trait Store: Send + Sync + 'static {
         run_id: RunId,
         read: RunRead,
     ) -> impl Future<Output = Result<RunView, Error>> + Send;
+
+    /// A run as a wait for its result reads it (see [`ResultView`]): one
+    /// consistent read of its row, its latest attempt when it finished, and
+    /// the reason of the event that cancelled or paused it.
+    /// [`engine::settle_result`](crate::engine::settle_result) decides from
+    /// it. Errors: [`Error::RunNotFound`].
+    fn run_result(&self, run_id: RunId) -> impl Future<Output = Result<ResultView, Error>> + Send;
 
     /// Runs matching `filter`, newest first, at most its limit.
     fn list_runs(

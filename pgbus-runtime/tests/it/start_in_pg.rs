@@ -43,7 +43,9 @@ pub(crate) async fn own_connection() -> tokio_postgres::Client {
 
 /// A `LISTEN` session on the schema's channel; notifications come out of the
 /// receiver.
-async fn listener(t: &TestDb) -> (tokio_postgres::Client, mpsc::UnboundedReceiver<String>) {
+pub(crate) async fn listener(
+    t: &TestDb,
+) -> (tokio_postgres::Client, mpsc::UnboundedReceiver<String>) {
     let (client, mut connection) = own_config()
         .connect(tokio_postgres::NoTls)
         .await

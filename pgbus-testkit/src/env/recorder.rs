@@ -53,6 +53,7 @@ impl Observe for Recorder<'_> {
                         step_names: None,
                         step_plan: None,
                         status: run_status,
+                        overrides: self.store.rows().overrides(claim.run_id),
                     },
                     &AttemptState {
                         step_name: claim.step_name.clone(),

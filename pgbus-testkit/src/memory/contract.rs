@@ -5,12 +5,13 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
-use pgbus_runtime::client::{check_key, checked_reason};
+use pgbus_runtime::client::checked_reason;
 use pgbus_runtime::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use pgbus_runtime::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
-use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
+use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, NewRun, Registration, Stalled, Store};
 use pgbus_runtime::{
-    Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, SignalId, WorkflowDefinition,
+    Error, Limits, ResultView, RunFilter, RunId, RunRead, RunSummary, RunView, SignalId,
+    StartOptions, WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -79,14 +80,17 @@ impl Store for MemoryStore {
         &self,
         definition: &'static WorkflowDefinition,
         input: &Value,
-        key: Option<&str>,
+        options: &StartOptions,
     ) -> Result<(RunId, bool), Error> {
-        if let Some(key) = key {
-            check_key(key)?;
-        }
-        let mut rows = self.rows();
-        rows.limits.check_input(input)?;
-        rows.start_run(definition, input.clone(), key)
+        self.rows().start_run(definition, input.clone(), options)
+    }
+
+    async fn start_many(
+        &self,
+        definition: &'static WorkflowDefinition,
+        runs: &[NewRun],
+    ) -> Result<Vec<(RunId, bool)>, Error> {
+        self.rows().start_many(definition, runs)
     }
 
     async fn claim(&self, claimer: &Claimer<'_>, limit: usize) -> Result<Vec<Claim>, Error> {
@@ -188,6 +192,10 @@ impl Store for MemoryStore {
 
     async fn run(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
         self.rows().run(run_id, read)
+    }
+
+    async fn run_result(&self, run_id: RunId) -> Result<ResultView, Error> {
+        self.rows().run_result(run_id)
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {

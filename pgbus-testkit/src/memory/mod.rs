@@ -20,6 +20,7 @@ mod contract;
 mod outcome;
 mod park;
 mod read;
+mod result;
 mod schedules;
 mod signal;
 mod start;
@@ -43,6 +44,8 @@ struct Run {
     cancelled_at: Option<DateTime<Utc>>,
     step_names: Vec<String>,
     step_plan: Vec<PlannedStep>,
+    /// The queue and priority it was started with.
+    overrides: pgbus_runtime::engine::RunOverrides,
     parent_batch_id: Option<i64>,
     /// Its step rows' ids, oldest first.
     step_ids: Vec<i64>,

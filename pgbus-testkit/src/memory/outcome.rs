@@ -32,6 +32,7 @@ impl Rows {
             status: run.summary.status,
             step_names: Some(run.step_names.clone()),
             step_plan: Some(run.step_plan.clone()),
+            overrides: run.overrides.clone(),
         };
         let mut plan = plan_outcome(
             definition,
@@ -259,6 +260,7 @@ impl Rows {
             status: run.summary.status,
             step_names: Some(run.step_names.clone()),
             step_plan: Some(run.step_plan.clone()),
+            overrides: run.overrides.clone(),
         };
         let plan = plan_outcome(
             &pgbus_runtime::__private::STAND_IN_DEFINITION,

@@ -146,13 +146,12 @@ impl Rows {
             },
         );
         for child in children {
-            let Some((index, entry)) = child.definition.first_step() else {
+            let Some(plan) = self.child_plan(child.definition) else {
                 continue;
             };
             let id = self.create_run(
                 child.definition,
-                index,
-                entry,
+                plan,
                 child.input.clone(),
                 None,
                 Some(batch_id),

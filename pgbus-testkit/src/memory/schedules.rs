@@ -9,6 +9,7 @@ use pgbus_runtime::schedule::{
     DueSchedule, Fired, MAX_SCHEDULES_LISTED, ScheduleChange, ScheduleOrigin, ScheduleSpec,
     ScheduleView, Tick,
 };
+use pgbus_runtime::start_options::StartOptions;
 use pgbus_runtime::{Error, WorkflowDefinition};
 
 use super::Rows;
@@ -146,8 +147,8 @@ impl Rows {
                 schedule: row.name.clone(),
                 at: *at,
             };
-            let key = tick.idempotency_key();
-            let (run_id, created) = self.start_run(definition, row.input.clone(), Some(&key))?;
+            let options = StartOptions::new().key(tick.idempotency_key());
+            let (run_id, created) = self.start_run(definition, row.input.clone(), &options)?;
             if created && let Some(run) = self.runs.get_mut(&run_id.0) {
                 run.tick = Some(tick);
             }

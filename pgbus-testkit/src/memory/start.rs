@@ -1,50 +1,100 @@
-//! Starting a run, and creating a run's rows (a start's or a fan_out child's).
+//! Starting a run (one or many), and creating a run's rows (a start's or a
+//! fan_out child's).
 
-use pgbus_runtime::engine::{RunStatus, first_attempt};
-use pgbus_runtime::{Error, EventKind, RunId, RunSummary, WorkflowDefinition};
+use pgbus_runtime::engine::{BulkStart, RunOverrides, RunStatus, StartPlan, plan_bulk, plan_start};
+use pgbus_runtime::store::NewRun;
+use pgbus_runtime::{Error, EventKind, RunId, RunSummary, StartOptions, WorkflowDefinition};
 use serde_json::Value;
 
 use super::{Rows, Run};
 
 impl Rows {
-    /// As the Postgres store's `start_run`: `(run, created)`.
+    /// As the Postgres store's `start_run`: `(run, created)`. The options
+    /// are checked on the virtual clock, then the input.
     pub(crate) fn start_run(
         &mut self,
         definition: &'static WorkflowDefinition,
         input: Value,
-        key: Option<&str>,
+        options: &StartOptions,
     ) -> Result<(RunId, bool), Error> {
-        let Some((index, entry)) = definition.first_step() else {
-            return Err(Error::NoSteps {
-                workflow: definition.name.to_owned(),
-            });
-        };
+        let plan = plan_start(definition, options, self.now)?;
+        self.limits.check_input(&input)?;
+        Ok(self.start_planned(definition, plan, input, options.idempotency_key()))
+    }
+
+    /// As the Postgres store's `start_many`: every run or none, `(run,
+    /// created)` for each in order.
+    pub(crate) fn start_many(
+        &mut self,
+        definition: &'static WorkflowDefinition,
+        runs: &[NewRun],
+    ) -> Result<Vec<(RunId, bool)>, Error> {
+        let planned = plan_bulk(definition, runs, &self.limits, self.now)?;
+        let mut started: Vec<(RunId, bool)> = Vec::with_capacity(runs.len());
+        for (run, planned) in runs.iter().zip(planned) {
+            let one = match planned {
+                BulkStart::Own(plan) => self.start_planned(
+                    definition,
+                    *plan,
+                    run.input.clone(),
+                    run.options.idempotency_key(),
+                ),
+                BulkStart::SameAs(index) => match started.get(index) {
+                    Some(&(run, _)) => (run, false),
+                    None => {
+                        return Err(Error::Corrupt(format!(
+                            "bulk start {index} named before it was started"
+                        )));
+                    }
+                },
+            };
+            started.push(one);
+        }
+        Ok(started)
+    }
+
+    /// A start `plan` decided: the run holding `key` if there is one, else a
+    /// new run with a `started` event.
+    fn start_planned(
+        &mut self,
+        definition: &'static WorkflowDefinition,
+        plan: StartPlan,
+        input: Value,
+        key: Option<&str>,
+    ) -> (RunId, bool) {
         if let Some(key) = key
             && let Some(existing) = self.runs.values().find(|run| {
                 run.summary.workflow == definition.name
                     && run.idempotency_key.as_deref() == Some(key)
             })
         {
-            return Ok((existing.summary.id, false));
+            return (existing.summary.id, false);
         }
-        let id = self.create_run(definition, index, entry, input, key, None);
+        let id = self.create_run(definition, plan, input, key, None);
         self.event(id, None, EventKind::Started, "client", None);
-        Ok((id, true))
+        (id, true)
     }
 
-    /// A run row and its first step row, without the `started` event.
+    /// The plan of a fan_out child's start (no options); `None` for a
+    /// workflow without a step.
+    pub(super) fn child_plan(&self, definition: &'static WorkflowDefinition) -> Option<StartPlan> {
+        plan_start(definition, &StartOptions::new(), self.now).ok()
+    }
+
+    /// A run row and its first step row as `plan` says, without the
+    /// `started` event.
     pub(super) fn create_run(
         &mut self,
         definition: &'static WorkflowDefinition,
-        index: usize,
-        entry: &'static pgbus_runtime::Entry,
+        plan: StartPlan,
         input: Value,
         key: Option<&str>,
         parent_batch_id: Option<i64>,
     ) -> RunId {
         let id = RunId(self.next_run);
         self.next_run += 1;
-        let first = first_attempt(definition, index, entry);
+        let mut first = plan.first;
+        first.delay_ms = plan.due.delay_from(self.now);
         self.runs.insert(
             id.0,
             Run {
@@ -66,8 +116,9 @@ impl Rows {
                 error_message: None,
                 paused_at: None,
                 cancelled_at: None,
-                step_names: pgbus_runtime::engine::live_step_names(definition),
-                step_plan: pgbus_runtime::engine::step_plan(definition),
+                step_names: plan.step_names,
+                step_plan: plan.step_plan,
+                overrides: plan.overrides,
                 parent_batch_id,
                 step_ids: Vec::new(),
                 events: Vec::new(),
@@ -77,5 +128,13 @@ impl Rows {
         );
         self.insert_step(id, definition.name, &first);
         id
+    }
+
+    /// The queue and priority run `id` was started with.
+    pub(crate) fn overrides(&self, id: RunId) -> RunOverrides {
+        self.runs
+            .get(&id.0)
+            .map(|run| run.overrides.clone())
+            .unwrap_or_default()
     }
 }

@@ -130,7 +130,11 @@ async fn claim_then_complete<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let runner = runner(store.clone());
     let (run, created) = store
-        .start_run(Pair::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            Pair::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     assert!(created);
@@ -165,7 +169,11 @@ async fn a_lost_fence_is_late<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let runner = runner(store.clone());
     store
-        .start_run(Pair::DEFINITION, &serde_json::json!(2), None)
+        .start_run(
+            Pair::DEFINITION,
+            &serde_json::json!(2),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     let claim = claim_one(&runner).await.expect("due");
@@ -191,7 +199,11 @@ async fn a_handoff_claims_the_next_step<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let runner = runner(store.clone());
     store
-        .start_run(Pair::DEFINITION, &serde_json::json!(3), None)
+        .start_run(
+            Pair::DEFINITION,
+            &serde_json::json!(3),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     let claim = claim_one(&runner).await.expect("due");
@@ -254,7 +266,11 @@ async fn a_stalled_attempt_is_swept<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let runner = runner(store.clone()).stall_threshold_ms(1_000);
     store
-        .start_run(Pair::DEFINITION, &serde_json::json!(4), None)
+        .start_run(
+            Pair::DEFINITION,
+            &serde_json::json!(4),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     let claim = claim_one(&runner).await.expect("due");
@@ -318,18 +334,30 @@ async fn a_stalled_attempt_is_swept<C: Clocked>(clocked: C) {
 async fn the_verbs_check_their_input<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let blank = store
-        .start_run(Pair::DEFINITION, &serde_json::json!(5), Some(" "))
+        .start_run(
+            Pair::DEFINITION,
+            &serde_json::json!(5),
+            &pgbus_runtime::StartOptions::new().key(" "),
+        )
         .await;
     assert!(
         matches!(blank, Err(pgbus_runtime::Error::BlankIdempotencyKey)),
         "{blank:?}"
     );
     let (run, _) = store
-        .start_run(Pair::DEFINITION, &serde_json::json!(5), Some("k"))
+        .start_run(
+            Pair::DEFINITION,
+            &serde_json::json!(5),
+            &pgbus_runtime::StartOptions::new().key("k"),
+        )
         .await
         .expect("a start");
     let (again, created) = store
-        .start_run(Pair::DEFINITION, &serde_json::json!(6), Some("k"))
+        .start_run(
+            Pair::DEFINITION,
+            &serde_json::json!(6),
+            &pgbus_runtime::StartOptions::new().key("k"),
+        )
         .await
         .expect("a start");
     assert_eq!((again, created), (run, false));
@@ -397,3 +425,7 @@ mod unrunnable;
 mod signals;
 // Schedules (issue 20).
 mod schedules;
+// Start options and bulk starts (issue 20).
+mod starts;
+// A run's result (issue 20).
+mod results;

@@ -160,3 +160,51 @@ async fn a_connection_of_its_own_logs_in_as_the_pool_does() {
     );
     assert_eq!(own_user, pooled_user);
 }
+
+/// `SHOW synchronous_commit` on one of the test database's pooled connections.
+async fn synchronous_commit(t: &TestDatabase) -> String {
+    let client = t.db().pool().get().await.expect("a pooled connection");
+    client
+        .query_one("SHOW synchronous_commit", &[])
+        .await
+        .expect("the setting")
+        .get(0)
+}
+
+#[tokio::test]
+async fn a_test_database_commits_without_waiting_for_the_flush_unless_asked_to() {
+    if std::env::var("PGOPTIONS").is_ok_and(|options| !options.is_empty()) {
+        // The caller's own session options win; nothing of ours to check.
+        return;
+    }
+    let fast = TestDatabase::new().await.expect("a test schema");
+    assert_eq!(synchronous_commit(&fast).await, "off");
+    let raw = fast.raw_client().await.expect("a plain connection");
+    let shown: String = raw
+        .query_one("SHOW synchronous_commit", &[])
+        .await
+        .expect("the setting")
+        .get(0);
+    assert_eq!(shown, "off", "its plain connections commit the same way");
+
+    let durable = TestDatabase::builder()
+        .durable_commits()
+        .build()
+        .await
+        .expect("a test schema");
+    assert_eq!(synchronous_commit(&durable).await, "on");
+
+    // A key=value string gets the option too; a URL's own options win.
+    let pairs = TestDatabase::builder()
+        .url("host=127.0.0.1 port=5432 dbname=test")
+        .build()
+        .await
+        .expect("a test schema");
+    assert_eq!(synchronous_commit(&pairs).await, "off");
+    let own = TestDatabase::builder()
+        .url("postgres://127.0.0.1:5432/test?options=-c%20synchronous_commit%3Dlocal")
+        .build()
+        .await
+        .expect("a test schema");
+    assert_eq!(synchronous_commit(&own).await, "local");
+}

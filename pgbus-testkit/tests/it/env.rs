@@ -499,7 +499,11 @@ async fn a_step_the_registered_definition_lacks_waits_then_pauses_after_the_grac
     // A run of the later version, as a client of it would start one.
     let (run, _) = env
         .store()
-        .start_run(RestockV2::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            RestockV2::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     let ran = env.run_until_idle().await;
@@ -565,4 +569,57 @@ async fn a_mistyped_signal_is_refused_with_a_did_you_mean() {
     let view = env.run(run).expect("run");
     assert_eq!(view.run.status, RunStatus::Finished);
     assert_eq!(view.signals.len(), 2);
+}
+
+/// Start options on the virtual clock (issue 20): a delayed start runs when
+/// the clock gets there; a run on a queue of its own runs once the
+/// environment claims from it; a bulk start gives each start its run.
+#[tokio::test]
+async fn start_options_and_bulk_starts_on_the_virtual_clock() {
+    use pgbus_runtime::StartOptions;
+
+    let env = TestEnv::new().register(Restock);
+    let later = env
+        .start_with::<Restock>(&1, &StartOptions::new().delay(Duration::from_mins(30)))
+        .unwrap();
+    let elsewhere = env
+        .start_with::<Restock>(&2, &StartOptions::new().queue("bulk").priority(-1))
+        .unwrap();
+    assert!(env.run_until_idle().await.is_empty(), "neither is due here");
+    env.advance(Duration::from_mins(30));
+    let ran = env.run_next().await.expect("the delayed run's first step");
+    assert_eq!((ran.run_id, ran.step.as_str()), (later.run_id, "order"));
+
+    let env = env.queue("bulk");
+    let records = env.run_to_completion().await.expect("every run ends");
+    assert!(records.iter().any(|r| r.run_id == elsewhere.run_id));
+    let view = env.run(elsewhere.run_id).unwrap();
+    assert_eq!(view.run.status, RunStatus::Finished);
+    assert!(
+        view.steps
+            .iter()
+            .all(|s| (s.queue.as_str(), s.priority) == ("bulk", -1))
+    );
+    assert_eq!(
+        (view.steps[1].scheduled_at - view.steps[0].finished_at.unwrap()).num_minutes(),
+        60,
+        "the second step's `wait` counts as always"
+    );
+
+    let started = env
+        .start_many::<Restock>([
+            (5, StartOptions::new().key("x")),
+            (6, StartOptions::new()),
+            (7, StartOptions::new().key("x")),
+        ])
+        .unwrap();
+    assert_eq!(
+        started.iter().map(|s| s.created).collect::<Vec<_>>(),
+        [true, true, false]
+    );
+    assert_eq!(started[0].run_id, started[2].run_id);
+    assert!(matches!(
+        env.start_many::<Restock>([(8, StartOptions::new().queue(" "))]),
+        Err(Error::StartRefused { index: 0, .. })
+    ));
 }

@@ -11,6 +11,7 @@ mod differential;
 mod env;
 mod gates;
 mod harness;
+mod results;
 mod schedules;
 mod stress;
 mod unrunnable;

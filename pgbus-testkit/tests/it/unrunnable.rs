@@ -132,7 +132,11 @@ async fn a_step_the_registered_version_lacks_is_named_once_due() {
     let env = TestEnv::new().register(Audit);
     let (run, _) = env
         .store()
-        .start_run(AuditV2::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            AuditV2::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     env.run_until_idle().await;

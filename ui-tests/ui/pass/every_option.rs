@@ -18,6 +18,7 @@ struct Everything;
 #[workflow(
     name = "orders.everything",
     input = Order,
+    output = Option<Order>,
     queue = "orders",
     priority = 10,
     cancel_if = Self::cancelled,
@@ -87,4 +88,10 @@ fn main() {
         schedule.map(|s| (s.input)().ok()),
         Some(Some(serde_json::json!({"id": 0})))
     );
+    assert!(
+        definition
+            .options_json
+            .contains(r#""output":"Option<Order>""#)
+    );
+    let _: Option<<Everything as Workflow>::Output> = Some(Some(Order { id: 1 }));
 }

@@ -6,7 +6,7 @@
 -- locking order; the run itself is the last. $1 run id, $2 now (NULL =
 -- clock_timestamp())
 SELECT r.id, r.status, r.workflow, r.step_names, r.step_plan, r.current_step,
-       r.error_class, r.error_message, r.parent_batch_id,
+       r.error_class, r.error_message, r.parent_batch_id, r.queue_override, r.priority_override,
        coalesce($2::timestamptz, clock_timestamp()) AS now
 FROM {schema}.runs r
 WHERE r.id = $1

@@ -4,21 +4,29 @@
 -- $5 idempotency key (NULL for none), $6 first step name, $7 queue, $8 priority,
 -- $9 timeout_ms (NULL for the stall threshold), $10 delay before the first step (ms),
 -- $11 now (NULL = clock_timestamp()), $12 notification channel,
--- $13 the definition's live step names in order, $14 their step plan (jsonb)
+-- $13 the definition's live step names in order, $14 their step plan (jsonb),
+-- $15 the start time asked for (NULL = now; the delay counts from it),
+-- $16 the run's queue override (NULL = none), $17 its priority override (NULL = none).
+-- The first row is due at greatest($15 or now, plus $10, now): never before now.
 WITH t AS (
     SELECT coalesce($11::timestamptz, clock_timestamp()) AS now
 ), run AS (
     INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, current_step,
                                input, idempotency_key, step_names, step_plan, created_at,
-                               updated_at)
-    SELECT $1, $2, $3, 'ready', $6, $4, $5, $13::text[], $14::jsonb, t.now, t.now FROM t
+                               updated_at, queue_override, priority_override)
+    SELECT $1, $2, $3, 'ready', $6, $4, $5, $13::text[], $14::jsonb, t.now, t.now,
+           $16::text, $17::smallint
+    FROM t
     ON CONFLICT (workflow, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, created_at
 ), step AS (
     INSERT INTO {schema}.steps (run_id, workflow, step_name, attempt, status, queue, priority,
                                 timeout_ms, scheduled_at, created_at)
     SELECT run.id, $1, $6, 1, 'scheduled', $7, $8, $9,
-           run.created_at + $10::bigint * interval '1 millisecond', run.created_at
+           greatest(coalesce($15::timestamptz, run.created_at)
+                        + $10::bigint * interval '1 millisecond',
+                    run.created_at),
+           run.created_at
     FROM run
     RETURNING id
 ), started AS (

@@ -10,21 +10,26 @@ use crate::definition::WorkflowDefinition;
 use crate::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use crate::error::Error;
 use crate::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
+use crate::start_options::{NewRun, StartOptions};
 use crate::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
-use crate::view::{RunFilter, RunRead, RunSummary, RunView};
+use crate::view::{ResultView, RunFilter, RunRead, RunSummary, RunView};
 
 impl Store for PgStore {
     async fn start_run(
         &self,
         definition: &'static WorkflowDefinition,
         input: &Value,
-        key: Option<&str>,
+        options: &StartOptions,
     ) -> Result<(RunId, bool), Error> {
-        if let Some(key) = key {
-            crate::client::check_key(key)?;
-        }
-        self.limits.check_input(input)?;
-        Self::start_run(self, definition, input, key).await
+        Self::start_run(self, definition, input, options).await
+    }
+
+    async fn start_many(
+        &self,
+        definition: &'static WorkflowDefinition,
+        runs: &[NewRun],
+    ) -> Result<Vec<(RunId, bool)>, Error> {
+        Self::start_many(self, definition, runs).await
     }
 
     async fn claim(&self, claimer: &Claimer<'_>, limit: usize) -> Result<Vec<Claim>, Error> {
@@ -137,19 +142,15 @@ impl Store for PgStore {
     }
 
     async fn run(&self, run_id: RunId, read: RunRead) -> Result<RunView, Error> {
-        Client {
-            store: self.clone(),
-        }
-        .run_with(run_id, read)
-        .await
+        Client::new(self.clone(), None).run_with(run_id, read).await
+    }
+
+    async fn run_result(&self, run_id: RunId) -> Result<ResultView, Error> {
+        Self::run_result(self, run_id).await
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
-        Client {
-            store: self.clone(),
-        }
-        .list_runs(filter)
-        .await
+        Client::new(self.clone(), None).list_runs(filter).await
     }
 
     async fn declare_schedules(&self, specs: &[ScheduleSpec]) -> Result<Vec<String>, Error> {

@@ -155,6 +155,7 @@ mod claim;
 mod contract;
 mod outcome;
 mod park;
+mod result;
 mod schedules;
 mod signal;
 mod start;

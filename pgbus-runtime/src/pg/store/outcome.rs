@@ -8,8 +8,8 @@ use super::{PgStore, TX_ATTEMPTS, check_count, ms, parse_stored, read_step_plan,
 use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{
-    AttemptResult, AttemptState, ErrorRecord, EventSpec, Gate, NewStep, RunState, RunStatus,
-    carries_over, continued_claim, hands_off, plan_outcome, stall_event,
+    AttemptResult, AttemptState, ErrorRecord, EventSpec, Gate, NewStep, RunOverrides, RunState,
+    RunStatus, carries_over, continued_claim, hands_off, plan_outcome, stall_event,
 };
 use crate::error::Error;
 use crate::pg::statement::Prepared;
@@ -122,6 +122,10 @@ impl PgStore {
             status: run_status,
             step_names,
             step_plan,
+            overrides: RunOverrides {
+                queue: run.try_get("queue_override")?,
+                priority: run.try_get("priority_override")?,
+            },
         };
         let mut plan = plan_outcome(definition, &run_state, &state, result);
         // A retry never hands on: it cannot tell whether the try whose reply

@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use super::outcome::{Ending, RunChange, StepRef};
 use super::{PgStore, check_count, ms, parse_stored};
-use crate::engine::{AttemptResult, Park, RunState, RunStatus, first_attempt, plan_park};
+use crate::engine::{
+    AttemptResult, Park, RunOverrides, RunState, RunStatus, first_attempt, plan_park,
+};
 use crate::error::Error;
 use crate::fan_out::ChildRun;
 use crate::store::{Claim, Ended, Parked};
@@ -34,6 +36,7 @@ impl PgStore {
                 status: run_status,
                 step_names: None,
                 step_plan: None,
+                overrides: RunOverrides::default(),
             },
             park,
         );

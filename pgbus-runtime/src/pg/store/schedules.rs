@@ -275,8 +275,8 @@ impl PgStore {
                 schedule: schedule.name.clone(),
                 at: *tick,
             };
-            let key = tick.idempotency_key();
-            let args = self.start_args(definition, &schedule.input, Some(&key))?;
+            let options = crate::start_options::StartOptions::new().key(tick.idempotency_key());
+            let args = self.start_args(definition, &schedule.input, &options)?;
             let insert = self.prep.in_tx(tx, &self.sql.start_run).await?;
             let find = self.prep.in_tx(tx, &self.sql.find_run_by_key).await?;
             let (run_id, created) = start_with(

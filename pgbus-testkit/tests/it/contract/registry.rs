@@ -80,7 +80,11 @@ async fn a_claim_takes_only_steps_its_definition_has<C: Clocked>(clocked: C) {
     let v2 = Runner::new(store.clone(), "v2-worker").register(GrowV2);
     let queues = grow_queues();
     let (run, _) = store
-        .start_run(GrowV2::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            GrowV2::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     let first = v1.claim(&queues, 1).await.expect("a claim").pop();
@@ -106,7 +110,11 @@ async fn a_claim_takes_only_steps_its_definition_has<C: Clocked>(clocked: C) {
     );
     clocked.advance(Duration::from_secs(1));
     let (other, _) = store
-        .start_run(GrowV2::DEFINITION, &serde_json::json!(2), None)
+        .start_run(
+            GrowV2::DEFINITION,
+            &serde_json::json!(2),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     let taken = v1.claim(&queues, 5).await.expect("a claim");
@@ -135,7 +143,11 @@ async fn a_changed_definition_is_recorded_once<C: Clocked>(clocked: C) {
     let v2 = Runner::new(store.clone(), WORKER).register(GrowV2);
     let queues = grow_queues();
     let (run, _) = store
-        .start_run(GrowV1::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            GrowV1::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     for _ in 0..2 {
@@ -193,12 +205,20 @@ async fn the_grace_rule_pauses_only_what_no_live_worker_has<C: Clocked>(clocked:
     let v1 = Runner::new(store.clone(), WORKER).register(GrowV1);
     let queues = grow_queues();
     let (run, _) = store
-        .start_run(GrowV2::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            GrowV2::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     // A workflow no live worker registered: its row waits, never paused.
     store
-        .start_run(Pair::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            Pair::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     let first = v1.claim(&queues, 1).await.expect("a claim").pop();

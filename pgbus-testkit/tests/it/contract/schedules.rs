@@ -136,7 +136,11 @@ async fn a_stale_fire_changes_nothing<C: Clocked>(clocked: C) {
     }
     .idempotency_key();
     let (existing, _) = store
-        .start_run(Pair::DEFINITION, &serde_json::json!(7), Some(&key))
+        .start_run(
+            Pair::DEFINITION,
+            &serde_json::json!(7),
+            &pgbus_runtime::StartOptions::new().key(key),
+        )
         .await
         .expect("a start");
     clocked.advance(Duration::from_secs(1));

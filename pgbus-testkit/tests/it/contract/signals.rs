@@ -101,7 +101,11 @@ async fn a_name_no_step_waits_for_is_refused<C: Clocked>(clocked: C) {
         "one step list"
     );
     let (run, _) = store
-        .start_run(PayV1::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            PayV1::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     let refused = send(store, run, "payment.setled", SignalCheck::Waited).await;
@@ -133,7 +137,11 @@ async fn a_name_no_step_waits_for_is_refused<C: Clocked>(clocked: C) {
 
     // A workflow with no wait at all: every name is refused, and says so.
     let (pair, _) = store
-        .start_run(Pair::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            Pair::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     let refused = send(store, pair, "go", SignalCheck::Waited).await;
@@ -155,7 +163,11 @@ async fn a_name_no_step_waits_for_is_refused<C: Clocked>(clocked: C) {
 async fn a_name_a_registered_version_waits_for_passes<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let (run, _) = store
-        .start_run(PayV1::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            PayV1::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     for name in ["refund.asked", "payment.cleared"] {
@@ -196,7 +208,11 @@ async fn a_name_a_registered_version_waits_for_passes<C: Clocked>(clocked: C) {
 async fn the_signal_checks_come_in_order<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let (run, _) = store
-        .start_run(PayV1::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            PayV1::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     let bad = send(store, RunId(i64::MAX), " padded", SignalCheck::Waited).await;

@@ -84,7 +84,11 @@ async fn said<S: Store>(
 async fn a_run_nobody_can_run_says_what_is_missing<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let (run, _) = store
-        .start_run(PostV2::DEFINITION, &serde_json::json!(1), None)
+        .start_run(
+            PostV2::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new(),
+        )
         .await
         .expect("a start");
     let start = default_start();

@@ -211,7 +211,7 @@ impl<R: Rig> Harness<R> {
         }
     }
 
-    fn store(&self) -> &R::S {
+    pub(super) fn store(&self) -> &R::S {
         self.rig.store()
     }
 
@@ -246,9 +246,12 @@ impl<R: Rig> Harness<R> {
 
     async fn start_run<W: Workflow>(&self, input: &W::Input, key: Option<&str>) -> RunId {
         let input = serde_json::to_value(input).expect("an input");
+        let options = key.map_or_else(pgbus_runtime::StartOptions::new, |key| {
+            pgbus_runtime::StartOptions::new().key(key)
+        });
         let (run, _) = self
             .store()
-            .start_run(W::DEFINITION, &input, key)
+            .start_run(W::DEFINITION, &input, &options)
             .await
             .expect("start");
         run

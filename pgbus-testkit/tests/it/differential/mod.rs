@@ -497,11 +497,48 @@ async fn compare<A: Rig, B: Rig>(
         left_total, right_total,
         "memory (left) and Postgres (right) hold different numbers of runs"
     );
+    // What a wait for each run's result reads (issue 20), ids aside.
+    for (left, right) in memory_runs.iter().zip(&pg_runs) {
+        assert_eq!(
+            result_read(&memory, *left).await,
+            result_read(&postgres, *right).await,
+            "memory (left) and Postgres (right) disagree on a run's result"
+        );
+    }
     // `DIFF_DUMP=1 cargo test ... -- --nocapture` shows what was compared.
     if std::env::var_os("DIFF_DUMP").is_some() {
         eprintln!("{left:#?}\n=== postgres\n{right:#?}");
     }
     left
+}
+
+/// Workflow, status, the attempt that finished the run, reason, error.
+type ResultLine = (
+    String,
+    RunStatus,
+    Option<pgbus_runtime::LastAttempt>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// A run's `ResultView` without its id: status, the attempt that finished
+/// it (with its output), the reason and the error.
+async fn result_read<R: Rig>(harness: &Harness<R>, run: RunId) -> ResultLine {
+    use pgbus_runtime::store::Store as _;
+    let view = harness
+        .store()
+        .run_result(run)
+        .await
+        .expect("a returned run exists");
+    (
+        view.workflow,
+        view.status,
+        view.last_attempt,
+        view.reason,
+        view.error_class,
+        view.error_message,
+    )
 }
 
 /// Start, then alternate running and moving time until nothing is left.

@@ -1,0 +1,97 @@
+//! Starting runs with options, one or many, as the client does, on the
+//! virtual clock.
+
+use std::borrow::Borrow;
+
+use pgbus_runtime::start_options::new_runs;
+use pgbus_runtime::{Error, StartOptions, Started, Workflow};
+
+use super::TestEnv;
+
+impl TestEnv {
+    /// Claims from `queue` too, as a worker given it with
+    /// `WorkerBuilder::queue`: the environment claims from every queue its
+    /// registered workflows name, and from these. A run started on a queue
+    /// of its own ([`StartOptions::queue`]) runs here only once the
+    /// environment claims from that queue; until then it waits, as it would
+    /// for workers that do not serve it.
+    #[must_use]
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        let queue = queue.into();
+        if !self.queues.contains(&queue) {
+            self.queues.push(queue);
+        }
+        self.claim_queues()
+    }
+
+    /// The environment claiming from the registered workflows' queues (their
+    /// own and their steps') and those given with [`TestEnv::queue`].
+    pub(super) fn claim_queues(mut self) -> Self {
+        if self.queues.is_empty() {
+            return self;
+        }
+        let mut queues: Vec<String> = self
+            .runner
+            .definitions()
+            .into_iter()
+            .flat_map(|definition| {
+                std::iter::once(definition.queue)
+                    .chain(definition.entries.iter().filter_map(|e| e.options.queue))
+            })
+            .map(str::to_owned)
+            .chain(self.queues.iter().cloned())
+            .collect();
+        queues.sort();
+        queues.dedup();
+        self.runner = self.runner.queues(queues);
+        self
+    }
+
+    /// Starts a run of `W` as `options` say, as `Client::start_with`: a key,
+    /// a start time or delay on the virtual clock (the first step is due at
+    /// that time plus its `wait`; [`TestEnv::advance`] brings it), the run's
+    /// queue and priority.
+    ///
+    /// # Errors
+    /// [`Error::WorkflowNotRegistered`] unless [`TestEnv::register`] was
+    /// given a `W`; [`Error::Json`], [`Error::InvalidInput`]; the errors of
+    /// [`StartOptions::check`] (a bad key, [`Error::InvalidStartOption`]);
+    /// [`Error::NoSteps`].
+    pub fn start_with<W: Workflow>(
+        &self,
+        input: &W::Input,
+        options: &StartOptions,
+    ) -> Result<Started, Error> {
+        self.registered::<W>()?;
+        let input = serde_json::to_value(input)?;
+        let (run_id, created) = self
+            .store()
+            .rows()
+            .start_run(W::DEFINITION, input, options)?;
+        Ok(Started::new(run_id, created))
+    }
+
+    /// Starts many runs of `W`, all or none, as `Client::start_many`: each
+    /// start's [`Started`] in order; a key repeated in the call or held by a
+    /// run already gives that run, `created: false`.
+    ///
+    /// # Errors
+    /// [`Error::WorkflowNotRegistered`]; [`Error::TooManyStarts`] over
+    /// [`MAX_STARTS_PER_CALL`](pgbus_runtime::MAX_STARTS_PER_CALL) starts or the bytes bound;
+    /// [`Error::StartRefused`] with the index of the first start refused
+    /// (its input or its options) and why; [`Error::NoSteps`].
+    pub fn start_many<W: Workflow>(
+        &self,
+        starts: impl IntoIterator<Item = (impl Borrow<W::Input>, StartOptions)>,
+    ) -> Result<Vec<Started>, Error> {
+        self.registered::<W>()?;
+        let runs = new_runs::<W>(starts)?;
+        Ok(self
+            .store()
+            .rows()
+            .start_many(W::DEFINITION, &runs)?
+            .into_iter()
+            .map(|(run_id, created)| Started::new(run_id, created))
+            .collect())
+    }
+}
