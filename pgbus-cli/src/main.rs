@@ -202,6 +202,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Schedules: list, show, create, update, pause, resume, delete.
+    Schedules {
+        #[command(subcommand)]
+        command: commands::ScheduleCommand,
+    },
     /// Runs started, finished, paused and cancelled per time bucket.
     Stats {
         /// The window: `1h` (5-minute buckets), `24h` (1 hour), `7d` (6 hours)

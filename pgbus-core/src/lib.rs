@@ -7,6 +7,8 @@
 //! - [`digest`]: the definition digest stored on every run;
 //! - [`names`]: the signal name rules of `wait_for` and `Client::signal`, and the
 //!   invisible characters no name may hold;
+//! - [`schedule`]: cron expressions, time zones and catch-up policies of
+//!   schedules, and the tick rule in daylight-saving gaps and overlaps;
 //! - [`vocab`]: the words the DSL accepts (actions, report modes, option names)
 //!   and the did-you-mean used in diagnostics.
 //!
@@ -16,6 +18,7 @@ pub mod defaults;
 pub mod digest;
 pub mod duration;
 pub mod names;
+pub mod schedule;
 pub mod vocab;
 
 pub use digest::{DIGEST_HEX_LEN, definition_digest, entries_json, sha256_hex};

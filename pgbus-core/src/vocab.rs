@@ -275,6 +275,9 @@ pub mod options {
         "priority",
         "cancel_if",
         "on_exception",
+        "schedule",
+        "timezone",
+        "catch_up",
     ];
     /// `#[step(...)]`.
     pub const STEP: &[&str] = &[

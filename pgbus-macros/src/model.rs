@@ -28,6 +28,17 @@ pub(crate) struct WorkflowDef {
     pub(crate) digest: String,
     pub(crate) options_json: String,
     pub(crate) options_digest: String,
+    /// `schedule = "..."` with its zone and catch-up policy, checked.
+    pub(crate) schedule: Option<ScheduleDef>,
+}
+
+/// A schedule declared on the workflow: its runs get `Default::default()` of
+/// the input, checked at `span` (the expression's literal).
+pub(crate) struct ScheduleDef {
+    pub(crate) expression: String,
+    pub(crate) timezone: String,
+    pub(crate) catch_up: pgbus_core::schedule::CatchUp,
+    pub(crate) span: Span,
 }
 
 /// One entry of the step table.

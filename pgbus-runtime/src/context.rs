@@ -263,6 +263,7 @@ pub struct StepCx<I> {
     outputs: BTreeMap<String, Value>,
     output: Option<Value>,
     signal: Option<Signal>,
+    tick: Option<crate::schedule::Tick>,
     cancellation: CancellationToken,
 }
 
@@ -278,8 +279,25 @@ impl<I> StepCx<I> {
             outputs: BTreeMap::new(),
             output: None,
             signal: None,
+            tick: None,
             cancellation: CancellationToken::new(),
         }
+    }
+
+    /// Adds the schedule tick the run was started for.
+    #[must_use]
+    pub fn with_tick(mut self, tick: Option<crate::schedule::Tick>) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// The schedule tick this run was started for: the schedule's name and
+    /// the tick's time (see [`crate::schedule`]), the same in every step and
+    /// attempt of the run; `None` for a run started otherwise. A run a
+    /// missed-tick catch-up started (`one`, `all(N)`) has the missed tick's
+    /// time, not the time it ran at.
+    pub const fn tick(&self) -> Option<&crate::schedule::Tick> {
+        self.tick.as_ref()
     }
 
     /// Ties the context to a cancellation token: cancelling it tells the body

@@ -50,6 +50,7 @@ impl AttemptInput {
 /// A registered workflow with its type erased, as a worker holds it.
 pub(crate) trait ErasedWorkflow: Send + Sync + 'static {
     fn definition(&self) -> &'static WorkflowDefinition;
+    fn schedule(&self) -> Option<&'static crate::schedule::DeclaredSchedule>;
     fn attempt(
         &self,
         input: AttemptInput,
@@ -64,6 +65,10 @@ pub(crate) type Fault = Box<dyn FnOnce() -> Option<StepError> + Send>;
 impl<W: Workflow> ErasedWorkflow for W {
     fn definition(&self) -> &'static WorkflowDefinition {
         W::DEFINITION
+    }
+
+    fn schedule(&self) -> Option<&'static crate::schedule::DeclaredSchedule> {
+        W::SCHEDULE
     }
 
     fn attempt(
@@ -134,6 +139,7 @@ pub async fn run_attempt_with_fault<W: Workflow>(
     let attempt = u32::try_from(claim.attempt).unwrap_or(1);
     let mut cx = StepCx::new(typed, claim.run_id, claim.step_name.clone(), attempt)
         .with_outputs(claim.outputs.clone())
+        .with_tick(claim.tick.clone())
         .with_cancellation(claim.cancellation.clone());
 
     if let Some(ended) = guards(workflow, definition, entry, &cx, claim.reattempts) {

@@ -18,6 +18,7 @@ pub mod fan_out;
 pub mod flow;
 pub mod metric;
 pub mod pg;
+pub mod schedule;
 pub mod start_options;
 pub mod store;
 pub mod timeline;
@@ -82,7 +83,19 @@ pub mod __private {
     pub use crate::error::StepError;
     pub use crate::fan_out::FanOut;
     pub use crate::flow::Flow;
+    pub use crate::schedule::{CatchUp, DeclaredSchedule};
     pub use crate::workflow::{StepFuture, Workflow};
+
+    /// The input of a declared schedule's runs: the input type's `Default`,
+    /// as JSON. Named at the `schedule = "..."` literal, so an input type
+    /// without `Default` is reported there.
+    ///
+    /// # Errors
+    /// The input's own serialization error.
+    pub fn schedule_input<I: Default + serde::Serialize>()
+    -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::to_value(I::default())
+    }
 
     use crate::error::StepNotDefined;
     use crate::flow::{IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};

@@ -24,3 +24,7 @@ pub const RUNS_DELETED: &str = "pgbus_runs_deleted_total";
 /// Gauge of runs by `status` (`ready`, `performing`, `paused`), with
 /// `WorkerBuilder::run_gauges`.
 pub const RUNS: &str = "pgbus_runs";
+/// Counter of schedule ticks a fire handled; labels `schedule`, `outcome`
+/// (`started`: a run was started for it; `skipped`: a missed tick the
+/// catch-up policy ran nothing for).
+pub const SCHEDULE_TICKS: &str = "pgbus_schedule_ticks_total";

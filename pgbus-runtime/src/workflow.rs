@@ -38,6 +38,11 @@ pub trait Workflow: Send + Sync + 'static {
     /// The compiled definition: name, step table with normalized options, digests.
     const DEFINITION: &'static WorkflowDefinition;
 
+    /// The schedule declared with `#[workflow(schedule = "...")]`, if any:
+    /// every worker (and `TestEnv`) that registers the workflow writes it as
+    /// the schedule named after the workflow (see [`crate::schedule`]).
+    const SCHEDULE: Option<&'static crate::schedule::DeclaredSchedule> = None;
+
     /// Runs the body of entry `entry` (an index into `DEFINITION.entries`). `fan`
     /// is the batch for a `#[fan_out]` step and unused otherwise. An index that is
     /// not a live step resolves to a `StepNotDefined` error.

@@ -27,6 +27,10 @@ use recorder::Recorder;
 
 // Signals and operator actions, as the client sends them.
 mod actions;
+// Schedules, managed and fired.
+mod schedules;
+
+pub use schedules::MAX_TICKS_PER_ADVANCE;
 mod start;
 
 struct Fault {
@@ -262,6 +266,7 @@ impl TestEnv {
         this.store()
             .rows()
             .register_worker(TESTKIT_WORKER, &this.runner.definitions());
+        this.declare_schedules();
         this
     }
 
@@ -309,13 +314,15 @@ impl TestEnv {
 
     /// Moves the virtual clock forward; steps whose time has come become due. A
     /// jump past the last time the clock can show (year 262143) stops there.
+    ///
+    /// The schedules of the registered workflows fire on the way, each tick at
+    /// its own time, as a worker that never stopped would fire them (at most
+    /// [`MAX_TICKS_PER_ADVANCE`] ticks a call): their runs are started, not
+    /// run (`run_until_idle` runs them). [`TestEnv::outage`] moves the clock
+    /// without firing.
     pub fn advance(&self, by: Duration) {
-        let mut rows = self.store().rows();
-        let by = chrono::Duration::from_std(by).unwrap_or(chrono::Duration::MAX);
-        rows.now = rows
-            .now
-            .checked_add_signed(by)
-            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let until = schedules::later(self.now(), by);
+        self.advance_firing(until);
     }
 
     /// Makes the next `times` attempts of `step` of `workflow` fail with

@@ -10,7 +10,9 @@ mod pg;
 #[doc(hidden)]
 pub mod pgbouncer;
 
-pub use env::{MAX_ATTEMPTS_PER_CALL, StepRecord, TestEnv, TestResult, default_start};
+pub use env::{
+    MAX_ATTEMPTS_PER_CALL, MAX_TICKS_PER_ADVANCE, StepRecord, TestEnv, TestResult, default_start,
+};
 pub use harness::{StepHarness, StepRun};
 pub use memory::{MemoryStore, TESTKIT_WORKER};
 pub use pg::{

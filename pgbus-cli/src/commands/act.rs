@@ -70,7 +70,7 @@ pub(super) async fn act(
 }
 
 /// `cli:$USER`, or `cli`.
-fn default_actor() -> String {
+pub(super) fn default_actor() -> String {
     std::env::var("USER")
         .ok()
         .filter(|user| !user.trim().is_empty())

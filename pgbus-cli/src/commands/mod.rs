@@ -9,6 +9,7 @@ use crate::{Cli, Command};
 mod act;
 mod deploy;
 mod runs;
+mod schedules;
 mod show;
 mod stats;
 mod sweep;
@@ -18,6 +19,8 @@ mod workers;
 use act::{Verb, act, read_payload, signal};
 use deploy::{deploy_check, read_definitions};
 use runs::runs;
+pub(crate) use schedules::ScheduleCommand;
+use schedules::schedules;
 use show::show_run;
 pub(crate) use show::{Cut, SHOWN, SHOWN_AT_MOST, VALUE_BYTES, cannot_run, short_digest};
 use stats::stats;
@@ -234,6 +237,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
             limit,
             json,
         } => workers(&db, out, lost_worker_threshold, limit, json).await?,
+        Command::Schedules { command } => schedules(&db, out, command).await?,
         Command::DeployCheck {
             file: _,
             lost_worker_threshold,

@@ -240,6 +240,7 @@ pub(crate) fn router(db: Database, settings: Settings) -> Router {
         .route("/runs/{id}/{action}", post(pages::act))
         .route("/insights", get(pages::insights))
         .route("/workers", get(pages::workers))
+        .route("/schedules", get(pages::schedules))
         .route("/style.css", get(style))
         .fallback(pages::not_found)
         .layer(middleware::from_fn_with_state(Arc::clone(&app), guard))

@@ -47,6 +47,8 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
         quote_spanned! {path.span()=> #id => #p::handler_outcome(#call), }
     });
 
+    let schedule = schedule_const(def, p);
+
     quote! {
         // A step may be `#[deprecated]`; calling it from the dispatch is not a use.
         #[allow(deprecated)]
@@ -55,6 +57,8 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
             type Output = #output;
 
             const DEFINITION: &'static #p::WorkflowDefinition = &__PGBUS_DEFINITION;
+
+            #schedule
 
             fn run_step<'__pgbus_a>(
                 &'__pgbus_a self,
@@ -103,6 +107,34 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
                 }
             }
         }
+    }
+}
+
+/// `const SCHEDULE` for a workflow that declares one: its runs' input is the
+/// input type's `Default`, required at the expression's span.
+fn schedule_const(def: &WorkflowDef, p: &TokenStream) -> TokenStream {
+    let Some(schedule) = &def.schedule else {
+        return TokenStream::new();
+    };
+    let input = &def.input;
+    let (expression, timezone) = (&schedule.expression, &schedule.timezone);
+    let catch_up = match schedule.catch_up {
+        pgbus_core::schedule::CatchUp::Skip => quote!(#p::CatchUp::Skip),
+        pgbus_core::schedule::CatchUp::One => quote!(#p::CatchUp::One),
+        pgbus_core::schedule::CatchUp::All(limit) => quote!(#p::CatchUp::All(#limit)),
+    };
+    // Spanned at the expression: the schedule is why the input needs `Default`.
+    let p_at = crate::span::respan(p.clone(), schedule.span);
+    let input_at = crate::span::respan(quote::ToTokens::to_token_stream(input), schedule.span);
+    let input_fn = quote_spanned! {schedule.span=> #p_at::schedule_input::<#input_at> };
+    quote! {
+        const SCHEDULE: ::core::option::Option<&'static #p::DeclaredSchedule> =
+            ::core::option::Option::Some(&#p::DeclaredSchedule {
+                expression: #expression,
+                timezone: #timezone,
+                catch_up: #catch_up,
+                input: #input_fn,
+            });
     }
 }
 

@@ -43,6 +43,10 @@ pub(crate) struct RawWorkflow {
     pub(crate) krate: Option<syn::Path>,
     /// `input` was written, valid or not.
     pub(crate) input_written: bool,
+    /// `schedule = "..."`, `timezone = "..."`, `catch_up = "..."`.
+    pub(crate) schedule: Option<Text>,
+    pub(crate) timezone: Option<Text>,
+    pub(crate) catch_up: Option<Text>,
 }
 
 /// A step, fan_out or gravestone, before validation.

@@ -44,6 +44,9 @@ pub(crate) fn workflow(
         type_ident,
         krate: None,
         input_written: false,
+        schedule: None,
+        timezone: None,
+        catch_up: None,
     };
 
     let metas = errors
@@ -71,6 +74,9 @@ pub(crate) fn workflow(
             ),
             "on_exception" => raw.policies.extend(policy(&option, errors)),
             "crate" => raw.krate = option.parse::<PathArg>(errors).map(|p| p.0),
+            "schedule" => raw.schedule = option.parse(errors),
+            "timezone" => raw.timezone = option.parse(errors),
+            "catch_up" => raw.catch_up = option.parse(errors),
             _ => {}
         }
     }

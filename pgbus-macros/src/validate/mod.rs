@@ -7,6 +7,7 @@
 
 mod digest;
 mod names;
+mod schedule;
 
 use darling::Error;
 use darling::error::Accumulator;
@@ -71,6 +72,7 @@ pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<Wor
         .as_ref()
         .map_or_else(|| quote::quote!(::pgbus_runtime), ToTokens::to_token_stream);
     let type_ident = raw.type_ident.clone();
+    let schedule = schedule::schedule(&raw, errors);
     let mut def = WorkflowDef {
         krate,
         name: name?,
@@ -86,6 +88,7 @@ pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<Wor
         digest,
         options_json: String::new(),
         options_digest: String::new(),
+        schedule,
     };
     def.options_json = options_json(&def, type_ident.as_ref()).to_string();
     def.options_digest = pgbus_core::sha256_hex(def.options_json.as_bytes());

@@ -13,6 +13,7 @@ mod insights;
 mod listen;
 mod reads;
 mod result;
+mod schedules;
 mod start;
 mod start_many;
 mod workers;

@@ -88,6 +88,7 @@ pub fn continued_claim(
         timeout_ms: next.timeout_ms,
         input: claim.input.clone(),
         outputs,
+        tick: claim.tick.clone(),
         ..Claim::new(claim.run_id, claim.workflow.clone(), "", 0, now)
     }
 }

@@ -17,6 +17,7 @@ mod plan;
 mod resolve;
 mod result;
 mod run_result;
+mod schedule;
 mod signal;
 mod stall;
 mod start;
@@ -35,6 +36,10 @@ pub use resolve::{Resolution, resolve_error};
 pub use result::{AttemptResult, ErrorRecord, Gate};
 pub use run_result::{
     OnPause, decode_result, result_timed_out, result_value, settle_result, settle_result_as,
+};
+pub use schedule::{
+    Declare, MAX_COUNTED_TICKS, SCHEDULE_ACTOR, change_schedule, declare_schedule, fire_plan,
+    fired, pause_unreadable,
 };
 pub use signal::{LISTED_SIGNAL_NAMES, SignalCheck, check_signal_target, describe_unknown_signal};
 pub use stall::{StallAction, stalled_result, undefined_result};

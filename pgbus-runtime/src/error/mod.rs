@@ -355,6 +355,50 @@ pub enum Error {
     /// A worker was built with nothing to run.
     #[error("a worker needs at least one registered workflow and one queue")]
     NothingToRun,
+    /// A schedule's name, expression, zone, catch-up policy or input was
+    /// refused; `field` names which (`name`, `schedule`, `timezone`,
+    /// `catch_up`, `input`), and `reason` says why, starting with it.
+    #[error("schedule `{name}`: {reason}")]
+    InvalidSchedule {
+        /// The schedule's name as given.
+        name: String,
+        /// The field refused.
+        field: &'static str,
+        /// Why, naming the field first (`` `timezone`: ... ``).
+        reason: String,
+    },
+    /// No schedule has this name.
+    #[error("schedule `{name}` does not exist")]
+    ScheduleNotFound {
+        /// The name asked for.
+        name: String,
+    },
+    /// A schedule of this name exists already.
+    #[error("schedule `{name}` exists already; update it, or pick another name")]
+    ScheduleExists {
+        /// The name.
+        name: String,
+    },
+    /// An update of a schedule declared in code: the next worker to register
+    /// its workflow would write the code's values back. Change the code, or
+    /// pause the schedule.
+    #[error(
+        "schedule `{name}` is declared in code by workflow `{workflow}`; change it there (pausing, resuming and deleting work here)"
+    )]
+    ScheduleDeclaredInCode {
+        /// The schedule.
+        name: String,
+        /// The workflow that declares it.
+        workflow: String,
+    },
+    /// A pause of a paused schedule, or a resume of one that is not paused.
+    #[error("cannot change schedule `{name}`: {why}")]
+    IllegalScheduleChange {
+        /// The schedule.
+        name: String,
+        /// Why not.
+        why: String,
+    },
     /// A start in a test environment (the testkit's `TestEnv`) of a workflow
     /// it has not registered: none of its steps would ever run there.
     #[error(

@@ -100,6 +100,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0014_run_results.sql",
         sql: include_str!("../../migrations/0014_run_results.sql"),
     },
+    Migration {
+        version: 15,
+        name: "0015_schedules.sql",
+        sql: include_str!("../../migrations/0015_schedules.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

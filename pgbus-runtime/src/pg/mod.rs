@@ -169,6 +169,15 @@ statements! {
     list_workers => "list_workers.sql",
     deploy_positions => "deploy_positions.sql",
     live_definitions => "live_definitions.sql",
+    lock_schedule => "lock_schedule.sql",
+    lock_due_schedule => "lock_due_schedule.sql",
+    due_schedules => "due_schedules.sql",
+    list_schedules => "list_schedules.sql",
+    delete_schedule => "delete_schedule.sql",
+    insert_schedule => "insert_schedule.sql",
+    update_schedule => "update_schedule.sql",
+    mark_scheduled_run => "mark_scheduled_run.sql",
+    store_now => "store_now.sql",
     run_result => "run_result.sql",
 }
 

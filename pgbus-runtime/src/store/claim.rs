@@ -57,6 +57,10 @@ pub struct Claim {
     /// sees the timeout again, as a retried step sees the recorded result of a
     /// wait that timed out in DBOS and Temporal.
     pub timed_out_before: bool,
+    /// The schedule tick the run was started for (`runs.schedule_name`,
+    /// `runs.tick_at`); `None` for a run started otherwise. Handed to the
+    /// body's [`StepCx::tick`](crate::StepCx::tick).
+    pub tick: Option<crate::schedule::Tick>,
     /// Cancelled when the attempt loses its claim while it runs (a heartbeat
     /// finds it lost, the sweep takes it); handed to the body's
     /// [`StepCx`](crate::StepCx).
@@ -92,6 +96,7 @@ impl Claim {
             signals: Vec::new(),
             batch: None,
             timed_out_before: false,
+            tick: None,
             cancellation: CancellationToken::new(),
         }
     }

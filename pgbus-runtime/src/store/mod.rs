@@ -19,6 +19,7 @@
 mod claim;
 mod registry;
 mod runner;
+mod schedules;
 mod sweep;
 
 use std::future::Future;
@@ -29,6 +30,7 @@ use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{Action, AttemptResult, Plan, RunStatus, SignalCheck};
 use crate::error::Error;
+use crate::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
 use crate::start_options::StartOptions;
 use crate::view::{ResultView, RunFilter, RunRead, RunSummary, RunView};
 
@@ -37,6 +39,7 @@ pub use crate::start_options::NewRun;
 pub use claim::{Claim, Claimer, Handoff, Stalled};
 pub use registry::{Registered, Registration, registered_plan};
 pub use runner::{Attempted, FaultHook, Observe, Runner};
+pub use schedules::{FireReport, FireSettings, fire_schedules};
 pub use sweep::{Repair, Repaired, SweepSettings, repair_message, sweep};
 
 /// What ending an attempt did.
@@ -257,4 +260,72 @@ pub trait Store: Send + Sync + 'static {
         &self,
         filter: &RunFilter,
     ) -> impl Future<Output = Result<Vec<RunSummary>, Error>> + Send;
+
+    /// Writes the schedules a worker declares in code, each under its row's
+    /// lock as [`engine::declare_schedule`](crate::engine::declare_schedule)
+    /// decides (a new row from the first tick after now; the code's values on
+    /// a row declared in code, its pause kept; a row the client created left
+    /// alone). Returns the names left alone.
+    fn declare_schedules(
+        &self,
+        specs: &[ScheduleSpec],
+    ) -> impl Future<Output = Result<Vec<String>, Error>> + Send;
+
+    /// Creates a schedule (origin `client`), its first tick the first after
+    /// now. Errors: [`Error::ScheduleExists`].
+    fn create_schedule(
+        &self,
+        spec: &ScheduleSpec,
+    ) -> impl Future<Output = Result<ScheduleView, Error>> + Send;
+
+    /// Changes schedule `name` under its lock as
+    /// [`engine::change_schedule`](crate::engine::change_schedule) decides;
+    /// the row after. Errors: [`Error::ScheduleNotFound`] and the engine's.
+    fn change_schedule(
+        &self,
+        name: &str,
+        change: &ScheduleChange,
+    ) -> impl Future<Output = Result<ScheduleView, Error>> + Send;
+
+    /// Deletes schedule `name` (its runs stay); the row deleted. Errors:
+    /// [`Error::ScheduleNotFound`].
+    fn delete_schedule(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<ScheduleView, Error>> + Send;
+
+    /// Schedules by name, at most `limit`: those of `workflow`, the one named
+    /// `name`, or all.
+    fn list_schedules(
+        &self,
+        workflow: Option<&str>,
+        name: Option<&str>,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<ScheduleView>, Error>> + Send;
+
+    /// Up to `limit` unpaused schedules of `workflows` whose next tick has
+    /// come, oldest tick first, each with the store's time; no locks.
+    fn due_schedules(
+        &self,
+        workflows: &[String],
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<DueSchedule>, Error>> + Send;
+
+    /// Fires a schedule [`Store::due_schedules`] found, in one atomic
+    /// transition: fenced on the row being unpaused and still at the tick
+    /// read (a row another worker holds is passed over: [`Fired::Lost`]);
+    /// [`engine::fire_plan`](crate::engine::fire_plan) decides the ticks at
+    /// the store's time; each tick's run is started with `definition` and the
+    /// key [`Tick::idempotency_key`](crate::schedule::Tick::idempotency_key)
+    /// (a run the key holds is returned, not started again) and records its
+    /// tick; the row moves on ([`engine::fired`](crate::engine::fired)). A
+    /// row this version cannot read is paused
+    /// ([`engine::pause_unreadable`](crate::engine::pause_unreadable)):
+    /// [`Fired::Unreadable`].
+    fn fire_schedule(
+        &self,
+        definition: &'static WorkflowDefinition,
+        due: &DueSchedule,
+        max_ticks: usize,
+    ) -> impl Future<Output = Result<Fired, Error>> + Send;
 }

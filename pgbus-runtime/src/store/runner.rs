@@ -210,6 +210,23 @@ impl<S: Store> Runner<S> {
         definitions
     }
 
+    /// The schedules the registered workflows declare in code
+    /// (`#[workflow(schedule = "...")]`), each named after its workflow, with
+    /// its input type's `Default` as input, by name.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSchedule`] when a default input does not serialize or
+    /// is over the limits (the expression and zone were checked at compile
+    /// time, and are again here).
+    pub fn declared_schedules(&self) -> Result<Vec<crate::schedule::ScheduleSpec>, Error> {
+        crate::schedule::declared_specs(
+            self.registry
+                .values()
+                .map(|workflow| (workflow.definition(), workflow.schedule())),
+            &self.limits,
+        )
+    }
+
     /// The registered definition of `workflow`, if it is registered.
     pub fn definition(&self, workflow: &str) -> Option<&'static WorkflowDefinition> {
         self.registry.get(workflow).map(|w| w.definition())

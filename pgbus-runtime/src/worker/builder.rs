@@ -39,6 +39,16 @@ pub struct WorkerBuilder {
     run_gauges: bool,
     name: Option<String>,
     undefined_step_grace: Option<Duration>,
+    schedules: Vec<BuilderSchedule>,
+    schedule_interval: Duration,
+}
+
+/// A schedule declared with [`WorkerBuilder::schedule`], checked at build.
+struct BuilderSchedule {
+    name: String,
+    workflow: &'static str,
+    schedule: crate::schedule::Schedule,
+    input: Result<serde_json::Value, String>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -72,7 +82,49 @@ impl WorkerBuilder {
             run_gauges: false,
             name: None,
             undefined_step_grace: Some(DEFAULT_UNDEFINED_STEP_GRACE),
+            schedules: Vec::new(),
+            schedule_interval: Duration::from_secs(1),
         }
+    }
+
+    /// Declares a schedule in code, as `#[workflow(schedule = "...")]` does
+    /// for one named after the workflow: every tick of `schedule` starts a
+    /// run of `W` with `input`, under the name `name` (see
+    /// [`crate::schedule`]). Written when the worker registers (before its
+    /// first claim): a new schedule fires from its first tick after that; a
+    /// schedule of this name declared in code before takes these values (its
+    /// next tick moves only when the expression or zone changed; a pause an
+    /// operator set stays); one of this name created through the client is
+    /// left alone, with a warning in the log. `W` must be registered.
+    ///
+    /// [`WorkerBuilder::build`] refuses, with [`Error::InvalidSchedule`]
+    /// naming the field, a bad name, expression, zone, catch-up bound or
+    /// input, a `W` not registered (`workflow`), and a name declared twice.
+    #[must_use]
+    pub fn schedule<W: Workflow>(
+        mut self,
+        name: impl Into<String>,
+        schedule: crate::schedule::Schedule,
+        input: &W::Input,
+    ) -> Self {
+        self.schedules.push(BuilderSchedule {
+            name: name.into(),
+            workflow: W::DEFINITION.name,
+            schedule,
+            input: serde_json::to_value(input).map_err(|error| error.to_string()),
+        });
+        self
+    }
+
+    /// How often the worker fires the due ticks of its workflows' schedules
+    /// while it runs (default 1 s; at least 100 ms). A tick is found at most
+    /// this late (plus the pass's own time), well within the 60 s after which
+    /// it counts as missed ([`crate::schedule::MISSED_TICK_THRESHOLD_MS`]).
+    /// A pass with nothing due is one indexed query.
+    #[must_use]
+    pub fn schedule_interval(mut self, interval: Duration) -> Self {
+        self.schedule_interval = interval.max(Duration::from_millis(100));
+        self
     }
 
     /// A stable name for the worker (default: its id, `worker-<uuid>`), for
@@ -356,6 +408,7 @@ impl WorkerBuilder {
             }
             None => id.clone(),
         };
+        let declared = declared_schedules(&registry, self.schedules, self.db.store.limits)?;
         let runner = registry.into_values().fold(
             Runner::new(self.db.store.clone(), id.clone())
                 .queues(queues.clone())
@@ -386,6 +439,8 @@ impl WorkerBuilder {
                 eager_steps: self.eager_steps,
                 run_gauges: self.run_gauges,
                 undefined_grace_ms: self.undefined_step_grace.map(capped_ms),
+                declared,
+                schedule_interval: self.schedule_interval,
                 registered: AtomicBool::new(false),
                 loops: std::sync::atomic::AtomicUsize::new(0),
                 suspects: std::sync::Mutex::new(std::collections::HashSet::new()),
@@ -393,6 +448,60 @@ impl WorkerBuilder {
             }),
         })
     }
+}
+
+/// The schedules the worker declares: its workflows' own
+/// (`#[workflow(schedule)]`) and those of [`WorkerBuilder::schedule`], checked.
+fn declared_schedules(
+    registry: &HashMap<&'static str, Arc<dyn ErasedWorkflow>>,
+    extra: Vec<BuilderSchedule>,
+    limits: crate::context::Limits,
+) -> Result<Vec<crate::schedule::ScheduleSpec>, Error> {
+    let mut declared = crate::schedule::declared_specs(
+        registry
+            .values()
+            .map(|workflow| (workflow.definition(), workflow.schedule())),
+        &limits,
+    )?;
+    for schedule in extra {
+        let invalid = |field: &'static str, reason: String| Error::InvalidSchedule {
+            name: schedule.name.clone(),
+            field,
+            reason,
+        };
+        if !registry.contains_key(schedule.workflow) {
+            return Err(invalid(
+                "workflow",
+                format!(
+                    "`workflow`: `{}` is not registered with this worker; register it first",
+                    schedule.workflow
+                ),
+            ));
+        }
+        let input = schedule
+            .input
+            .clone()
+            .map_err(|error| invalid("input", format!("`input` does not serialize: {error}")))?;
+        declared.push(crate::schedule::ScheduleSpec::new(
+            &schedule.name,
+            schedule.workflow,
+            &schedule.schedule,
+            input,
+            &limits,
+        )?);
+    }
+    // By name: every worker locks the rows in one order when it declares them.
+    declared.sort_by(|a, b| a.name.cmp(&b.name));
+    let names: Vec<&str> = declared.iter().map(|spec| spec.name.as_str()).collect();
+    if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(Error::InvalidSchedule {
+            name: pair[0].to_owned(),
+            field: "name",
+            reason: "`name`: declared twice on this worker; give each schedule its own name"
+                .to_owned(),
+        });
+    }
+    Ok(declared)
 }
 
 /// Checks a worker name (see [`WorkerBuilder::name`]).

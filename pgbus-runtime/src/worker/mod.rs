@@ -155,6 +155,10 @@ struct Inner {
     run_gauges: bool,
     /// The grace rule's grace, in ms (`None`: off).
     undefined_grace_ms: Option<i64>,
+    /// The schedules it declares in code, written at registration.
+    declared: Vec<crate::schedule::ScheduleSpec>,
+    /// How often it fires due schedule ticks.
+    schedule_interval: Duration,
     /// Cancellation tokens of the attempts running here, by step id: cancelled
     /// when a heartbeat finds the claim lost.
     running: std::sync::Mutex<HashMap<i64, CancellationToken>>,

@@ -36,8 +36,47 @@ impl Worker {
                 inner.registered.store(false, Ordering::Release);
                 return Err(error);
             }
+            if !inner.declared.is_empty() {
+                match inner.store.declare_schedules(&inner.declared).await {
+                    Ok(left_alone) => {
+                        for name in left_alone {
+                            warn!(
+                                target: WORKER_TARGET,
+                                { pgbus.schedule = %name },
+                                "a schedule declared in code has the name of one created through the client; the client's is left as it is"
+                            );
+                        }
+                    }
+                    Err(error) => {
+                        inner.registered.store(false, Ordering::Release);
+                        return Err(error);
+                    }
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Fires the due ticks of the schedules of this worker's workflows once
+    /// (see [`crate::store::fire_schedules`]): each tick starts one run,
+    /// however many workers fire at once; missed ticks follow their
+    /// schedule's catch-up policy. `run_until` does this every
+    /// [`WorkerBuilder::schedule_interval`](super::WorkerBuilder::schedule_interval);
+    /// call it yourself when you drive the worker with `run_once`. Writes the
+    /// worker's registry entry and declared schedules first if it has not.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn fire_schedules(&self) -> Result<crate::store::FireReport, Error> {
+        self.ensure_registered().await?;
+        let inner = &self.inner;
+        crate::store::fire_schedules(
+            &inner.upkeep,
+            &inner.workflows,
+            |workflow| inner.runner.definition(workflow),
+            &crate::store::FireSettings::default(),
+        )
+        .await
     }
 
     /// Heartbeats and sweeps on their intervals while the worker runs.
@@ -45,8 +84,17 @@ impl Worker {
         let inner = &self.inner;
         let mut heartbeat = tokio::time::interval(inner.heartbeat_interval);
         let mut sweep = tokio::time::interval(inner.sweep_interval);
+        let mut schedules = tokio::time::interval(inner.schedule_interval);
+        schedules.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                _ = schedules.tick() => {
+                    if inner.registered.load(Ordering::Acquire)
+                        && let Err(error) = self.fire_schedules().await
+                    {
+                        debug!(target: WORKER_TARGET, { error = %display_chain(&error) }, "firing schedules failed");
+                    }
+                }
                 _ = heartbeat.tick() => {
                     if inner.registered.load(Ordering::Acquire)
                         && let Err(error) = self.heartbeat().await

@@ -20,6 +20,7 @@ mod policy_pg;
 mod registry_pg;
 mod result_pg;
 mod robust_pg;
+mod schedules_pg;
 mod signal_pg;
 mod sql_start_pg;
 mod start_edges_pg;

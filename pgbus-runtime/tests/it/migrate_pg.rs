@@ -35,6 +35,7 @@ async fn a_fresh_schema_gets_every_table_and_a_bookkeeping_row() {
             "events",
             "pgbus_migrations",
             "runs",
+            "schedules",
             "signals",
             "steps",
             "worker_definitions",

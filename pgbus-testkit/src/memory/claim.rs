@@ -64,30 +64,7 @@ impl Rows {
         let signals = wait_for
             .map(|name| self.gate_signals(&step, &name))
             .unwrap_or_default();
-        // The latest batch of any attempt of the step, as claim.sql finds it.
-        let batch = self
-            .batches
-            .values()
-            .filter(|b| {
-                b.run_id == step.run_id
-                    && self
-                        .steps
-                        .get(&b.view.parent_step_id)
-                        .is_some_and(|parent| parent.view.step_name == step.view.step_name)
-            })
-            .max_by_key(|b| b.view.id)
-            .map(|b| BatchState {
-                id: b.view.id,
-                total: b.view.total,
-                finished: b.view.finished,
-                cancelled: b.view.cancelled,
-                open: b.view.status == BatchStatus::Open,
-                own: b.view.parent_step_id == step_id,
-                output: self
-                    .steps
-                    .get(&b.view.parent_step_id)
-                    .and_then(|parent| parent.view.output.clone()),
-            });
+        let batch = self.latest_batch(&step, step_id);
         let timed_out_before = step.reattempts > 0
             && self.runs.get(&step.run_id.0).is_some_and(|run| {
                 run.events.iter().any(|e| {
@@ -108,6 +85,7 @@ impl Rows {
             batch,
             timed_out_before,
             cancellation,
+            tick: self.run_tick(step.run_id),
             ..Claim::new(
                 step.run_id,
                 step.workflow.clone(),
@@ -264,4 +242,38 @@ fn run_plan_wait_for(run: &Run, step: &str) -> Option<String> {
         .iter()
         .find(|planned| planned.name == step)
         .and_then(|planned| planned.wait_for.clone())
+}
+
+impl Rows {
+    /// The latest batch of any attempt of `step` (row `step_id`), as
+    /// claim.sql finds it.
+    fn latest_batch(&self, step: &Step, step_id: i64) -> Option<BatchState> {
+        self.batches
+            .values()
+            .filter(|b| {
+                b.run_id == step.run_id
+                    && self
+                        .steps
+                        .get(&b.view.parent_step_id)
+                        .is_some_and(|parent| parent.view.step_name == step.view.step_name)
+            })
+            .max_by_key(|b| b.view.id)
+            .map(|b| BatchState {
+                id: b.view.id,
+                total: b.view.total,
+                finished: b.view.finished,
+                cancelled: b.view.cancelled,
+                open: b.view.status == BatchStatus::Open,
+                own: b.view.parent_step_id == step_id,
+                output: self
+                    .steps
+                    .get(&b.view.parent_step_id)
+                    .and_then(|parent| parent.view.output.clone()),
+            })
+    }
+
+    /// The schedule tick `run_id` was started for, if any.
+    fn run_tick(&self, run_id: RunId) -> Option<pgbus_runtime::schedule::Tick> {
+        self.runs.get(&run_id.0).and_then(|run| run.tick.clone())
+    }
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use chrono::{DateTime, Utc};
 use pgbus_runtime::client::checked_reason;
 use pgbus_runtime::engine::{Action, AttemptResult, RunStatus, SignalCheck};
+use pgbus_runtime::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
 use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, NewRun, Registration, Stalled, Store};
 use pgbus_runtime::{
     Error, Limits, ResultView, RunFilter, RunId, RunRead, RunSummary, RunView, SignalId,
@@ -199,5 +200,51 @@ impl Store for MemoryStore {
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
         Ok(self.rows().list_runs(filter))
+    }
+
+    async fn declare_schedules(&self, specs: &[ScheduleSpec]) -> Result<Vec<String>, Error> {
+        Ok(self.rows().declare_schedules(specs))
+    }
+
+    async fn create_schedule(&self, spec: &ScheduleSpec) -> Result<ScheduleView, Error> {
+        self.rows().create_schedule(spec)
+    }
+
+    async fn change_schedule(
+        &self,
+        name: &str,
+        change: &ScheduleChange,
+    ) -> Result<ScheduleView, Error> {
+        self.rows().change_schedule(name, change)
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<ScheduleView, Error> {
+        self.rows().delete_schedule(name)
+    }
+
+    async fn list_schedules(
+        &self,
+        workflow: Option<&str>,
+        name: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<ScheduleView>, Error> {
+        Ok(self.rows().list_schedules(workflow, name, limit))
+    }
+
+    async fn due_schedules(
+        &self,
+        workflows: &[String],
+        limit: i64,
+    ) -> Result<Vec<DueSchedule>, Error> {
+        Ok(self.rows().due_schedules(workflows, limit))
+    }
+
+    async fn fire_schedule(
+        &self,
+        definition: &'static WorkflowDefinition,
+        due: &DueSchedule,
+        max_ticks: usize,
+    ) -> Result<Fired, Error> {
+        self.rows().fire_schedule(definition, due, max_ticks)
     }
 }

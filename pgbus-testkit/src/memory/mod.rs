@@ -21,6 +21,7 @@ mod outcome;
 mod park;
 mod read;
 mod result;
+mod schedules;
 mod signal;
 mod start;
 mod upkeep;
@@ -52,6 +53,8 @@ struct Run {
     events: Vec<EventView>,
     /// Its signals, in order.
     signals: Vec<SignalView>,
+    /// The schedule tick it was started for (`runs.schedule_name`, `tick_at`).
+    tick: Option<pgbus_runtime::schedule::Tick>,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +123,8 @@ pub(crate) struct Rows {
     next_batch: i64,
     /// The sizes of inputs and signal payloads accepted.
     pub(crate) limits: Limits,
+    /// The `schedules` rows, by name.
+    schedules: BTreeMap<String, pgbus_runtime::schedule::ScheduleView>,
 }
 
 impl Rows {
@@ -141,6 +146,7 @@ impl Rows {
             batches: BTreeMap::new(),
             next_batch: 1,
             limits: Limits::default(),
+            schedules: BTreeMap::new(),
         }
     }
 

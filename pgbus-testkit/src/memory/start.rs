@@ -123,6 +123,7 @@ impl Rows {
                 step_ids: Vec::new(),
                 events: Vec::new(),
                 signals: Vec::new(),
+                tick: None,
             },
         );
         self.insert_step(id, definition.name, &first);

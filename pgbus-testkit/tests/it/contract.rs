@@ -423,6 +423,8 @@ mod registry;
 mod unrunnable;
 // Signals checked against the definitions (issue 19).
 mod signals;
+// Schedules (issue 20).
+mod schedules;
 // Start options and bulk starts (issue 20).
 mod starts;
 // A run's result (issue 20).

@@ -12,5 +12,6 @@ mod env;
 mod gates;
 mod harness;
 mod results;
+mod schedules;
 mod stress;
 mod unrunnable;

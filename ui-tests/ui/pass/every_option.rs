@@ -4,7 +4,7 @@
 
 use pgbus_runtime::prelude::*;
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct Order {
     id: i64,
 }
@@ -24,6 +24,9 @@ struct Everything;
     cancel_if = Self::cancelled,
     cancel_if = small,
     on_exception(matching(CardDeclined), action = "cancel"),
+    schedule = "0 */5 * * * *",
+    timezone = "Europe/Berlin",
+    catch_up = "all(10)",
 )]
 #[on_exception(handler = triage, report = "never")]
 impl Everything {
@@ -79,6 +82,12 @@ fn main() {
     let definition = <Everything as Workflow>::DEFINITION;
     assert_eq!(definition.entries.len(), 6);
     assert_eq!(definition.priority, 10);
+    let schedule = <Everything as Workflow>::SCHEDULE;
+    assert_eq!(schedule.map(|s| s.timezone), Some("Europe/Berlin"));
+    assert_eq!(
+        schedule.map(|s| (s.input)().ok()),
+        Some(Some(serde_json::json!({"id": 0})))
+    );
     assert!(
         definition
             .options_json

@@ -1,9 +1,10 @@
 //! The dashboard's pages: the frame they share and the runs list here, a
 //! run's page with its actions in `run`, the insights in `insights`, the
-//! live workers in `workers`.
+//! live workers in `workers`, the schedules in `schedules`.
 
 mod insights;
 mod run;
+mod schedules;
 mod workers;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use crate::commands::time;
 
 pub(crate) use insights::insights;
 pub(crate) use run::{act, run};
+pub(crate) use schedules::schedules;
 pub(crate) use workers::workers;
 
 /// A page in the dashboard's frame.
@@ -37,7 +39,7 @@ fn page(title: &str, body: &Markup) -> Markup {
             body {
                 header {
                     a.brand href="/" { "pgbus" }
-                    nav { a href="/" { "Runs" } a href="/insights" { "Insights" } a href="/workers" { "Workers" } }
+                    nav { a href="/" { "Runs" } a href="/insights" { "Insights" } a href="/workers" { "Workers" } a href="/schedules" { "Schedules" } }
                 }
                 main { h1 { (title) } (body) }
             }

@@ -6,6 +6,7 @@
 mod actions;
 mod deploy;
 mod reads;
+mod schedules;
 mod unrunnable;
 
 use pgbus_runtime::prelude::*;

@@ -217,6 +217,7 @@ async fn every_page_is_bounded_beside_a_million_runs() {
         "/?before=500000".to_owned(),
         "/?status=ready".to_owned(),
         "/workers".to_owned(),
+        "/schedules".to_owned(),
         format!("/runs/{}", big.0),
         format!("/runs/{}?show=5000", big.0),
         "/runs/500000".to_owned(),

@@ -4,6 +4,7 @@
 
 mod bounds;
 mod guards;
+mod schedules;
 mod workers;
 
 use std::fmt::Write as _;

@@ -77,7 +77,7 @@ WITH t AS (
     SET status = 'performing', updated_at = t.now, definition_digest = due.new_digest
     FROM due, t
     WHERE r.id = due.run_id
-    RETURNING r.id, r.input, r.step_plan
+    RETURNING r.id, r.input, r.step_plan, r.schedule_name, r.tick_at
 ), started AS (
     -- Per claimed row its `step_started`, preceded by a `definition_changed`
     -- when the digest changed, in that order.
@@ -98,6 +98,7 @@ WITH t AS (
 )
 SELECT c.id, c.run_id, c.workflow, c.step_name, c.attempt, c.reattempts,
        c.scheduled_at, c.started_at, c.timeout_ms, c.waiting_since, m.input,
+       m.schedule_name, m.tick_at,
        (SELECT coalesce(jsonb_object_agg(o.step_name, o.output), '{}'::jsonb)
         FROM (SELECT DISTINCT ON (p.step_name) p.step_name, p.output
               FROM {schema}.steps p

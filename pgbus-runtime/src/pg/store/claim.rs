@@ -118,6 +118,10 @@ impl PgStore {
                     _ => BTreeMap::new(),
                 },
                 waiting_since: row.get("waiting_since"),
+                tick: match (row.get("schedule_name"), row.get("tick_at")) {
+                    (Some(schedule), Some(at)) => Some(crate::schedule::Tick { schedule, at }),
+                    _ => None,
+                },
                 ..claim_of_step_row(row)
             });
         }

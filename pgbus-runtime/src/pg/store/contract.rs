@@ -9,6 +9,7 @@ use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use crate::error::Error;
+use crate::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
 use crate::start_options::{NewRun, StartOptions};
 use crate::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
 use crate::view::{ResultView, RunFilter, RunRead, RunSummary, RunView};
@@ -150,5 +151,51 @@ impl Store for PgStore {
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
         Client::new(self.clone(), None).list_runs(filter).await
+    }
+
+    async fn declare_schedules(&self, specs: &[ScheduleSpec]) -> Result<Vec<String>, Error> {
+        Self::declare_schedules(self, specs).await
+    }
+
+    async fn create_schedule(&self, spec: &ScheduleSpec) -> Result<ScheduleView, Error> {
+        Self::create_schedule(self, spec).await
+    }
+
+    async fn change_schedule(
+        &self,
+        name: &str,
+        change: &ScheduleChange,
+    ) -> Result<ScheduleView, Error> {
+        Self::change_schedule(self, name, change).await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<ScheduleView, Error> {
+        Self::delete_schedule(self, name).await
+    }
+
+    async fn list_schedules(
+        &self,
+        workflow: Option<&str>,
+        name: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<ScheduleView>, Error> {
+        Self::list_schedules(self, workflow, name, limit).await
+    }
+
+    async fn due_schedules(
+        &self,
+        workflows: &[String],
+        limit: i64,
+    ) -> Result<Vec<DueSchedule>, Error> {
+        Self::due_schedules(self, workflows, limit).await
+    }
+
+    async fn fire_schedule(
+        &self,
+        definition: &'static WorkflowDefinition,
+        due: &DueSchedule,
+        max_ticks: usize,
+    ) -> Result<Fired, Error> {
+        Self::fire_schedule(self, definition, due, max_ticks).await
     }
 }

@@ -156,6 +156,7 @@ mod contract;
 mod outcome;
 mod park;
 mod result;
+mod schedules;
 mod signal;
 mod start;
 #[cfg(test)]
