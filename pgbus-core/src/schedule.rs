@@ -70,6 +70,20 @@ pub const MAX_CATCH_UP_LIMIT: u32 = 1_000;
 /// The zone of a schedule that names none.
 pub const DEFAULT_ZONE: &str = "UTC";
 
+/// How much of a refused expression or zone an error quotes, in characters
+/// (the rest is cut with `…`): an error about a megabyte of text is not a
+/// megabyte long.
+pub const MAX_QUOTED_CHARS: usize = 64;
+
+/// `text` cut to [`MAX_QUOTED_CHARS`] characters, with `…` when cut.
+#[must_use]
+pub fn quoted(text: &str) -> String {
+    match text.char_indices().nth(MAX_QUOTED_CHARS) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
 /// Why an expression, a zone, a catch-up policy or a name was refused. Each
 /// variant names the field it is about ([`ScheduleError::field`]): `schedule`
 /// (the expression), `timezone`, `catch_up` or `name`.
@@ -78,7 +92,7 @@ pub const DEFAULT_ZONE: &str = "UTC";
 pub enum ScheduleError {
     /// The expression does not parse.
     Expression {
-        /// The expression as written.
+        /// The expression as written (cut to [`MAX_QUOTED_CHARS`]).
         expression: String,
         /// What is wrong with it.
         reason: String,
@@ -91,14 +105,14 @@ pub enum ScheduleError {
     },
     /// The zone is not an IANA time zone name.
     Zone {
-        /// The zone as written.
+        /// The zone as written (cut to [`MAX_QUOTED_CHARS`]).
         zone: String,
         /// A close name, when one is.
         suggestion: Option<&'static str>,
     },
     /// The catch-up policy is not `skip`, `one`, `all` or `all(N)`.
     CatchUp {
-        /// The policy as written.
+        /// The policy as written (cut to [`MAX_QUOTED_CHARS`]).
         found: String,
         /// What is wrong with it.
         reason: String,
@@ -299,7 +313,7 @@ impl Cron {
 /// year field, day of month and day of week OR-ed.
 fn parse_expression(expression: &str) -> Result<croner::Cron, ScheduleError> {
     let refuse = |reason: String| ScheduleError::Expression {
-        expression: expression.to_owned(),
+        expression: quoted(expression),
         reason,
     };
     if expression.chars().count() > MAX_EXPRESSION_CHARS {
@@ -343,7 +357,7 @@ fn describe(error: &croner::errors::CronError) -> String {
 /// An IANA zone by its exact name.
 fn parse_zone(zone: &str) -> Result<Tz, ScheduleError> {
     Tz::from_str(zone).map_err(|_| ScheduleError::Zone {
-        zone: zone.to_owned(),
+        zone: quoted(zone),
         suggestion: closest_zone(zone),
     })
 }
@@ -358,6 +372,12 @@ pub fn check_zone(zone: &str) -> Result<(), ScheduleError> {
 
 /// The zone name closest to `found` (case aside, or within a few edits).
 fn closest_zone(found: &str) -> Option<&'static str> {
+    // No zone name is 40 characters long, so none is within three edits of a
+    // longer text; and the edit distance costs its length times each name's,
+    // so a megabyte of text would take minutes of CPU to compare.
+    if found.chars().count() > 40 {
+        return None;
+    }
     let lower = found.to_lowercase();
     if let Some(zone) = chrono_tz::TZ_VARIANTS
         .iter()
@@ -489,7 +509,7 @@ impl FromStr for CatchUp {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let refuse = |reason: String| ScheduleError::CatchUp {
-            found: text.to_owned(),
+            found: quoted(text),
             reason,
         };
         match text {

@@ -147,11 +147,13 @@ pub struct ScheduleSpec {
 }
 
 impl ScheduleSpec {
-    /// Checks `name`, `schedule` and `input` (against `limits`).
+    /// Checks `name`, `schedule`, `workflow` (see
+    /// [`MAX_SCHEDULE_WORKFLOW_CHARS`]) and `input` (against `limits`).
     ///
     /// # Errors
     /// [`Error::InvalidSchedule`] naming the field (`name`, `schedule`,
-    /// `timezone`, `catch_up` or `input`).
+    /// `timezone`, `catch_up`, `workflow` or `input`); its `name` is cut to
+    /// [`MAX_QUOTED_CHARS`](pgbus_core::schedule::MAX_QUOTED_CHARS).
     pub fn new(
         name: &str,
         workflow: &str,
@@ -159,17 +161,24 @@ impl ScheduleSpec {
         input: Value,
         limits: &Limits,
     ) -> Result<Self, Error> {
+        // The name as the error quotes it: a refused one may be megabytes.
+        let quoted = pgbus_core::schedule::quoted(name);
         let invalid = |error: &ScheduleError| Error::InvalidSchedule {
-            name: name.to_owned(),
+            name: quoted.clone(),
             field: error.field(),
             reason: error.to_string(),
         };
         check_schedule_name(name).map_err(|e| invalid(&e))?;
         let cron = schedule.check().map_err(|e| invalid(&e))?;
+        check_workflow(workflow).map_err(|reason| Error::InvalidSchedule {
+            name: quoted.clone(),
+            field: "workflow",
+            reason: format!("`workflow`: {reason}"),
+        })?;
         limits
             .check_input(&input)
             .map_err(|error| Error::InvalidSchedule {
-                name: name.to_owned(),
+                name: quoted.clone(),
                 field: "input",
                 reason: format!("`input`: {error}"),
             })?;
@@ -181,6 +190,33 @@ impl ScheduleSpec {
             input,
         })
     }
+}
+
+/// The longest workflow name a schedule takes, in characters.
+pub const MAX_SCHEDULE_WORKFLOW_CHARS: usize = 255;
+
+/// Checks the workflow a schedule starts, named at run time by
+/// [`Client::create_schedule_of`](crate::Client::create_schedule_of) and
+/// `pgbus schedules create --workflow`: 1 to [`MAX_SCHEDULE_WORKFLOW_CHARS`]
+/// characters, none of them control or invisible ones. No worker registers a
+/// workflow named otherwise, so such a schedule would never fire, and its row
+/// would be listed by every `pgbus schedules list` and dashboard page.
+fn check_workflow(workflow: &str) -> Result<(), String> {
+    if workflow.trim().is_empty() {
+        return Err("a workflow name cannot be empty or only whitespace".to_owned());
+    }
+    if workflow.chars().count() > MAX_SCHEDULE_WORKFLOW_CHARS {
+        return Err(format!(
+            "a workflow name is at most {MAX_SCHEDULE_WORKFLOW_CHARS} characters"
+        ));
+    }
+    if workflow
+        .chars()
+        .any(|c| c.is_control() || pgbus_core::is_invisible(c))
+    {
+        return Err("a workflow name cannot hold control or invisible characters".to_owned());
+    }
+    Ok(())
 }
 
 /// A schedule declared in code with `#[workflow(schedule = "...")]`: the

@@ -310,3 +310,31 @@ fn schedule_names() {
     assert!(check_schedule_name(&"x".repeat(201)).is_err());
     assert!(check_schedule_name(&"x".repeat(200)).is_ok());
 }
+
+#[test]
+fn a_huge_refused_value_is_quoted_cut_and_not_compared_to_every_zone() {
+    // A megabyte of zone: no did-you-mean (comparing it with ~600 names by
+    // edit distance took minutes of CPU), and the error quotes 64 characters.
+    let huge = "Europe/Berlin".repeat(80_000);
+    let error = Cron::parse("* * * * * *", &huge).unwrap_err();
+    assert!(
+        matches!(&error, ScheduleError::Zone { suggestion: None, zone } if zone.chars().count() == MAX_QUOTED_CHARS + 1),
+        "{error:?}"
+    );
+    assert!(error.to_string().len() < 400, "{error}");
+    // A near miss still gets its suggestion.
+    assert!(matches!(
+        Cron::parse("* * * * * *", "Europe/Berln"),
+        Err(ScheduleError::Zone {
+            suggestion: Some("Europe/Berlin"),
+            ..
+        })
+    ));
+    let error = Cron::parse(&"1 ".repeat(100_000), "UTC").unwrap_err();
+    assert_eq!(error.field(), "schedule");
+    assert!(error.to_string().len() < 400, "{error}");
+    let error = "x".repeat(100_000).parse::<CatchUp>().unwrap_err();
+    assert_eq!(error.field(), "catch_up");
+    assert!(error.to_string().len() < 400, "{error}");
+    assert_eq!(quoted("ünïcödé"), "ünïcödé");
+}

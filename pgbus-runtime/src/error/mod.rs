@@ -355,12 +355,13 @@ pub enum Error {
     /// A worker was built with nothing to run.
     #[error("a worker needs at least one registered workflow and one queue")]
     NothingToRun,
-    /// A schedule's name, expression, zone, catch-up policy or input was
-    /// refused; `field` names which (`name`, `schedule`, `timezone`,
-    /// `catch_up`, `input`), and `reason` says why, starting with it.
+    /// A schedule's name, expression, zone, catch-up policy, workflow or
+    /// input was refused; `field` names which (`name`, `schedule`,
+    /// `timezone`, `catch_up`, `workflow`, `input`), and `reason` says why,
+    /// starting with it.
     #[error("schedule `{name}`: {reason}")]
     InvalidSchedule {
-        /// The schedule's name as given.
+        /// The schedule's name as given (cut to 64 characters with `…`).
         name: String,
         /// The field refused.
         field: &'static str,

@@ -240,3 +240,36 @@ fn a_ticks_key_names_schedule_and_time() {
         "schedule:nightly:2026-01-01T01:02:03Z"
     );
 }
+
+#[test]
+fn a_run_time_workflow_name_is_checked_and_a_huge_name_is_quoted_cut() {
+    let check = |name: &str, workflow: &str| {
+        ScheduleSpec::new(
+            name,
+            workflow,
+            &Schedule::cron("@daily"),
+            json!(null),
+            &Limits::default(),
+        )
+    };
+    // No worker registers these: the schedule would never fire, and a huge
+    // one would be read by every listing.
+    for workflow in ["", "  ", "a\nb", "a\u{200b}b", &"w".repeat(256)] {
+        match check("nightly", workflow) {
+            Err(Error::InvalidSchedule { field, reason, .. }) => {
+                assert_eq!(field, "workflow");
+                assert!(reason.starts_with("`workflow`: "), "{reason}");
+            }
+            other => panic!("{workflow:?}: {other:?}"),
+        }
+    }
+    assert!(check("nightly", &"w".repeat(255)).is_ok());
+    assert!(check("nightly", "orders.fulfil").is_ok());
+    // A megabyte of name is refused by a short error.
+    let error = check(&"n".repeat(1_000_000), "reports").unwrap_err();
+    assert!(error.to_string().len() < 400, "{error}");
+    assert!(matches!(
+        error,
+        Error::InvalidSchedule { field: "name", .. }
+    ));
+}
