@@ -338,8 +338,16 @@ pub struct ScheduleView {
     pub timezone: String,
     /// The catch-up policy's stored form (`skip`, `one`, `all(N)`).
     pub catch_up: String,
-    /// The input of every run it starts.
+    /// The input of every run it starts; `null` in a listing
+    /// ([`Self::input_omitted`]).
     pub input: Value,
+    /// `true` when read in a listing (every schedule, or a workflow's): an
+    /// input may hold up to the input limit (1 MiB), so a listing of up to
+    /// [`MAX_SCHEDULES_LISTED`] rows leaves inputs out and stays small; the
+    /// read of one schedule by name ([`Client::schedule`](crate::Client::schedule),
+    /// `pgbus schedules show`) carries it.
+    #[serde(default)]
+    pub input_omitted: bool,
     /// Declared in code, or created through the client.
     pub origin: ScheduleOrigin,
     /// The next tick to fire; `None` when no tick is ahead.
@@ -377,6 +385,7 @@ impl ScheduleView {
             timezone: spec.cron.zone().to_owned(),
             catch_up: spec.catch_up.to_string(),
             input: spec.input.clone(),
+            input_omitted: false,
             origin,
             next_tick_at: spec.cron.next_after(now),
             last_tick_at: None,
@@ -396,6 +405,15 @@ impl ScheduleView {
     #[must_use]
     pub const fn is_paused(&self) -> bool {
         self.paused_at.is_some()
+    }
+
+    /// This row as a listing shows it: without its input (see
+    /// [`Self::input_omitted`]). What both stores return for a listing.
+    #[must_use]
+    pub fn listed(mut self) -> Self {
+        self.input = Value::Null;
+        self.input_omitted = true;
+        self
     }
 }
 

@@ -295,7 +295,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<ScheduleView, Error>> + Send;
 
     /// Schedules by name, at most `limit`: those of `workflow`, the one named
-    /// `name`, or all.
+    /// `name`, or all. Without `name`, a listing: each row without its input
+    /// ([`ScheduleView::listed`](crate::schedule::ScheduleView::listed)).
     fn list_schedules(
         &self,
         workflow: Option<&str>,

@@ -81,7 +81,13 @@ impl Rows {
             .filter(|row| workflow.is_none_or(|w| row.workflow == w))
             .filter(|row| name.is_none_or(|n| row.name == n))
             .take(limit)
-            .cloned()
+            .map(|row| {
+                if name.is_none() {
+                    row.clone().listed()
+                } else {
+                    row.clone()
+                }
+            })
             .collect()
     }
 

@@ -24,6 +24,7 @@ fn schedule_of_row(row: &tokio_postgres::Row) -> Result<ScheduleView, Error> {
         timezone: row.try_get("timezone")?,
         catch_up: row.try_get("catch_up")?,
         input: row.try_get("input")?,
+        input_omitted: false,
         origin: parse_stored(&row.try_get::<_, String>("origin")?)?,
         next_tick_at: row.try_get("next_tick_at")?,
         last_tick_at: row.try_get("last_tick_at")?,
@@ -204,7 +205,13 @@ impl PgStore {
             .query(&*guarded, &[&workflow, &name, &limit])
             .await;
         guarded.finish();
-        rows?.iter().map(schedule_of_row).collect()
+        rows?
+            .iter()
+            .map(|row| {
+                let view = schedule_of_row(row)?;
+                Ok(if name.is_none() { view.listed() } else { view })
+            })
+            .collect()
     }
 
     pub(crate) async fn due_schedules(

@@ -327,7 +327,39 @@ async fn managed_verbs_and_their_errors<C: Clocked>(clocked: C) {
     );
 }
 
+/// A listing leaves inputs out (each may be up to 1 MiB, a page holds up to
+/// 1,000 rows); a read by name carries it.
+async fn a_listing_leaves_inputs_out<C: Clocked>(clocked: C) {
+    let store = clocked.store();
+    for name in ["a", "b"] {
+        store
+            .create_schedule(&spec(name, &Schedule::cron("0 0 * * * *")))
+            .await
+            .expect("created");
+    }
+    let listed = store.list_schedules(None, None, 10).await.expect("listed");
+    assert_eq!(listed.len(), 2);
+    assert!(
+        listed
+            .iter()
+            .all(|s| s.input_omitted && s.input == serde_json::Value::Null)
+    );
+    let of_workflow = store
+        .list_schedules(Some(Pair::DEFINITION.name), None, 10)
+        .await
+        .expect("listed");
+    assert!(of_workflow.iter().all(|s| s.input_omitted));
+    let one = store
+        .list_schedules(None, Some("b"), 1)
+        .await
+        .expect("read by name");
+    assert_eq!(one.len(), 1);
+    assert!(!one[0].input_omitted);
+    assert_eq!(one[0].input, serde_json::json!(7));
+}
+
 both_stores!(
+    a_listing_leaves_inputs_out,
     each_tick_starts_one_run,
     a_stale_fire_changes_nothing,
     an_outage_is_caught_up_as_each_policy_says,
