@@ -30,6 +30,7 @@ mod sweep_pg;
 mod tls_cluster;
 mod tls_pg;
 mod unrunnable_pg;
+mod wire;
 mod worker_pg;
 
 use std::future::Future;

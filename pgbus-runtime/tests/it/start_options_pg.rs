@@ -4,18 +4,14 @@
 //! proxy that reads the protocol), all or none, in the caller's transaction
 //! too; concurrent bulk starts with common keys start each key once.
 
-use std::fmt::Write as _;
-use std::io::{Read as _, Write as _};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
 use pgbus_runtime::{Database, Error, RunStatus, StartOptions, Started, Worker};
 
-use crate::pg::{TestDb, at_ms, database_url, t0};
+use crate::pg::{TestDb, at_ms, t0};
 use crate::start_in_pg::own_connection;
+use crate::wire::WireCounter;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Parcel {
@@ -55,119 +51,8 @@ fn keyed(prefix: &str, ids: impl IntoIterator<Item = i64>) -> Vec<(Parcel, Start
         .collect()
 }
 
-/// A proxy in front of the test server that counts the client's round trips:
-/// every `Sync` (the end of an extended-protocol exchange: a prepared
-/// statement's Bind/Execute, an unnamed Parse/Bind/Execute, a Prepare) and
-/// every simple `Query` (`BEGIN`, `COMMIT`) the client sends. It reads the
-/// frontend protocol (a startup packet, then typed messages), so the count
-/// does not depend on how the bytes were split into TCP packets.
-struct Counting {
-    port: u16,
-    trips: Arc<AtomicUsize>,
-}
-
-impl Counting {
-    fn start() -> Self {
-        let config: tokio_postgres::Config = database_url().parse().expect("a test URL");
-        let host = match config.get_hosts().first() {
-            Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
-            _ => "127.0.0.1".to_owned(),
-        };
-        let upstream = format!(
-            "{host}:{}",
-            config.get_ports().first().copied().unwrap_or(5432)
-        );
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
-        let port = listener.local_addr().expect("an address").port();
-        let trips = Arc::new(AtomicUsize::new(0));
-        let counted = Arc::clone(&trips);
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { continue };
-                let Ok(server) = TcpStream::connect(&upstream) else {
-                    continue;
-                };
-                let (Ok(from_server), Ok(to_client)) = (server.try_clone(), client.try_clone())
-                else {
-                    continue;
-                };
-                std::thread::spawn(move || {
-                    let (mut from, mut to) = (from_server, to_client);
-                    let _ = std::io::copy(&mut from, &mut to);
-                    let _ = to.shutdown(Shutdown::Both);
-                });
-                let counted = Arc::clone(&counted);
-                std::thread::spawn(move || {
-                    let _ = relay_counting(client, server, &counted);
-                });
-            }
-        });
-        Self { port, trips }
-    }
-
-    /// The round trips counted so far.
-    fn trips(&self) -> usize {
-        self.trips.load(Ordering::SeqCst)
-    }
-
-    /// A connection string through the proxy, without TLS (so the proxy
-    /// can read the messages).
-    fn url(&self) -> String {
-        let config = pgbus_testkit::raw_config(&database_url()).expect("a test URL");
-        let mut url = format!(
-            "host=127.0.0.1 port={} dbname={} sslmode=disable",
-            self.port,
-            config.get_dbname().unwrap_or("postgres")
-        );
-        if let Some(user) = config.get_user() {
-            let _ = write!(url, " user={user}");
-        }
-        if let Some(password) = config.get_password() {
-            let _ = write!(url, " password={}", String::from_utf8_lossy(password));
-        }
-        url
-    }
-}
-
-/// Copies the client's messages to the server, counting `Sync` (`S`) and
-/// `Query` (`Q`) messages.
-fn relay_counting(
-    mut client: TcpStream,
-    mut server: TcpStream,
-    trips: &AtomicUsize,
-) -> std::io::Result<()> {
-    // Untyped startup packets: an SSL or GSS encryption request (answered
-    // with one byte, then another packet), then the startup message.
-    loop {
-        let mut len = [0_u8; 4];
-        client.read_exact(&mut len)?;
-        let mut body = vec![0_u8; (u32::from_be_bytes(len) as usize).saturating_sub(4)];
-        client.read_exact(&mut body)?;
-        server.write_all(&len)?;
-        server.write_all(&body)?;
-        let code = body
-            .get(..4)
-            .map_or(0, |c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
-        if code != 80_877_103 && code != 80_877_104 {
-            break;
-        }
-    }
-    loop {
-        let mut header = [0_u8; 5];
-        client.read_exact(&mut header)?;
-        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
-        let mut body = vec![0_u8; len.saturating_sub(4)];
-        client.read_exact(&mut body)?;
-        if matches!(header[0], b'S' | b'Q') {
-            trips.fetch_add(1, Ordering::SeqCst);
-        }
-        server.write_all(&header)?;
-        server.write_all(&body)?;
-    }
-}
-
 /// The round trips `work` makes through `proxy`.
-async fn trips_of<T>(proxy: &Counting, work: impl Future<Output = T>) -> (usize, T) {
+async fn trips_of<T>(proxy: &WireCounter, work: impl Future<Output = T>) -> (usize, T) {
     let before = proxy.trips();
     let out = work.await;
     (proxy.trips() - before, out)
@@ -176,7 +61,7 @@ async fn trips_of<T>(proxy: &Counting, work: impl Future<Output = T>) -> (usize,
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_many_takes_the_same_round_trips_for_three_runs_as_for_five_hundred() {
     let t = TestDb::new().await;
-    let proxy = Counting::start();
+    let proxy = WireCounter::start();
     let db = Database::connect_with(&proxy.url(), t.db.schema().clone(), t.db.clock().clone())
         .await
         .expect("connect through the proxy");
@@ -230,7 +115,7 @@ async fn start_many_takes_the_same_round_trips_for_three_runs_as_for_five_hundre
 async fn start_many_in_a_callers_transaction_is_one_statement_and_commits_with_it() {
     let t = TestDb::new().await;
     let client = t.client();
-    let proxy = Counting::start();
+    let proxy = WireCounter::start();
     let config = pgbus_testkit::raw_config(&proxy.url()).expect("a URL");
     let mut app = pgbus_testkit::connect_raw(&config)
         .await
