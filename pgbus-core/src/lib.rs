@@ -5,6 +5,8 @@
 //!
 //! - [`duration`]: the duration grammar of `wait = "1h30m"` and friends;
 //! - [`digest`]: the definition digest stored on every run;
+//! - [`flow`]: the rate grammar of `rate_limit = "10/1s"`, who holds a
+//!   concurrency slot, and what a missed deadline does;
 //! - [`names`]: the signal name rules of `wait_for` and `Client::signal`, and the
 //!   invisible characters no name may hold;
 //! - [`schedule`]: cron expressions, time zones and catch-up policies of
@@ -17,6 +19,7 @@
 pub mod defaults;
 pub mod digest;
 pub mod duration;
+pub mod flow;
 pub mod names;
 pub mod schedule;
 pub mod vocab;
@@ -24,6 +27,7 @@ pub mod vocab;
 pub use digest::{DIGEST_HEX_LEN, definition_digest, entries_json, sha256_hex};
 pub use duration::format_duration_ms;
 pub use duration::{DurationError, MAX_DURATION_MS, parse_duration_ms};
+pub use flow::{DeadlineAction, Rate, RateError, SlotHolder, parse_rate};
 pub use names::{MAX_SIGNAL_NAME_CHARS, check_signal_name, is_invisible};
 pub use vocab::{
     EntryKind, ExceptionAction, FailureAction, OnTimeout, Report, UnknownWord, backticked, closest,

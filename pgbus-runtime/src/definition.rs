@@ -10,7 +10,9 @@
 use std::time::Duration;
 
 use crate::error::StepError;
-pub use pgbus_core::{EntryKind, ExceptionAction, FailureAction, OnTimeout, Report};
+pub use pgbus_core::{
+    DeadlineAction, EntryKind, ExceptionAction, FailureAction, OnTimeout, Rate, Report, SlotHolder,
+};
 
 pub use pgbus_core::defaults::{DEFAULT_MAX_REATTEMPTS, DEFAULT_QUEUE, DEFAULT_REATTEMPT_WAIT_MS};
 
@@ -34,6 +36,9 @@ pub struct WorkflowDefinition {
     pub on_exception: &'static [ExceptionPolicy],
     /// Steps, fan-outs and gravestones, in declaration order.
     pub entries: &'static [Entry],
+    /// Concurrency limits, rate limits and the deadline the workflow declares
+    /// ([`FlowControl::NONE`] when it declares none).
+    pub flow: FlowControl,
     /// The definition digest: SHA-256 hex of the `[name, kind]` list (see
     /// [`pgbus_core::digest`]). Changes with the step list, never with options.
     pub digest: &'static str,
@@ -110,6 +115,9 @@ pub struct StepOptions {
     pub on_batch_failure: Option<FailureAction>,
     /// Step-level exception policies in declaration order.
     pub on_exception: &'static [ExceptionPolicy],
+    /// `rate_limit = "10/1s"`: at most this many starts of this step in any
+    /// window, fleet-wide.
+    pub rate_limit: Option<Rate>,
 }
 
 impl StepOptions {
@@ -123,6 +131,65 @@ impl StepOptions {
     #[must_use]
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout_ms.map(Duration::from_millis)
+    }
+}
+
+/// A workflow's flow control: what the claim holds its steps back for, and
+/// when a run is given up. Declared with `#[workflow(concurrency = N,
+/// key = Self::method, key_concurrency = N, slot = "step" | "run",
+/// rate_limit = "N/period", key_rate_limit = "N/period", deadline = "...",
+/// on_deadline = "cancel" | "pause")]`; enforced by every store's claim
+/// fleet-wide (see the runtime guide's "Flow control").
+///
+/// Where the ideas come from: DBOS queues (global and per-partition
+/// concurrency, rate limiters), Hatchet's and Inngest's concurrency keys and
+/// throttles, Temporal's workflow execution timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowControl {
+    /// At most this many of the workflow's slots held at once, fleet-wide.
+    pub concurrency: Option<u32>,
+    /// Whether the workflow derives a concurrency key from its input
+    /// (`key = Self::method`, called through
+    /// [`Workflow::concurrency_key`](crate::Workflow::concurrency_key)); a
+    /// start may give one too
+    /// ([`StartOptions::concurrency_key`](crate::StartOptions::concurrency_key)).
+    pub has_key: bool,
+    /// At most this many slots held at once per key.
+    pub key_concurrency: Option<u32>,
+    /// What holds a slot: an in-progress step (default) or the whole run.
+    pub slot: SlotHolder,
+    /// At most this many step starts of the workflow per window.
+    pub rate_limit: Option<Rate>,
+    /// At most this many step starts per key per window.
+    pub key_rate_limit: Option<Rate>,
+    /// How long a run may take, in milliseconds from its start time (its
+    /// `at` or `delay` if given); a start may set its own.
+    pub deadline_ms: Option<u64>,
+    /// What a run past its deadline becomes.
+    pub on_deadline: DeadlineAction,
+}
+
+impl FlowControl {
+    /// No limits, no deadline.
+    pub const NONE: Self = Self {
+        concurrency: None,
+        has_key: false,
+        key_concurrency: None,
+        slot: SlotHolder::Step,
+        rate_limit: None,
+        key_rate_limit: None,
+        deadline_ms: None,
+        on_deadline: DeadlineAction::Cancel,
+    };
+
+    /// Whether any concurrency or rate limit applies to the workflow's runs
+    /// (a step's own rate limit aside).
+    #[must_use]
+    pub const fn limits(&self) -> bool {
+        self.concurrency.is_some()
+            || self.key_concurrency.is_some()
+            || self.rate_limit.is_some()
+            || self.key_rate_limit.is_some()
     }
 }
 

@@ -36,8 +36,9 @@ pub use connection::SslMode;
 pub use context::{Limits, RunId, Signal, SignalId, StepCx};
 pub use database::{DEFAULT_DATABASE_URL, DEFAULT_POOL_SIZE, Database, DatabaseBuilder};
 pub use definition::{
-    Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy, FailureAction, GuardRef,
-    HandlerRef, OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,
+    DeadlineAction, Entry, EntryKind, ErrorMatcher, ExceptionAction, ExceptionPolicy,
+    FailureAction, FlowControl, GuardRef, HandlerRef, OnTimeout, PolicyAction, Rate, Report,
+    SlotHolder, StepOptions, WaitFor, WorkflowDefinition,
 };
 pub use engine::{
     Action, BatchStatus, EventKind, IllegalMove, OnPause, RunStatus, StepOutcome, StepStatus,
@@ -77,8 +78,9 @@ pub mod prelude {
 pub mod __private {
     pub use crate::context::{Signal, StepCx};
     pub use crate::definition::{
-        Entry, EntryKind, ErrorMatcher, ExceptionPolicy, FailureAction, GuardRef, HandlerRef,
-        OnTimeout, PolicyAction, Report, StepOptions, WaitFor, WorkflowDefinition,
+        DeadlineAction, Entry, EntryKind, ErrorMatcher, ExceptionPolicy, FailureAction,
+        FlowControl, GuardRef, HandlerRef, OnTimeout, PolicyAction, Rate, Report, SlotHolder,
+        StepOptions, WaitFor, WorkflowDefinition,
     };
     pub use crate::error::StepError;
     pub use crate::fan_out::FanOut;
@@ -111,6 +113,7 @@ pub mod __private {
         cancel_if: &[],
         on_exception: &[],
         entries: &[],
+        flow: crate::definition::FlowControl::NONE,
         digest: "",
         options_digest: "",
         options_json: "",

@@ -94,6 +94,8 @@ pub struct StartOptions {
     start_at: Option<StartAt>,
     queue: Option<String>,
     priority: Option<i16>,
+    concurrency_key: Option<String>,
+    deadline: Option<StartAt>,
 }
 
 impl StartOptions {
@@ -142,6 +144,44 @@ impl StartOptions {
     pub fn priority(mut self, priority: i16) -> Self {
         self.priority = Some(priority);
         self
+    }
+
+    /// The run's concurrency key, replacing the one the workflow's
+    /// `key = Self::method` derives from the input (a workflow without a key
+    /// method takes one this way only): its runs share the workflow's
+    /// `key_concurrency` and `key_rate_limit` with every run of the same key.
+    /// 1 to 255 characters of visible text, as an idempotency key.
+    pub fn concurrency_key(mut self, key: impl Into<String>) -> Self {
+        self.concurrency_key = Some(key.into());
+        self
+    }
+
+    /// The run's deadline, replacing the workflow's `deadline`: a run not
+    /// ended by `at` is cancelled or paused as the workflow's `on_deadline`
+    /// says. Replaces an earlier [`StartOptions::deadline_after`].
+    pub fn deadline(mut self, at: DateTime<Utc>) -> Self {
+        self.deadline = Some(StartAt::At(at));
+        self
+    }
+
+    /// The run's deadline, `after` its start time (its [`StartOptions::at`]
+    /// or [`StartOptions::delay`], else the start itself), replacing the
+    /// workflow's `deadline`. Replaces an earlier [`StartOptions::deadline`].
+    pub fn deadline_after(mut self, after: Duration) -> Self {
+        self.deadline = Some(StartAt::After(after));
+        self
+    }
+
+    /// The concurrency key given at start, if any.
+    #[must_use]
+    pub fn run_concurrency_key(&self) -> Option<&str> {
+        self.concurrency_key.as_deref()
+    }
+
+    /// The deadline given at start, if any.
+    #[must_use]
+    pub const fn run_deadline(&self) -> Option<StartAt> {
+        self.deadline
     }
 
     /// The idempotency key, if any.

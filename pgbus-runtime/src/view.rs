@@ -39,6 +39,11 @@ pub struct RunView {
     pub input: Value,
     /// The idempotency key it was started with.
     pub idempotency_key: Option<String>,
+    /// Its concurrency key (given at start, else derived from the input by
+    /// the workflow's `key` method), if it has one.
+    pub concurrency_key: Option<String>,
+    /// When it is cancelled or paused if not ended, if it has a deadline.
+    pub deadline_at: Option<DateTime<Utc>>,
     /// Error class of the step error the run paused on.
     pub error_class: Option<String>,
     /// Error message of the step error the run paused on.
@@ -414,6 +419,16 @@ pub struct StepView {
     pub waiting_for: Option<String>,
     /// When the row first parked: its `wait_timeout` counts from here.
     pub waiting_since: Option<DateTime<Utc>>,
+    /// The concurrency limit holding this due row back, as its limit key
+    /// (`workflow:<workflow>`, `key:<workflow>:<key>` or `queue:<queue>`):
+    /// the row waits, out of the claim's way, until a slot of that key is
+    /// given back. `None` when no limit holds it.
+    pub held_by: Option<String>,
+    /// The rate limit whose window this row waits for, as its rate key
+    /// (`workflow:<workflow>`, `step:<workflow>/<step>` or
+    /// `key:<workflow>:<key>`): `scheduled_at` is when the window lets it
+    /// start. `None` when no rate holds it.
+    pub throttled_by: Option<String>,
     /// When the row was written (the previous step's outcome, or the run's
     /// start): `scheduled_at` minus this is the time it waited to be due.
     pub created_at: DateTime<Utc>,

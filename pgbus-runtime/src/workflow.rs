@@ -43,6 +43,17 @@ pub trait Workflow: Send + Sync + 'static {
     /// the schedule named after the workflow (see [`crate::schedule`]).
     const SCHEDULE: Option<&'static crate::schedule::DeclaredSchedule> = None;
 
+    /// The concurrency key of a run with `input`, from the method
+    /// `#[workflow(key = Self::method)]` names (`fn method(input: &Input) ->
+    /// impl Into<String>`); `None` when the workflow declares no key. A key
+    /// given at start ([`StartOptions::concurrency_key`](crate::StartOptions::concurrency_key))
+    /// wins over it.
+    #[must_use]
+    fn concurrency_key(input: &Self::Input) -> Option<String> {
+        let _ = input;
+        None
+    }
+
     /// Runs the body of entry `entry` (an index into `DEFINITION.entries`). `fan`
     /// is the batch for a `#[fan_out]` step and unused otherwise. An index that is
     /// not a live step resolves to a `StepNotDefined` error.

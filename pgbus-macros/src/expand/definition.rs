@@ -62,6 +62,7 @@ pub(super) fn static_definition(def: &WorkflowDef) -> (TokenStream, Tables<'_>) 
             cancel_if: &[#(#cancel_if),*],
             on_exception: &[#(#policies),*],
             entries: &[#(#entries),*],
+            flow: #p::FlowControl::NONE,
             digest: #digest,
             options_digest: #options_digest,
             options_json: #options_json,
@@ -125,6 +126,7 @@ fn entry_tokens<'a>(p: &TokenStream, entry: &'a EntryDef, tables: &mut Tables<'a
                 wait_for: #wait_for,
                 on_batch_failure: #on_batch_failure,
                 on_exception: &[#(#policies),*],
+                rate_limit: ::core::option::Option::None,
             },
         }
     }

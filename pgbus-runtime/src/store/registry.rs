@@ -123,6 +123,9 @@ pub struct Registration<'a> {
     pub concurrency: usize,
     /// The definitions it runs, one per workflow.
     pub definitions: &'a [&'static WorkflowDefinition],
+    /// The queue concurrency limits it declares
+    /// (`WorkerBuilder::queue_concurrency`): `(queue, limit)`.
+    pub queue_limits: &'a [(String, u32)],
 }
 
 /// A definition's entries as the registry stores them (`definitions.step_plan`):

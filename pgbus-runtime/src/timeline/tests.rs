@@ -31,6 +31,8 @@ fn row(id: i64, due: i64) -> StepView {
         error_causes: Vec::new(),
         waiting_for: None,
         waiting_since: None,
+        held_by: None,
+        throttled_by: None,
         created_at: at(0),
     }
 }
@@ -236,6 +238,8 @@ fn run(status: RunStatus, events: Vec<EventView>, updated: i64) -> RunView {
         options_digest: String::new(),
         input: serde_json::Value::Null,
         idempotency_key: None,
+        concurrency_key: None,
+        deadline_at: None,
         error_class: None,
         error_message: None,
         paused_at: None,

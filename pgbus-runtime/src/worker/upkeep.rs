@@ -31,6 +31,7 @@ impl Worker {
                 queues: &inner.queues,
                 concurrency: inner.concurrency,
                 definitions: &definitions,
+                queue_limits: &[],
             };
             if let Err(error) = inner.store.register_worker(&registration).await {
                 inner.registered.store(false, Ordering::Release);

@@ -213,6 +213,7 @@ async fn client_signals_are_checked_against_every_registered_definition() {
             queues: &queues,
             concurrency: 1,
             definitions: &[Waits::DEFINITION],
+            queue_limits: &[],
         })
         .await
         .expect("a registration");

@@ -63,6 +63,7 @@ async fn register(t: &TestDb, id: &str, definitions: &[&'static WorkflowDefiniti
             queues: &queues,
             concurrency: 1,
             definitions,
+            queue_limits: &[],
         })
         .await
         .expect("a registration");

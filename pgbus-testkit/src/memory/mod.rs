@@ -247,6 +247,8 @@ impl Rows {
                     error_causes: Vec::new(),
                     waiting_for: None,
                     waiting_since,
+                    held_by: None,
+                    throttled_by: None,
                     created_at: self.now,
                 },
                 run_id,

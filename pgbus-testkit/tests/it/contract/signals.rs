@@ -64,6 +64,7 @@ async fn register<S: Store>(
             queues: &queues,
             concurrency: 1,
             definitions,
+            queue_limits: &[],
         })
         .await
         .expect("a registration");

@@ -50,6 +50,7 @@ async fn register<S: Store>(store: &S, worker: &str, definitions: &[&'static Wor
             queues: &queues,
             concurrency: 1,
             definitions,
+            queue_limits: &[],
         })
         .await
         .expect("a registration");

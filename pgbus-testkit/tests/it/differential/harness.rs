@@ -229,6 +229,7 @@ impl<R: Rig> Harness<R> {
             queues: runner.claimed_queues(),
             concurrency: self.steps.pace.width,
             definitions: &definitions,
+            queue_limits: &[],
         };
         self.store()
             .register_worker(&registration)
