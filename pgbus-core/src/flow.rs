@@ -139,6 +139,9 @@ pub enum SlotHolder {
 }
 
 impl SlotHolder {
+    /// Every spelling, in documentation order.
+    pub const ALL: &'static [&'static str] = &["step", "run"];
+
     /// The word as written and stored: `step` or `run`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
@@ -170,6 +173,9 @@ pub enum DeadlineAction {
 }
 
 impl DeadlineAction {
+    /// Every spelling, in documentation order.
+    pub const ALL: &'static [&'static str] = &["cancel", "pause"];
+
     /// The word as written and stored: `cancel` or `pause`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
@@ -237,6 +243,16 @@ mod tests {
         for action in [DeadlineAction::Cancel, DeadlineAction::Pause] {
             assert_eq!(DeadlineAction::parse(action.as_str()), Some(action));
         }
+        assert!(
+            SlotHolder::ALL
+                .iter()
+                .all(|w| SlotHolder::parse(w).is_some())
+        );
+        assert!(
+            DeadlineAction::ALL
+                .iter()
+                .all(|w| DeadlineAction::parse(w).is_some())
+        );
         assert_eq!(SlotHolder::parse("steps"), None);
         assert_eq!(DeadlineAction::parse("skip"), None);
     }

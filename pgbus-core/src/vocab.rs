@@ -65,6 +65,10 @@ const SYNONYMS: &[(&str, &str)] = &[
     ("max_retries", "max_reattempts"),
     ("max_attempts", "max_reattempts"),
     ("signal", "wait_for"),
+    ("max_concurrency", "concurrency"),
+    ("concurrency_limit", "concurrency"),
+    ("concurrency_key", "key"),
+    ("throttle", "rate_limit"),
 ];
 
 /// The pgbus word for a word from another engine's vocabulary (`retry` ->
@@ -278,6 +282,14 @@ pub mod options {
         "schedule",
         "timezone",
         "catch_up",
+        "concurrency",
+        "key",
+        "key_concurrency",
+        "slot",
+        "rate_limit",
+        "key_rate_limit",
+        "deadline",
+        "on_deadline",
     ];
     /// `#[step(...)]`.
     pub const STEP: &[&str] = &[
@@ -291,6 +303,7 @@ pub mod options {
         "wait_timeout",
         "on_timeout",
         "on_exception",
+        "rate_limit",
     ];
     /// `#[fan_out(...)]`.
     pub const FAN_OUT: &[&str] = &[
@@ -302,6 +315,7 @@ pub mod options {
         "priority",
         "on_batch_failure",
         "on_exception",
+        "rate_limit",
     ];
     /// `on_exception(...)`, on a workflow or a step.
     pub const ON_EXCEPTION: &[&str] = &[

@@ -2,7 +2,7 @@
 //! the spans the expansion needs for its type checks. Nothing here is syn's item
 //! tree; the expansion reads only this.
 
-use pgbus_core::{EntryKind, FailureAction, OnTimeout, Report};
+use pgbus_core::{DeadlineAction, EntryKind, FailureAction, OnTimeout, Rate, Report, SlotHolder};
 use proc_macro2::Span;
 use syn::{Ident, Path, Type};
 
@@ -30,6 +30,38 @@ pub(crate) struct WorkflowDef {
     pub(crate) options_digest: String,
     /// `schedule = "..."` with its zone and catch-up policy, checked.
     pub(crate) schedule: Option<ScheduleDef>,
+    /// Concurrency limits, rate limits and the deadline, checked.
+    pub(crate) flow: FlowDef,
+}
+
+/// The flow control options, each `None` when not written (the options digest
+/// names only those written, so a workflow without them keeps the digest of
+/// earlier versions); the expansion fills in the defaults.
+#[derive(Default)]
+pub(crate) struct FlowDef {
+    pub(crate) concurrency: Option<u32>,
+    /// The `key` method, as written.
+    pub(crate) key: Option<Path>,
+    pub(crate) key_concurrency: Option<u32>,
+    pub(crate) slot: Option<SlotHolder>,
+    pub(crate) rate_limit: Option<Rate>,
+    pub(crate) key_rate_limit: Option<Rate>,
+    pub(crate) deadline_ms: Option<u64>,
+    pub(crate) on_deadline: Option<DeadlineAction>,
+}
+
+impl FlowDef {
+    /// Whether no flow option was written.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.concurrency.is_none()
+            && self.key.is_none()
+            && self.key_concurrency.is_none()
+            && self.slot.is_none()
+            && self.rate_limit.is_none()
+            && self.key_rate_limit.is_none()
+            && self.deadline_ms.is_none()
+            && self.on_deadline.is_none()
+    }
 }
 
 /// A schedule declared on the workflow: its runs get `Default::default()` of
@@ -69,6 +101,8 @@ pub(crate) struct StepDef {
     pub(crate) wait_for: Option<WaitForDef>,
     pub(crate) on_batch_failure: Option<FailureAction>,
     pub(crate) policies: Vec<PolicyDef>,
+    /// `rate_limit`: starts of this step per window.
+    pub(crate) rate_limit: Option<Rate>,
 }
 
 pub(crate) struct WaitForDef {

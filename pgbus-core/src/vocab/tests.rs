@@ -55,6 +55,11 @@ fn synonyms_from_other_engines_are_suggested() {
         Some("max_reattempts")
     );
     assert_eq!(did_you_mean("delay", options::STEP), Some("wait"));
+    assert_eq!(
+        did_you_mean("max_concurrency", options::WORKFLOW),
+        Some("concurrency")
+    );
+    assert_eq!(did_you_mean("throttle", options::STEP), Some("rate_limit"));
     // A synonym is only offered where its word is allowed.
     assert_eq!(did_you_mean("retry", options::STEP), None);
     let run_bang = OnTimeout::parse("run!").unwrap_err().to_string();

@@ -1,12 +1,12 @@
 //! The static `WorkflowDefinition`.
 
-use pgbus_core::{EntryKind, FailureAction, OnTimeout, Report};
+use pgbus_core::{DeadlineAction, EntryKind, FailureAction, OnTimeout, Rate, Report, SlotHolder};
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::Path;
 use syn::spanned::Spanned;
 
-use crate::model::{ActionDef, EntryDef, PolicyDef, WorkflowDef};
+use crate::model::{ActionDef, EntryDef, FlowDef, PolicyDef, WorkflowDef};
 use crate::validate::tokens;
 
 /// The methods the definition refers to by index, in index order; the dispatch
@@ -51,6 +51,7 @@ pub(super) fn static_definition(def: &WorkflowDef) -> (TokenStream, Tables<'_>) 
     let digest = &def.digest;
     let options_digest = &def.options_digest;
     let options_json = &def.options_json;
+    let flow = flow_tokens(p, &def.flow);
 
     let tokens = quote! {
         static __PGBUS_DEFINITION: #p::WorkflowDefinition = #p::WorkflowDefinition {
@@ -62,7 +63,7 @@ pub(super) fn static_definition(def: &WorkflowDef) -> (TokenStream, Tables<'_>) 
             cancel_if: &[#(#cancel_if),*],
             on_exception: &[#(#policies),*],
             entries: &[#(#entries),*],
-            flow: #p::FlowControl::NONE,
+            flow: #flow,
             digest: #digest,
             options_digest: #options_digest,
             options_json: #options_json,
@@ -112,6 +113,7 @@ fn entry_tokens<'a>(p: &TokenStream, entry: &'a EntryDef, tables: &mut Tables<'a
         .iter()
         .map(|policy| policy_tokens(p, policy, tables))
         .collect();
+    let rate_limit = option(o.rate_limit.map(|rate| rate_tokens(p, rate)));
     quote! {
         #p::Entry {
             name: #name,
@@ -126,10 +128,49 @@ fn entry_tokens<'a>(p: &TokenStream, entry: &'a EntryDef, tables: &mut Tables<'a
                 wait_for: #wait_for,
                 on_batch_failure: #on_batch_failure,
                 on_exception: &[#(#policies),*],
-                rate_limit: ::core::option::Option::None,
+                rate_limit: #rate_limit,
             },
         }
     }
+}
+
+/// `FlowControl::NONE` when no flow option is written, else the literal with
+/// the defaults filled in.
+fn flow_tokens(p: &TokenStream, flow: &FlowDef) -> TokenStream {
+    if flow.is_empty() {
+        return quote!(#p::FlowControl::NONE);
+    }
+    let concurrency = option(flow.concurrency.map(|n| quote!(#n)));
+    let has_key = flow.key.is_some();
+    let key_concurrency = option(flow.key_concurrency.map(|n| quote!(#n)));
+    let slot = match flow.slot.unwrap_or_default() {
+        SlotHolder::Step => quote!(#p::SlotHolder::Step),
+        SlotHolder::Run => quote!(#p::SlotHolder::Run),
+    };
+    let rate_limit = option(flow.rate_limit.map(|rate| rate_tokens(p, rate)));
+    let key_rate_limit = option(flow.key_rate_limit.map(|rate| rate_tokens(p, rate)));
+    let deadline_ms = option(flow.deadline_ms.map(|ms| quote!(#ms)));
+    let on_deadline = match flow.on_deadline.unwrap_or_default() {
+        DeadlineAction::Cancel => quote!(#p::DeadlineAction::Cancel),
+        DeadlineAction::Pause => quote!(#p::DeadlineAction::Pause),
+    };
+    quote! {
+        #p::FlowControl {
+            concurrency: #concurrency,
+            has_key: #has_key,
+            key_concurrency: #key_concurrency,
+            slot: #slot,
+            rate_limit: #rate_limit,
+            key_rate_limit: #key_rate_limit,
+            deadline_ms: #deadline_ms,
+            on_deadline: #on_deadline,
+        }
+    }
+}
+
+fn rate_tokens(p: &TokenStream, rate: Rate) -> TokenStream {
+    let Rate { count, period_ms } = rate;
+    quote!(#p::Rate { count: #count, period_ms: #period_ms })
 }
 
 fn policy_tokens<'a>(

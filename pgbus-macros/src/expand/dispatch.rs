@@ -48,6 +48,7 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
     });
 
     let schedule = schedule_const(def, p);
+    let concurrency_key = concurrency_key(def);
 
     quote! {
         // A step may be `#[deprecated]`; calling it from the dispatch is not a use.
@@ -59,6 +60,8 @@ pub(super) fn workflow_impl(def: &WorkflowDef, tables: &Tables<'_>) -> TokenStre
             const DEFINITION: &'static #p::WorkflowDefinition = &__PGBUS_DEFINITION;
 
             #schedule
+
+            #concurrency_key
 
             fn run_step<'__pgbus_a>(
                 &'__pgbus_a self,
@@ -138,6 +141,28 @@ fn schedule_const(def: &WorkflowDef, p: &TokenStream) -> TokenStream {
     }
 }
 
+/// `fn concurrency_key` for a workflow with `key = path`: the user's method
+/// called with the input, its result turned into the key. The call is spanned
+/// at the path, so a method that does not exist, takes another type or
+/// returns something that is not `Into<String>` is reported there.
+fn concurrency_key(def: &WorkflowDef) -> TokenStream {
+    let Some(path) = &def.flow.key else {
+        return TokenStream::new();
+    };
+    let call = method_call(path, &quote_spanned!(path.span()=> __pgbus_input));
+    let string = quote_spanned!(path.span()=> ::std::string::String);
+    let into = quote_spanned! {path.span()=>
+        ::core::convert::Into::<#string>::into(#call)
+    };
+    quote! {
+        fn concurrency_key(
+            __pgbus_input: &Self::Input,
+        ) -> ::core::option::Option<::std::string::String> {
+            ::core::option::Option::Some(#into)
+        }
+    }
+}
+
 /// One match arm per live step: entry index to the user's method, its future boxed.
 fn step_arms(def: &WorkflowDef, p: &TokenStream) -> Vec<TokenStream> {
     def.entries
@@ -184,7 +209,8 @@ fn elide_lifetime(ty: &syn::Type) -> syn::Type {
 }
 
 /// A bare identifier names a method of the workflow (`Self::ident`); any longer
-/// path is called as written, with the workflow value first.
+/// path is called as written, with `args` (the workflow value first, except
+/// for the `key` method).
 fn method_call(path: &Path, args: &TokenStream) -> TokenStream {
     if let Some(ident) = path.get_ident() {
         quote_spanned! {path.span()=> Self::#ident(#args) }

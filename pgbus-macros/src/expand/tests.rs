@@ -62,6 +62,30 @@ fn errors_come_with_the_cleaned_impl() {
 }
 
 #[test]
+fn flow_control() {
+    let out = super::workflow(
+        quote!(
+            input = Order,
+            concurrency = 50,
+            key = Self::customer,
+            key_concurrency = 1,
+            slot = "run",
+            key_rate_limit = "10/1m",
+            deadline = "2h",
+            on_deadline = "pause"
+        ),
+        quote! {
+            impl Fulfil {
+                fn customer(order: &Order) -> &str { &order.customer }
+                #[step(rate_limit = "5/1s")]
+                async fn charge(&self, cx: &mut StepCx<Order>) {}
+            }
+        },
+    );
+    insta::assert_snapshot!(pretty(out));
+}
+
+#[test]
 fn an_impl_that_does_not_parse_loses_only_our_attributes() {
     let out = super::workflow(
         quote!(input = Order),

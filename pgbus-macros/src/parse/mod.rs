@@ -3,7 +3,9 @@
 //! attributes and `removed_step!` invocations from the impl so the cleaned impl
 //! can be emitted whatever happens next.
 
+mod flow;
 mod gravestone;
+mod key;
 mod on_exception;
 mod options;
 mod ours;
@@ -21,6 +23,7 @@ use syn::spanned::Spanned;
 
 use values::{DurationMs, Int, PathArg, Text, Word};
 
+pub(crate) use flow::{RateArg, RawFlow};
 pub(crate) use ours::Ours;
 pub(crate) use workflow::workflow;
 
@@ -47,6 +50,8 @@ pub(crate) struct RawWorkflow {
     pub(crate) schedule: Option<Text>,
     pub(crate) timezone: Option<Text>,
     pub(crate) catch_up: Option<Text>,
+    /// `concurrency`, `key`, `rate_limit`, `deadline` and the rest.
+    pub(crate) flow: RawFlow,
 }
 
 /// A step, fan_out or gravestone, before validation.
@@ -83,6 +88,8 @@ pub(crate) struct RawStepArgs {
     pub(crate) on_timeout: Option<Word<OnTimeout>>,
     pub(crate) on_batch_failure: Option<Word<FailureAction>>,
     pub(crate) policies: Vec<RawPolicy>,
+    /// `rate_limit = "N/period"`: starts of this step.
+    pub(crate) rate_limit: Option<RateArg>,
     /// Every option written, valid or not: rules about a missing option stay
     /// quiet when it was written and already reported as bad.
     pub(crate) written: Vec<String>,

@@ -60,6 +60,23 @@ impl Place {
             "on_batch_failure" if self != Self::FanOut => {
                 "only applies to a `#[fan_out]` method; write `#[fan_out(on_batch_failure = ...)]`".to_owned()
             }
+            "deadline" if step_like => {
+                "is a workflow option: it bounds the whole run, from its start; write it in \
+                 `#[workflow(...)]`; a step's own bound is `timeout = \"...\"`"
+                    .to_owned()
+            }
+            "concurrency" | "key" | "key_concurrency" | "slot" | "key_rate_limit" | "on_deadline"
+                if step_like =>
+            {
+                "is a workflow option: flow control is declared for the whole workflow, and a step \
+                 takes only its own `rate_limit`; write it in `#[workflow(...)]`"
+                    .to_owned()
+            }
+            "timeout" if self == Self::Workflow => {
+                "is a step option: it bounds one step's body; write it on the `#[step]` that needs \
+                 it, or bound the whole run with `deadline = \"...\"`"
+                    .to_owned()
+            }
             _ if step_like && ON_EXCEPTION.contains(&name) => {
                 format!("is an `on_exception(...)` option; write `on_exception({name} = ...)`")
             }
@@ -95,6 +112,14 @@ impl OptionItem<'_> {
     /// Parses the value with `T`'s `FromMeta`; errors land on the value.
     pub(crate) fn parse<T: FromMeta>(&self, errors: &mut Accumulator) -> Option<T> {
         errors.handle(T::from_nested_meta(self.item))
+    }
+
+    /// Parses the value with `T`, whose messages name this option.
+    pub(crate) fn parse_named<T: super::flow::FromOption>(
+        &self,
+        errors: &mut Accumulator,
+    ) -> Option<T> {
+        errors.handle(T::from_option(&self.name, self.item))
     }
 
     /// The span of the option's name.

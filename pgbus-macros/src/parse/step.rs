@@ -122,6 +122,7 @@ fn step_args(attr: &Attribute, place: Place, errors: &mut Accumulator) -> RawSte
             "on_timeout" => args.on_timeout = option.parse(errors),
             "on_batch_failure" => args.on_batch_failure = option.parse(errors),
             "on_exception" => args.policies.extend(policy(&option, errors)),
+            "rate_limit" => args.rate_limit = option.parse_named(errors),
             _ => {}
         }
     }

@@ -399,14 +399,14 @@ impl FromMeta for Matching {
 }
 
 /// `option(value)` where `option = value` was meant.
-fn value_in_parentheses() -> Error {
+pub(super) fn value_in_parentheses() -> Error {
     Error::custom(
         "write this option as `option = value`; parentheses are only for `on_exception(...)`, \
          `wait_for(...)` and `matching(...)`",
     )
 }
 
-fn strip_group(expr: &Expr) -> &Expr {
+pub(super) fn strip_group(expr: &Expr) -> &Expr {
     match expr {
         Expr::Group(group) => strip_group(&group.expr),
         other => other,

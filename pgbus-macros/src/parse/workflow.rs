@@ -13,7 +13,7 @@ use super::options::{self, Place};
 use super::ours::{Ours, item_attrs_mut, strip_stray};
 use super::step::step_method;
 use super::values::{InputType, OutputType, PathArg};
-use super::{RawWorkflow, generics_span};
+use super::{RawFlow, RawWorkflow, flow, generics_span, key};
 
 /// Parses `#[workflow(args)]` on `item`, strips every pgbus attribute and
 /// `removed_step!` from `item`, and reports what it can on the way.
@@ -47,39 +47,10 @@ pub(crate) fn workflow(
         schedule: None,
         timezone: None,
         catch_up: None,
+        flow: RawFlow::default(),
     };
 
-    let metas = errors
-        .handle(NestedMeta::parse_meta_list(args).map_err(Error::from))
-        .unwrap_or_default();
-    for option in options::read(&metas, Place::Workflow, errors) {
-        match option.name.as_str() {
-            "name" => raw.name = option.parse(errors),
-            "input" => {
-                raw.input_written = true;
-                raw.input = option.parse::<InputType>(errors).map(|t| t.0);
-            }
-            "output" => raw.output = option.parse::<OutputType>(errors).map(|t| t.0),
-            "queue" => raw.queue = option.parse(errors),
-            "priority" => raw.priority = option.parse(errors),
-            "cancel_if" => raw
-                .cancel_if
-                .extend(option.parse::<PathArg>(errors).map(|p| p.0)),
-            "on_exception" if option.list().is_none() => errors.push(
-                Error::custom(
-                    "the `on_exception = \"...\"` shorthand is for steps; on `#[workflow]` write \
-                     `on_exception(action = \"...\")`",
-                )
-                .with_span(&option.name_span()),
-            ),
-            "on_exception" => raw.policies.extend(policy(&option, errors)),
-            "crate" => raw.krate = option.parse::<PathArg>(errors).map(|p| p.0),
-            "schedule" => raw.schedule = option.parse(errors),
-            "timezone" => raw.timezone = option.parse(errors),
-            "catch_up" => raw.catch_up = option.parse(errors),
-            _ => {}
-        }
-    }
+    workflow_options(args, &mut raw, errors);
 
     // `#[step]` and the rest may be written through a renamed crate too.
     let ours = Ours::new(raw.krate.as_ref());
@@ -124,8 +95,48 @@ pub(crate) fn workflow(
             }
         }
     }
+    if let Some(path) = &raw.flow.key {
+        key::check_key_method(item, &path.0, &raw, errors);
+    }
     allow_contract_lints(item, &raw);
     raw
+}
+
+/// The options of `#[workflow(...)]` itself, into `raw`.
+fn workflow_options(args: TokenStream, raw: &mut RawWorkflow, errors: &mut Accumulator) {
+    let metas = errors
+        .handle(NestedMeta::parse_meta_list(args).map_err(Error::from))
+        .unwrap_or_default();
+    for option in options::read(&metas, Place::Workflow, errors) {
+        match option.name.as_str() {
+            "name" => raw.name = option.parse(errors),
+            "input" => {
+                raw.input_written = true;
+                raw.input = option.parse::<InputType>(errors).map(|t| t.0);
+            }
+            "output" => raw.output = option.parse::<OutputType>(errors).map(|t| t.0),
+            "queue" => raw.queue = option.parse(errors),
+            "priority" => raw.priority = option.parse(errors),
+            "cancel_if" => raw
+                .cancel_if
+                .extend(option.parse::<PathArg>(errors).map(|p| p.0)),
+            "on_exception" if option.list().is_none() => errors.push(
+                Error::custom(
+                    "the `on_exception = \"...\"` shorthand is for steps; on `#[workflow]` write \
+                     `on_exception(action = \"...\")`",
+                )
+                .with_span(&option.name_span()),
+            ),
+            "on_exception" => raw.policies.extend(policy(&option, errors)),
+            "crate" => raw.krate = option.parse::<PathArg>(errors).map(|p| p.0),
+            "schedule" => raw.schedule = option.parse(errors),
+            "timezone" => raw.timezone = option.parse(errors),
+            "catch_up" => raw.catch_up = option.parse(errors),
+            _ => {
+                flow::workflow_option(&mut raw.flow, &option, errors);
+            }
+        }
+    }
 }
 
 /// Step methods must be `async fn(&self, ...)` and guards and handlers take
@@ -133,6 +144,7 @@ pub(crate) fn workflow(
 /// fails: silence the pedantic clippy lints that would flag the contract itself.
 fn allow_contract_lints(item: &mut ItemImpl, raw: &RawWorkflow) {
     let mut referenced: Vec<&syn::Path> = raw.cancel_if.iter().collect();
+    referenced.extend(raw.flow.key.as_ref().map(|p| &p.0));
     for entry in &raw.entries {
         referenced.extend(entry.args.skip_if.as_ref().map(|p| &p.0));
         referenced.extend(

@@ -1,11 +1,11 @@
 //! The normalized options as JSON, for the options digest, and the compact
 //! text of a path or type it is written with.
 
-use pgbus_core::FailureAction;
+use pgbus_core::{FailureAction, Rate};
 use quote::ToTokens;
 use serde_json::{Value, json};
 
-use crate::model::{ActionDef, PolicyDef, WorkflowDef};
+use crate::model::{ActionDef, FlowDef, PolicyDef, WorkflowDef};
 
 /// The normalized options as JSON, for the options digest: the same value for the
 /// same options however they were spelled.
@@ -20,7 +20,7 @@ pub(super) fn options_json(def: &WorkflowDef, type_ident: Option<&syn::Ident>) -
         "on_exception": def.policies.iter().map(|p| policy_json(p, type_ident)).collect::<Vec<_>>(),
         "entries": def.entries.iter().map(|entry| {
             let o = &entry.options;
-            json!({
+            let mut json = json!({
                 "name": entry.name,
                 "kind": entry.kind.as_str(),
                 "wait_ms": o.wait_ms,
@@ -36,7 +36,12 @@ pub(super) fn options_json(def: &WorkflowDef, type_ident: Option<&syn::Ident>) -
                 })),
                 "on_batch_failure": o.on_batch_failure.map(FailureAction::as_str),
                 "on_exception": o.policies.iter().map(|p| policy_json(p, type_ident)).collect::<Vec<_>>(),
-            })
+            });
+            // Only when declared, as the flow options below.
+            if let (Some(rate), Value::Object(map)) = (o.rate_limit, &mut json) {
+                map.insert("rate_limit".to_owned(), rate_json(rate));
+            }
+            json
         }).collect::<Vec<_>>(),
     });
     // Only when declared: a workflow without one keeps the options digest
@@ -46,7 +51,47 @@ pub(super) fn options_json(def: &WorkflowDef, type_ident: Option<&syn::Ident>) -
     {
         map.insert("output".to_owned(), Value::from(tokens(&def.output)));
     }
+    if !def.flow.is_empty()
+        && let Value::Object(map) = &mut options
+    {
+        map.insert("flow".to_owned(), flow_json(&def.flow, type_ident));
+    }
     options
+}
+
+/// The flow options written, and only those: a workflow that declares none
+/// keeps the options digest it had before flow control existed, and one that
+/// adds one sees its options drift.
+fn flow_json(flow: &FlowDef, type_ident: Option<&syn::Ident>) -> Value {
+    let mut map = serde_json::Map::new();
+    let mut put = |name: &str, value: Option<Value>| {
+        if let Some(value) = value {
+            map.insert(name.to_owned(), value);
+        }
+    };
+    put("concurrency", flow.concurrency.map(Value::from));
+    put(
+        "key",
+        flow.key
+            .as_ref()
+            .map(|path| Value::from(method_name(path, type_ident))),
+    );
+    put("key_concurrency", flow.key_concurrency.map(Value::from));
+    put("slot", flow.slot.map(|slot| Value::from(slot.as_str())));
+    put("rate_limit", flow.rate_limit.map(rate_json));
+    put("key_rate_limit", flow.key_rate_limit.map(rate_json));
+    put("deadline_ms", flow.deadline_ms.map(Value::from));
+    put(
+        "on_deadline",
+        flow.on_deadline.map(|action| Value::from(action.as_str())),
+    );
+    Value::Object(map)
+}
+
+/// A rate as its parts, however it was spelled (`"10/1s"` and `"10/1000ms"`
+/// are the same).
+fn rate_json(rate: Rate) -> Value {
+    json!({ "count": rate.count, "period_ms": rate.period_ms })
 }
 
 fn policy_json(policy: &PolicyDef, type_ident: Option<&syn::Ident>) -> Value {

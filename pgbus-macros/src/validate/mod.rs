@@ -2,10 +2,11 @@
 //! per-step rules first, then the rules across steps; each error is spanned at
 //! the smallest token that breaks the rule, and all are reported together.
 //!
-//! The rules of names and values are in `names`; the options digest's JSON
-//! in `digest`.
+//! The rules of names and values are in `names`; the flow control rules in
+//! `flow`; the options digest's JSON in `digest`.
 
 mod digest;
+mod flow;
 mod names;
 mod schedule;
 
@@ -73,6 +74,7 @@ pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<Wor
         .map_or_else(|| quote::quote!(::pgbus_runtime), ToTokens::to_token_stream);
     let type_ident = raw.type_ident.clone();
     let schedule = schedule::schedule(&raw, errors);
+    let flow = flow::flow(&raw.flow, errors);
     let mut def = WorkflowDef {
         krate,
         name: name?,
@@ -89,6 +91,7 @@ pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<Wor
         options_json: String::new(),
         options_digest: String::new(),
         schedule,
+        flow,
     };
     def.options_json = options_json(&def, type_ident.as_ref()).to_string();
     def.options_digest = pgbus_core::sha256_hex(def.options_json.as_bytes());
@@ -194,6 +197,7 @@ fn step_options(args: &RawStepArgs, kind: EntryKind, errors: &mut Accumulator) -
             check_reachable(&args.policies, Level::Step, errors);
             policies(&args.policies, errors)
         },
+        rate_limit: args.rate_limit.map(|rate| rate.rate),
     }
 }
 

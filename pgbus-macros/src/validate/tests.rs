@@ -548,4 +548,5 @@ fn options_digest_ignores_spelling() {
 }
 
 // `output = R` (issue 20).
+mod flow;
 mod output;
