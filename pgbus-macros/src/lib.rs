@@ -76,10 +76,11 @@ use proc_macro::TokenStream;
 /// static `DEFINITION`: the name, queue, priority, guards, policies, the step
 /// table with normalized options (durations in milliseconds), `digest` (SHA-256
 /// over the `[name, kind]` pairs of the entries, gravestones included) and
-/// `options_json` / `options_digest` (the normalized options and their SHA-256).
+/// `options_json` / `options_digest` (the normalized options and their SHA-256),
+/// and, with `key`, `fn concurrency_key`.
 /// Step methods get `#[allow(clippy::unused_async, clippy::unused_self,
 /// clippy::unnecessary_wraps, clippy::trivially_copy_pass_by_ref)]`, and methods
-/// named by `cancel_if`, `skip_if`, `matches` or `handler` (as `g`, `Self::g` or
+/// named by `cancel_if`, `skip_if`, `matches`, `handler` or `key` (as `g`, `Self::g` or
 /// `Fulfil::g`) the same without `unused_async`: the contract asks for those
 /// shapes whether or not a body awaits, reads `self` or fails.
 ///
@@ -150,6 +151,8 @@ use proc_macro::TokenStream;
 ///   `#[on_exception(...)]` attributes below `#[workflow]`; the ones inside
 ///   `#[workflow(...)]` come first, then the attributes top to bottom. The
 ///   shorthand `on_exception = "..."` is for steps and is refused here.
+/// - `concurrency`, `key`, `key_concurrency`, `slot`, `rate_limit`,
+///   `key_rate_limit`, `deadline`, `on_deadline`: flow control, below.
 ///
 /// An unknown option is an error with a did-you-mean (Jaro-Winkler similarity of at
 /// least 0.8, or a word from another engine's vocabulary, such as `delay` for a
@@ -157,6 +160,54 @@ use proc_macro::TokenStream;
 /// `timeout`, `wait_for`, ...) written here gets an error saying to move it onto
 /// the step. A bare literal (`#[workflow("x")]`) and `option(value)` for `option =
 /// value` are errors too.
+///
+/// # Flow control
+///
+/// Limits every store's claim enforces fleet-wide, and a deadline for each run
+/// (the runtime guide's "Flow control" tells how). Each value is checked at its
+/// literal; a workflow that writes none has `FlowControl::NONE` and keeps its
+/// options digest.
+///
+/// - `concurrency = N`: at most `N` slots of the workflow held at once. An
+///   integer literal from 1 to 100000 (`pgbus_core::flow::MAX_CONCURRENCY`),
+///   without quotes, sign or type suffix; `0` would never run a step and is
+///   an error.
+/// - `key = path`: the method giving a run's concurrency key, of the shape
+///   `fn customer(input: &Order) -> impl Into<String>`: synchronous, no
+///   receiver (the client calls it at start, where no workflow value
+///   exists), one argument. Written as the method paths below (a bare
+///   `customer` is `Self::customer`). A method of this impl of another shape
+///   is an error at its signature; a missing method or a return type that is
+///   not `Into<String>` is the compiler's error at the path. It becomes
+///   `Workflow::concurrency_key`; a key given at start
+///   (`StartOptions::concurrency_key`) wins. Needs `key_concurrency` or
+///   `key_rate_limit`: `concurrency` and `rate_limit` count all runs together,
+///   so a key alone would limit nothing.
+/// - `key_concurrency = N`: at most `N` slots held at once per key, read as
+///   `concurrency`. Allowed without `key`: starts give the key, and a run
+///   started without one counts only against the workflow-wide limits.
+/// - `slot = "step" | "run"`: what holds a slot. `"step"` (the default): a step
+///   in progress, the slot given back when its attempt ends or parks, so a run
+///   waiting between steps (a long `wait`, a signal) holds none. `"run"`: the
+///   run's first claimed step takes it and the run keeps it until it finishes,
+///   is cancelled or pauses, for "one run per customer at a time". Needs
+///   `concurrency` or `key_concurrency`.
+/// - `rate_limit = "N/period"`: at most `N` step starts of the workflow in any
+///   window of `period`; `key_rate_limit = "N/period"`: per key (allowed without
+///   `key`, as `key_concurrency`). A rate is `"<count>/<duration>"`, the count 1
+///   to 1000, the period a duration (below) from `"1ms"` to `"1d"`: `"10/1s"`,
+///   `"100/1m"`, `"5/250ms"`. Each part of a bad rate has its own error.
+/// - `deadline = "2h"`: how long a run may take, from its start time (its `at`
+///   or `delay`, else when it was started); a duration greater than zero. A
+///   start may set its own (`StartOptions::deadline`, `deadline_after`), which
+///   wins.
+/// - `on_deadline = "cancel" | "pause"`: what a run past its deadline becomes:
+///   cancelled with its fan-out children (the default), or paused for an
+///   operator. Allowed without `deadline`, for a deadline a start gives.
+///
+/// `rate_limit` is a step option too; the rest written on a step is an error
+/// saying they go here (and, for `deadline`, that a step's own bound is
+/// `timeout`).
 ///
 /// # Method paths
 ///
@@ -202,7 +253,8 @@ use proc_macro::TokenStream;
 ///
 /// # Durations
 ///
-/// `wait`, `timeout` and `wait_timeout` of a step and `wait` of a reattempt policy
+/// `wait`, `timeout` and `wait_timeout` of a step, `wait` of a reattempt policy,
+/// `deadline` and the period of a rate
 /// are strings of one or more `<digits><unit>` parts, no spaces, units `d`, `h`,
 /// `m`, `s`, `ms` from largest to smallest, each at most once: `"250ms"`,
 /// `"5s"`, `"1m30s"`, `"1h30m"`, `"1d"`, `"0s"`. Refused, each with its own
@@ -325,6 +377,10 @@ pub fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
 ///   for `on_exception(action = "...")`: no `matching`, so it answers every
 ///   error, and the defaults for the rest (`"reattempt"` waits `"1s"`,
 ///   reattempts 3 times, then pauses). No `!` spelling.
+/// - `rate_limit = "N/period"`: at most `N` starts of this step in any window of
+///   `period`, fleet-wide, as the workflow's `rate_limit` (see the flow control
+///   on [`macro@workflow`]); both apply. A step over its rate is not failed: it
+///   waits for the window, no attempt spent.
 ///
 /// `on_batch_failure` belongs to `#[fan_out]` and is an error here. An unknown
 /// option gets a did-you-mean or the list of allowed options; an option of
@@ -365,8 +421,9 @@ pub fn step(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// All optional, each at most once except `on_exception`:
 ///
-/// - `name`, `wait`, `timeout`, `skip_if`, `queue`, `priority`, `on_exception(...)`
-///   and the shorthand `on_exception = "..."`: as on [`macro@step`], with the
+/// - `name`, `wait`, `timeout`, `skip_if`, `queue`, `priority`, `rate_limit`,
+///   `on_exception(...)` and the shorthand `on_exception = "..."`: as on
+///   [`macro@step`], with the
 ///   same values, defaults and rules. `timeout` bounds the body, not the wait for
 ///   the children.
 /// - `on_batch_failure = "pause" | "cancel" | "skip"`: what happens when the

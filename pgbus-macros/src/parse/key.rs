@@ -43,7 +43,7 @@ pub(super) fn check_key_method(
                 "{shape}, with no `self`: the client computes the key when it starts a run, \
                  where no workflow value exists"
             ))
-            .with_span(receiver),
+            .with_span(&receiver.self_token),
         );
         return;
     }

@@ -44,7 +44,11 @@ pub(super) fn flow(raw: &RawFlow, errors: &mut Accumulator) -> FlowDef {
                  workflow together; add `key_concurrency = N` or `key_rate_limit = \"N/period\"` \
                  to limit each key on its own",
             )
-            .with_span(&key.0),
+            // The method's name: `Self::customer` is underlined at `customer`.
+            .with_span(&key.0.segments.last().map_or_else(
+                || syn::spanned::Spanned::span(&key.0),
+                |segment| segment.ident.span(),
+            )),
         );
     }
     FlowDef {

@@ -27,6 +27,14 @@ struct Everything;
     schedule = "0 */5 * * * *",
     timezone = "Europe/Berlin",
     catch_up = "all(10)",
+    concurrency = 10,
+    key = Self::key,
+    key_concurrency = 1,
+    slot = "step",
+    rate_limit = "100/1m",
+    key_rate_limit = "5/1s",
+    deadline = "1d",
+    on_deadline = "cancel",
 )]
 #[on_exception(handler = triage, report = "never")]
 impl Everything {
@@ -42,11 +50,16 @@ impl Everything {
         signal.payload == serde_json::json!(cx.input().id)
     }
 
+    fn key(order: &Order) -> String {
+        order.id.to_string()
+    }
+
     fn triage(&self, _cx: &StepCx<Order>, _error: &StepError) -> Flow {
         Flow::pause("triaged")
     }
 
-    #[step(name = "first", wait = "0s", timeout = "5s", skip_if = small, queue = "fast", priority = -1)]
+    #[step(name = "first", wait = "0s", timeout = "5s", skip_if = small, queue = "fast", priority = -1,
+           rate_limit = "1/1s")]
     async fn first_step(&self, _cx: &mut StepCx<Order>) -> StepResult {
         Ok(Flow::Complete)
     }
@@ -70,7 +83,8 @@ impl Everything {
     async fn third(&self, _cx: &mut StepCx<Order>) {}
 
     #[fan_out(name = "fan", wait = "1d", timeout = "2h", skip_if = Self::small, queue = "fan",
-              priority = 3, on_batch_failure = "cancel", on_exception(action = "skip"))]
+              priority = 3, on_batch_failure = "cancel", on_exception(action = "skip"),
+              rate_limit = "2/1m")]
     async fn spread(&self, _cx: &mut StepCx<Order>, _fan: &mut FanOut) -> StepResult {
         Ok(Flow::Complete)
     }
@@ -94,4 +108,9 @@ fn main() {
             .contains(r#""output":"Option<Order>""#)
     );
     let _: Option<<Everything as Workflow>::Output> = Some(Some(Order { id: 1 }));
+    assert_eq!(definition.flow.concurrency, Some(10));
+    assert_eq!(
+        <Everything as Workflow>::concurrency_key(&Order { id: 3 }).as_deref(),
+        Some("3")
+    );
 }

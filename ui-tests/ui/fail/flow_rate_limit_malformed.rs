@@ -1,0 +1,18 @@
+// Rates are `"<count>/<period>"`: no slash, a count that is no number and a period without a unit, each refused at its literal.
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+    customer: String,
+}
+
+struct Fulfil;
+
+#[workflow(input = Order, rate_limit = "10", key_rate_limit = "ten/1s")]
+impl Fulfil {
+    #[step(rate_limit = "10/1")]
+    async fn charge(&self, _cx: &mut StepCx<Order>) {}
+}
+
+fn main() {}
