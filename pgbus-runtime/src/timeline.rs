@@ -373,4 +373,4 @@ pub fn definition_changes(view: &RunView) -> Vec<DefinitionChange> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -7,9 +7,11 @@ use serde_json::Value;
 use crate::context::RunId;
 use crate::engine::{BatchStatus, EventKind, RunStatus, StepOutcome, StepStatus};
 
+mod held;
 mod result;
 mod unrunnable;
 
+pub use held::HeldBack;
 pub use result::{LastAttempt, REASON_EVENTS_READ, ResultView};
 pub use unrunnable::{Missing, Unrunnable};
 

@@ -22,7 +22,9 @@ use runs::runs;
 pub(crate) use schedules::ScheduleCommand;
 use schedules::schedules;
 use show::show_run;
-pub(crate) use show::{Cut, SHOWN, SHOWN_AT_MOST, VALUE_BYTES, cannot_run, short_digest};
+pub(crate) use show::{
+    Cut, SHOWN, SHOWN_AT_MOST, VALUE_BYTES, cannot_run, held_text, short_digest,
+};
 use stats::stats;
 use sweep::sweep;
 pub(crate) use text::{clip, defang, time, took, value_text, visible};

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use comfy_table::Table;
 use pgbus_runtime::timeline::{DefinitionChange, Segment, definition_changes, timeline};
-use pgbus_runtime::view::{Missing, RunRead, RunView, Unrunnable, ValueOf};
+use pgbus_runtime::view::{HeldBack, Missing, RunRead, RunView, Unrunnable, ValueOf};
 use pgbus_runtime::{Database, RunId};
 
 use super::text::{json_visible, render};
@@ -276,8 +276,18 @@ fn header(out: Output, view: &RunView, now: DateTime<Utc>) -> String {
         let line = format!("cannot run: {}", cannot_run(unrunnable, now));
         let _ = writeln!(text, "{}", out.warning(&line));
     }
+    if let Some(held) = view.held_back() {
+        let _ = writeln!(
+            text,
+            "{}",
+            out.warning(&format!("held back: {}", held_text(&held, now)))
+        );
+    }
     if let Some(key) = &view.idempotency_key {
         let _ = writeln!(text, "idempotency key {key}");
+    }
+    if let Some(key) = &view.concurrency_key {
+        let _ = writeln!(text, "concurrency key {key}");
     }
     if let Some(batch) = view.parent_batch_id {
         let _ = writeln!(text, "child of fan-out batch {batch}");
@@ -350,6 +360,16 @@ fn timeline_table(out: Output, segments: &[Segment]) -> Table {
 /// What `show` and the dashboard's banner say of a run no live worker can
 /// run: what is missing, which step has waited since when, and what would
 /// let it go on.
+/// A held-back step in words, with how long a rate window has left.
+pub(crate) fn held_text(held: &HeldBack, now: DateTime<Utc>) -> String {
+    match held {
+        HeldBack::Rate { until, .. } if *until > now => {
+            format!("{held} (in {})", took(*until - now))
+        }
+        _ => held.to_string(),
+    }
+}
+
 pub(crate) fn cannot_run(unrunnable: &Unrunnable, now: DateTime<Utc>) -> String {
     let next = match unrunnable.missing {
         Missing::Step => {

@@ -59,3 +59,27 @@ fn a_definition_change_is_one_line_with_short_digests() {
         "definition changed at 2026-12-03T12:00:00.000Z: 0123456789ab -> fedcba987654 (claim of ship#2)\n"
     );
 }
+
+#[test]
+fn a_held_back_step_says_which_key_and_how_long_a_rate_window_has_left() {
+    use chrono::TimeZone;
+    use pgbus_runtime::view::HeldBack;
+    let now = chrono::Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
+    let rate = HeldBack::Rate {
+        step_id: 3,
+        step_name: "charge".into(),
+        key: "step:Pay/charge".into(),
+        until: now + chrono::TimeDelta::seconds(3),
+    };
+    let text = super::held_text(&rate, now);
+    assert!(text.contains("rate window of `step:Pay/charge`"), "{text}");
+    assert!(text.ends_with("(in 3s)"), "{text}");
+    // A window already open: no countdown.
+    assert!(!super::held_text(&rate, now + chrono::TimeDelta::seconds(4)).contains("(in"));
+    let slot = HeldBack::Concurrency {
+        step_id: 3,
+        step_name: "charge".into(),
+        key: "key:Pay:customer-7".into(),
+    };
+    assert!(super::held_text(&slot, now).contains("concurrency slot of `key:Pay:customer-7`"));
+}

@@ -140,6 +140,7 @@ pub(crate) fn defang(view: &mut RunView) {
     some(&mut view.error_class);
     some(&mut view.error_message);
     some(&mut view.idempotency_key);
+    some(&mut view.concurrency_key);
     for step in &mut view.steps {
         all(&mut step.step_name);
         all(&mut step.queue);
@@ -147,6 +148,8 @@ pub(crate) fn defang(view: &mut RunView) {
         some(&mut step.error_class);
         some(&mut step.error_message);
         some(&mut step.waiting_for);
+        some(&mut step.held_by);
+        some(&mut step.throttled_by);
         step.error_causes.iter_mut().for_each(all);
     }
     for event in &mut view.events {

@@ -5,13 +5,13 @@ use crate::context::RunId;
 use crate::engine::StepStatus;
 use crate::view::RunSummary;
 
-fn at(seconds: i64) -> DateTime<Utc> {
+pub(crate) fn at(seconds: i64) -> DateTime<Utc> {
     DateTime::<Utc>::from_timestamp(1_900_000_000, 0).expect("a valid time")
         + TimeDelta::seconds(seconds)
 }
 
 /// A row of step `s`, attempt 1, created at 0 and due at `due`.
-fn row(id: i64, due: i64) -> StepView {
+pub(crate) fn row(id: i64, due: i64) -> StepView {
     StepView {
         id,
         step_name: "s".to_owned(),
@@ -221,7 +221,7 @@ fn only_the_last_wake_up_is_known() {
     );
 }
 
-fn run(status: RunStatus, events: Vec<EventView>, updated: i64) -> RunView {
+pub(crate) fn run(status: RunStatus, events: Vec<EventView>, updated: i64) -> RunView {
     RunView {
         run: RunSummary {
             id: RunId(1),

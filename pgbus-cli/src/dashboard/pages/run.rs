@@ -108,6 +108,12 @@ fn run_body(
                 " (" a href="/workers" { "live workers" } ")"
             }
         }
+        @if let Some(held) = view.held_back() {
+            p.banner.held role="status" {
+                strong { "Held back: " }
+                (crate::commands::held_text(&held, now))
+            }
+        }
         dl.facts {
             dt { "Workflow" } dd { (run.workflow) }
             dt { "Status" } dd { (status_badge(run.status)) }
@@ -118,6 +124,7 @@ fn run_body(
             @if let Some(class) = &view.error_class {
                 dt { "Error" } dd.error { (class) ": " (clip(view.error_message.as_deref().unwrap_or_default(), 2000)) }
             }
+            @if let Some(key) = &view.concurrency_key { dt { "Concurrency key" } dd { code { (key) } } }
             dt { "Input" } dd { code { (value_text(view, ValueOf::Input, &view.input, 400)) } }
         }
         (actions(run.id, run.status, csrf))
