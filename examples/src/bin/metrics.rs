@@ -43,7 +43,9 @@ impl Invoice {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match run().await {
+    // Boxed: the whole example (a worker, a client, a metrics exporter) is one
+    // future of some 16 KB, more than a stack frame should hold.
+    match Box::pin(run()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("{message}");

@@ -101,19 +101,7 @@ fn run_body(
         @if let Some((_, text)) = notice.error.as_deref().and_then(|e| REFUSALS.iter().find(|(code, _)| *code == e)) {
             p.notice.error { (text) }
         }
-        @if let Some(unrunnable) = &view.unrunnable {
-            p.banner.stuck role="alert" {
-                strong { "Cannot run: " }
-                (crate::commands::cannot_run(unrunnable, now))
-                " (" a href="/workers" { "live workers" } ")"
-            }
-        }
-        @if let Some(held) = view.held_back() {
-            p.banner.held role="status" {
-                strong { "Held back: " }
-                (crate::commands::held_text(&held, now))
-            }
-        }
+        (waits(view, now))
         dl.facts {
             dt { "Workflow" } dd { (run.workflow) }
             dt { "Status" } dd { (status_badge(run.status)) }
@@ -194,6 +182,26 @@ fn run_body(
 
 /// The fan-out batches of a run's page, each with a child no live worker
 /// can run, if one is stuck so.
+/// What keeps the run's due step from running, if anything: no live worker
+/// has it, or a flow limit holds it back.
+fn waits(view: &RunView, now: chrono::DateTime<chrono::Utc>) -> Markup {
+    html! {
+        @if let Some(unrunnable) = &view.unrunnable {
+            p.banner.stuck role="alert" {
+                strong { "Cannot run: " }
+                (crate::commands::cannot_run(unrunnable, now))
+                " (" a href="/workers" { "live workers" } ")"
+            }
+        }
+        @if let Some(held) = view.held_back() {
+            p.banner.held role="status" {
+                strong { "Held back: " }
+                (crate::commands::held_text(&held, now))
+            }
+        }
+    }
+}
+
 fn batches_section(view: &RunView, cut: &Cut) -> Markup {
     html! {
         @if !view.batches.is_empty() {
