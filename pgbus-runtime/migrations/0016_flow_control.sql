@@ -98,31 +98,44 @@ AS $flow_lock_id$
     SELECT pg_catalog.hashtextextended('{schema}:' || key, 0)
 $flow_lock_id$;
 
--- The slots of concurrency key `key` held now: steps in progress holding it,
--- and runs between steps holding it as a run (a run of `slot = "run"` whose
--- step is in progress is counted by that step, so once). Read by a volatile
--- function's own statement, so from a snapshot taken after the caller took
--- the key's advisory lock.
+-- The slots of concurrency key `key` held now: the runs holding it, by a
+-- step in progress or as a run (`slot = "run"`: from its first claimed step
+-- until it finishes, is cancelled or pauses), each run once (a run's step in
+-- progress and the run itself are one slot; a paused run's step still in
+-- progress is one). Volatile, so its statement reads a snapshot of its own,
+-- taken after the caller took the key's advisory lock; PL/pgSQL, not SQL, so
+-- that statement's plan is kept for the session (a SQL function's would be
+-- made again at every call).
 CREATE FUNCTION {schema}.flow_in_flight(key text) RETURNS bigint
-LANGUAGE sql STABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $flow_in_flight$
-    SELECT CASE split_part(key, ':', 1)
+DECLARE
+    held bigint;
+BEGIN
+    CASE split_part(key, ':', 1)
         WHEN 'workflow' THEN
-            (SELECT count(*) FROM {schema}.steps s
-             WHERE s.status = 'in_progress' AND s.slot_workflow = key)
-            + (SELECT count(*) FROM {schema}.runs r
-               WHERE r.slot_held AND r.slot_workflow = key AND r.status = 'ready')
+            SELECT count(*) INTO held FROM (
+                SELECT s.run_id FROM {schema}.steps s
+                WHERE s.status = 'in_progress' AND s.slot_workflow = key
+                UNION
+                SELECT r.id FROM {schema}.runs r
+                WHERE r.slot_held AND r.slot_workflow = key) AS h;
         WHEN 'key' THEN
-            (SELECT count(*) FROM {schema}.steps s
-             WHERE s.status = 'in_progress' AND s.slot_key = key)
-            + (SELECT count(*) FROM {schema}.runs r
-               WHERE r.slot_held AND r.slot_key = key AND r.status = 'ready')
+            SELECT count(*) INTO held FROM (
+                SELECT s.run_id FROM {schema}.steps s
+                WHERE s.status = 'in_progress' AND s.slot_key = key
+                UNION
+                SELECT r.id FROM {schema}.runs r
+                WHERE r.slot_held AND r.slot_key = key) AS h;
         WHEN 'queue' THEN
-            (SELECT count(*) FROM {schema}.steps s
-             WHERE s.status = 'in_progress' AND s.slot_queue = key)
-        ELSE 0
-    END
+            SELECT count(*) INTO held FROM {schema}.steps s
+            WHERE s.status = 'in_progress' AND s.slot_queue = key;
+        ELSE
+            held := 0;
+    END CASE;
+    RETURN held;
+END
 $flow_in_flight$;
 
 -- The admission of a claim's candidates, in claim order (the arrays, one
@@ -147,8 +160,8 @@ CREATE FUNCTION {schema}.flow_admit(
     ids bigint[], run_ids bigint[], workflows text[], step_names text[], queues text[],
     run_keys text[], run_workflow_slots text[], run_key_slots text[],
     wanted bigint, claim_at timestamptz)
-RETURNS TABLE (step_id bigint, run_id bigint, verdict text, limit_key text,
-               slot_workflow text, slot_key text, slot_queue text,
+RETURNS TABLE (step_id bigint, run_id bigint, of_workflow text, verdict text,
+               limit_key text, slot_workflow text, slot_key text, slot_queue text,
                run_workflow text, run_key text)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -194,7 +207,7 @@ BEGIN
     FOR i IN 1 .. n LOOP
         EXIT WHEN admitted >= wanted;
         wf := workflows[i];
-        step_id := ids[i]; run_id := run_ids[i]; limit_key := NULL;
+        step_id := ids[i]; run_id := run_ids[i]; of_workflow := wf; limit_key := NULL;
         slot_workflow := NULL; slot_key := NULL; slot_queue := NULL;
         run_workflow := NULL; run_key := NULL;
 

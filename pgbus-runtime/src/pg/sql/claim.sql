@@ -15,8 +15,8 @@
 -- empty): per queue, an ordered scan of the due index (`queue` equal, then
 -- `priority, scheduled_at, id` in index order) that stops after $3 rows
 -- ($3 + 100 when a limit applies, below), checking each row's run by
--- primary key; then the runs of those rows locked
--- by primary key, their status read after the lock. No sort of the whole due
+-- primary key; then the run of each of those rows locked by primary key,
+-- its status read after the lock. No sort of the whole due
 -- queue, and no join the planner could turn into a scan of every ready run.
 -- Candidates beyond the limit (a worker of several queues) stay locked, not
 -- claimed, until this transaction commits.
@@ -82,13 +82,9 @@ WITH t AS (
         LIMIT CASE WHEN (SELECT limited FROM lim) THEN $3::bigint + 100 ELSE $3::bigint END
         FOR UPDATE OF s SKIP LOCKED
     ) d
-), runs_locked AS (
-    SELECT r.id, r.status, r.workflow, r.definition_digest, r.concurrency_key,
-           r.slot_held, r.slot_workflow, r.slot_key
-    FROM {schema}.runs r
-    WHERE r.id = ANY (ARRAY(SELECT run_id FROM candidates))
-    FOR UPDATE SKIP LOCKED
 ), due AS (
+    -- Each candidate's run, locked by primary key, its status read after
+    -- the lock.
     SELECT c.step_id, c.run_id, c.workflow, c.step_name, c.queue, l.concurrency_key,
            CASE WHEN l.slot_held THEN l.slot_workflow END AS run_workflow_slot,
            CASE WHEN l.slot_held THEN l.slot_key END AS run_key_slot,
@@ -96,20 +92,30 @@ WITH t AS (
            coalesce($2::jsonb -> l.workflow ->> 'digest', l.definition_digest) AS new_digest,
            row_number() OVER (ORDER BY c.priority, c.scheduled_at, c.step_id) AS n
     FROM candidates c
-    JOIN runs_locked l ON l.id = c.run_id AND l.status = 'ready'
+    CROSS JOIN LATERAL (
+        SELECT r.status, r.workflow, r.definition_digest, r.concurrency_key,
+               r.slot_held, r.slot_workflow, r.slot_key
+        FROM {schema}.runs r
+        WHERE r.id = c.run_id
+        FOR UPDATE SKIP LOCKED
+    ) l
+    WHERE l.status = 'ready'
 ), verdicts AS (
-    -- Called only when a limit applies (a one-time filter on `lim`).
+    -- Called only when a limit applies (a one-time filter on `lim`), with
+    -- the candidates in claim order.
     SELECT v.*
-    FROM {schema}.flow_admit(
-             ARRAY(SELECT d.step_id FROM due d ORDER BY d.n),
-             ARRAY(SELECT d.run_id FROM due d ORDER BY d.n),
-             ARRAY(SELECT d.workflow FROM due d ORDER BY d.n),
-             ARRAY(SELECT d.step_name FROM due d ORDER BY d.n),
-             ARRAY(SELECT d.queue FROM due d ORDER BY d.n),
-             ARRAY(SELECT d.concurrency_key FROM due d ORDER BY d.n),
-             ARRAY(SELECT d.run_workflow_slot FROM due d ORDER BY d.n),
-             ARRAY(SELECT d.run_key_slot FROM due d ORDER BY d.n),
-             $3::bigint, (SELECT now FROM t)) AS v
+    FROM (SELECT array_agg(d.step_id ORDER BY d.n) AS ids,
+                 array_agg(d.run_id ORDER BY d.n) AS run_ids,
+                 array_agg(d.workflow ORDER BY d.n) AS workflows,
+                 array_agg(d.step_name ORDER BY d.n) AS step_names,
+                 array_agg(d.queue ORDER BY d.n) AS queues,
+                 array_agg(d.concurrency_key ORDER BY d.n) AS run_keys,
+                 array_agg(d.run_workflow_slot ORDER BY d.n) AS run_workflow_slots,
+                 array_agg(d.run_key_slot ORDER BY d.n) AS run_key_slots
+          FROM due d) AS a
+    CROSS JOIN LATERAL {schema}.flow_admit(
+        a.ids, a.run_ids, a.workflows, a.step_names, a.queues, a.run_keys,
+        a.run_workflow_slots, a.run_key_slots, $3::bigint, (SELECT now FROM t)) AS v
     WHERE (SELECT limited FROM lim)
 ), admitted AS (
     SELECT d.step_id, d.run_id, NULL::text AS slot_workflow, NULL::text AS slot_key,
@@ -167,10 +173,9 @@ WITH t AS (
 ), flow AS (
     SELECT coalesce(jsonb_agg(jsonb_build_array(x.workflow, x.verdict, x.scope, x.rows)),
                     '[]'::jsonb) AS held
-    FROM (SELECT d.workflow, v.verdict, split_part(v.limit_key, ':', 1) AS scope,
-                 count(*) AS rows
+    FROM (SELECT v.of_workflow AS workflow, v.verdict,
+                 split_part(v.limit_key, ':', 1) AS scope, count(*) AS rows
           FROM verdicts v
-          JOIN due d ON d.step_id = v.step_id
           WHERE v.verdict IN ('held', 'throttled')
           GROUP BY 1, 2, 3) x
 )
