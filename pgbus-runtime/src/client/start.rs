@@ -3,8 +3,6 @@
 //! [`Client::start_with`] (or its `_in`/`_in_sqlx` form) with the options it
 //! implies.
 
-use std::borrow::Cow;
-
 use tracing::instrument;
 
 use super::{Client, Started};
@@ -52,9 +50,10 @@ impl Client {
         input: &W::Input,
         options: &StartOptions,
     ) -> Result<Started, Error> {
-        let options = keyed::<W>(input, options);
+        let keyed = keyed::<W>(input, options);
+        let options = keyed.as_deref().unwrap_or(options);
         let input = serde_json::to_value(input)?;
-        let (run_id, created) = self.store.start_run(W::DEFINITION, &input, &options).await?;
+        let (run_id, created) = self.store.start_run(W::DEFINITION, &input, options).await?;
         Ok(Started { run_id, created })
     }
 
@@ -75,11 +74,12 @@ impl Client {
         input: &W::Input,
         options: &StartOptions,
     ) -> Result<Started, Error> {
-        let options = keyed::<W>(input, options);
+        let keyed = keyed::<W>(input, options);
+        let options = keyed.as_deref().unwrap_or(options);
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self
             .store
-            .start_run_on(tx, W::DEFINITION, &input, &options)
+            .start_run_on(tx, W::DEFINITION, &input, options)
             .await?;
         Ok(Started { run_id, created })
     }
@@ -98,11 +98,12 @@ impl Client {
         input: &W::Input,
         options: &StartOptions,
     ) -> Result<Started, Error> {
-        let options = keyed::<W>(input, options);
+        let keyed = keyed::<W>(input, options);
+        let options = keyed.as_deref().unwrap_or(options);
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self
             .store
-            .start_run_sqlx(conn, W::DEFINITION, &input, &options)
+            .start_run_sqlx(conn, W::DEFINITION, &input, options)
             .await?;
         Ok(Started { run_id, created })
     }
@@ -235,13 +236,14 @@ impl Client {
 }
 
 /// `options` with the concurrency key of a run of `W` with `input` (see
-/// [`StartOptions::with_key_of`]), copied only when the key method adds one.
-fn keyed<'a, W: Workflow>(input: &W::Input, options: &'a StartOptions) -> Cow<'a, StartOptions> {
+/// [`StartOptions::with_key_of`]) when `W`'s key method adds one, else
+/// `None` (the options as given). Boxed: a start's future holds it.
+fn keyed<W: Workflow>(input: &W::Input, options: &StartOptions) -> Option<Box<StartOptions>> {
     if options.run_concurrency_key().is_none()
         && let Some(key) = W::concurrency_key(input)
     {
-        Cow::Owned(options.clone().concurrency_key(key))
+        Some(Box::new(options.clone().concurrency_key(key)))
     } else {
-        Cow::Borrowed(options)
+        None
     }
 }

@@ -60,6 +60,21 @@ static STEP_RATED: WorkflowDefinition = WorkflowDefinition {
     ..*<Two as crate::Workflow>::DEFINITION
 };
 
+/// `Two` with a rate on its first step only.
+static RATED_FIRST: WorkflowDefinition = WorkflowDefinition {
+    entries: &[
+        plain_step(
+            "first",
+            Some(Rate {
+                count: 1,
+                period_ms: 1,
+            }),
+        ),
+        plain_step("second", None),
+    ],
+    ..*<Two as crate::Workflow>::DEFINITION
+};
+
 fn next_second() -> NewStep {
     NewStep {
         step_name: "second".into(),
@@ -87,12 +102,7 @@ fn plan() -> Plan {
 
 fn hands(definition: &WorkflowDefinition) -> bool {
     let steps = step_plan(definition);
-    hands_off(
-        &plan(),
-        Some(&steps),
-        &["default".to_owned()],
-        definition,
-    )
+    hands_off(&plan(), Some(&steps), &["default".to_owned()], definition)
 }
 
 #[test]
@@ -101,19 +111,6 @@ fn a_workflow_or_a_step_with_a_limit_is_never_handed_on() {
     assert!(!hands(&KEYED), "a per-key limit");
     assert!(!hands(&STEP_RATED), "the next step's own rate");
     // A rate on another step than the next does not stop it.
-    static RATED_FIRST: WorkflowDefinition = WorkflowDefinition {
-        entries: &[
-            plain_step(
-                "first",
-                Some(Rate {
-                    count: 1,
-                    period_ms: 1,
-                }),
-            ),
-            plain_step("second", None),
-        ],
-        ..*<Two as crate::Workflow>::DEFINITION
-    };
     assert!(hands(&RATED_FIRST));
 }
 

@@ -32,9 +32,8 @@ pub(super) fn declared_limits(
         };
         let mut limit = |key: String, max: Option<u32>| {
             if let Some(max) = max {
-                concurrency.push(
-                    json!({ "key": key, "workflow": name, "max": max, "holder": holder }),
-                );
+                concurrency
+                    .push(json!({ "key": key, "workflow": name, "max": max, "holder": holder }));
             }
         };
         limit(format!("workflow:{name}"), flow.concurrency);
@@ -52,7 +51,10 @@ pub(super) fn declared_limits(
         rate(format!("workflow:{name}"), flow.rate_limit);
         rate(format!("key:{name}"), flow.key_rate_limit);
         for entry in definition.entries {
-            rate(format!("step:{name}/{}", entry.name), entry.options.rate_limit);
+            rate(
+                format!("step:{name}/{}", entry.name),
+                entry.options.rate_limit,
+            );
         }
     }
     let queues: BTreeMap<&str, u32> = queue_limits

@@ -32,10 +32,16 @@ limited!(
 
 /// `hot` runs of key `hot` started first (at the head of the queue), then
 /// `others` runs of other keys and one run of an unlimited workflow.
-async fn a_hot_key_ahead(t: &TestDb, hot: usize, others: usize) -> (Vec<pgbus_runtime::RunId>, Vec<pgbus_runtime::RunId>) {
+async fn a_hot_key_ahead(
+    t: &TestDb,
+    hot: usize,
+    others: usize,
+) -> (Vec<pgbus_runtime::RunId>, Vec<pgbus_runtime::RunId>) {
     let client = t.client();
     let hot_runs = client
-        .start_many::<KeyedOne>((0..hot).map(|_| (Job::new("hot"), pgbus_runtime::StartOptions::new())))
+        .start_many::<KeyedOne>(
+            (0..hot).map(|_| (Job::new("hot"), pgbus_runtime::StartOptions::new())),
+        )
         .await
         .expect("hot starts")
         .into_iter()
@@ -68,16 +74,29 @@ async fn a_key_at_its_limit_does_not_stop_the_rows_behind_it_in_the_same_claim()
     got.sort_unstable();
     assert_eq!(got, behind);
     for run in &hot[1..] {
-        assert_eq!(held_by(&t, *run).await.as_deref(), Some("key:flow.steps:hot"));
+        assert_eq!(
+            held_by(&t, *run).await.as_deref(),
+            Some("key:flow.steps:hot")
+        );
     }
     // Held rows are out of the claim's way (and of the next due time: see
     // the store's unit tests).
     assert!(claim(&store, "w1", &defs, 4).await.is_empty());
 
     // The slot given back wakes the key's oldest held row, and the claim takes it.
-    super::end(&store, KeyedOne::DEFINITION, &first[0], "w1", pgbus_runtime::engine::Verb::Complete).await;
+    super::end(
+        &store,
+        KeyedOne::DEFINITION,
+        &first[0],
+        "w1",
+        pgbus_runtime::engine::Verb::Complete,
+    )
+    .await;
     assert_eq!(held_by(&t, hot[1]).await, None);
-    assert_eq!(held_by(&t, hot[2]).await.as_deref(), Some("key:flow.steps:hot"));
+    assert_eq!(
+        held_by(&t, hot[2]).await.as_deref(),
+        Some("key:flow.steps:hot")
+    );
     let next = claim(&store, "w1", &defs, 4).await;
     let mut got = runs_of(&next);
     got.sort_unstable();
@@ -133,7 +152,12 @@ async fn a_row_outside_its_rate_window_waits_for_the_window_with_its_attempt_unc
         assert_eq!(row.throttled_by.as_deref(), Some("workflow:flow.steps"));
         assert_eq!(row.held_by, None);
         assert_eq!(row.scheduled_at, at_ms(1_000));
-        assert_eq!(view.events.len(), 1, "no event, no attempt spent: {:?}", view.events);
+        assert_eq!(
+            view.events.len(),
+            1,
+            "no event, no attempt spent: {:?}",
+            view.events
+        );
     }
     assert!(claim(&store, "w1", &defs, 10).await.is_empty());
 
@@ -149,6 +173,84 @@ async fn a_row_outside_its_rate_window_waits_for_the_window_with_its_attempt_unc
         assert_eq!(c.claimed_at, at_ms(1_000));
     }
     let view = t.run(runs[3]).await;
-    assert_eq!(view.steps[0].throttled_by, None, "a claimed row is no longer throttled");
+    assert_eq!(
+        view.steps[0].throttled_by, None,
+        "a claimed row is no longer throttled"
+    );
     assert!(view.steps[0].scheduled_at > t0());
+}
+
+limited!(
+    RatedFree(Free),
+    flow: FlowControl {
+        rate_limit: Some(Rate {
+            count: 1,
+            period_ms: 60_000,
+        }),
+        ..FlowControl::NONE
+    },
+    key: |_| None,
+);
+
+/// A counter as `(name, labels sorted, value)`.
+type Counted = (String, Vec<(String, String)>, u64);
+
+#[tokio::test(flavor = "current_thread")]
+async fn rows_held_back_or_throttled_are_counted_by_workflow_and_scope() {
+    use metrics_util::MetricKind;
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let t = TestDb::new().await;
+    let store = t.db.store();
+    let defs = [KeyedOne::DEFINITION, RatedFree::DEFINITION];
+    register(&t, "w1", &defs, &[]).await;
+    for _ in 0..3 {
+        start::<KeyedOne>(&t, "same").await;
+        start::<RatedFree>(&t, "any").await;
+    }
+    assert_eq!(claim(&store, "w1", &defs, 10).await.len(), 2);
+
+    let counted: Vec<Counted> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.kind() == MetricKind::Counter)
+        .filter_map(|(key, _, _, value)| {
+            let DebugValue::Counter(n) = value else {
+                return None;
+            };
+            let mut labels: Vec<(String, String)> = key
+                .key()
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            labels.sort();
+            Some((key.key().name().to_owned(), labels, n))
+        })
+        .collect();
+    let labels = |workflow: &str, scope: &str| {
+        vec![
+            ("scope".to_owned(), scope.to_owned()),
+            ("workflow".to_owned(), workflow.to_owned()),
+        ]
+    };
+    assert!(
+        counted.contains(&(
+            "pgbus_steps_held_total".to_owned(),
+            labels("flow.steps", "key"),
+            2
+        )),
+        "{counted:?}"
+    );
+    assert!(
+        counted.contains(&(
+            "pgbus_steps_throttled_total".to_owned(),
+            labels("flow.free", "workflow"),
+            2
+        )),
+        "{counted:?}"
+    );
 }

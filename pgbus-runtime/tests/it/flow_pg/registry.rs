@@ -101,13 +101,21 @@ async fn registration_writes_the_limits_in_force_and_a_changed_limit_frees_its_h
     register(&t, "w2", &[KeyedTwo::DEFINITION], &[("bulk".to_owned(), 6)]).await;
     assert_eq!(
         limits(&t).await,
-        ["key:flow.steps=2/step", "queue:bulk=6/step", "queue:default=50/step"]
+        [
+            "key:flow.steps=2/step",
+            "queue:bulk=6/step",
+            "queue:default=50/step"
+        ]
     );
 
     // Three runs of one key: two take its slots, the third is held. The
     // limit registered again unchanged changes nothing; removed (a deploy
     // without it), it frees the held row for the claim to decide again.
-    t.execute("DELETE FROM {schema}.flow_limits WHERE key LIKE 'queue:%'", &[]).await;
+    t.execute(
+        "DELETE FROM {schema}.flow_limits WHERE key LIKE 'queue:%'",
+        &[],
+    )
+    .await;
     let defs = [KeyedTwo::DEFINITION];
     let runs = [
         start::<KeyedTwo>(&t, "k").await,
@@ -115,7 +123,10 @@ async fn registration_writes_the_limits_in_force_and_a_changed_limit_frees_its_h
         start::<KeyedTwo>(&t, "k").await,
     ];
     assert_eq!(runs_of(&claim(&store, "w2", &defs, 4).await), runs[..2]);
-    assert_eq!(held_by(&t, runs[2]).await.as_deref(), Some("key:flow.steps:k"));
+    assert_eq!(
+        held_by(&t, runs[2]).await.as_deref(),
+        Some("key:flow.steps:k")
+    );
     register(&t, "w2", &[KeyedTwo::DEFINITION], &[]).await;
     assert_eq!(
         held_by(&t, runs[2]).await.as_deref(),
@@ -125,7 +136,10 @@ async fn registration_writes_the_limits_in_force_and_a_changed_limit_frees_its_h
     register(&t, "w3", &[Steps::DEFINITION], &[]).await;
     assert_eq!(held_by(&t, runs[2]).await, None, "the limit removed");
     assert!(limits(&t).await.is_empty());
-    assert_eq!(runs_of(&claim(&store, "w3", &[Steps::DEFINITION], 4).await), [runs[2]]);
+    assert_eq!(
+        runs_of(&claim(&store, "w3", &[Steps::DEFINITION], 4).await),
+        [runs[2]]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,13 +151,12 @@ async fn a_queue_limit_is_checked_when_the_worker_is_built() {
         ("", 3),
         ("two words", 3),
     ] {
-        let error = t
-            .db
-            .worker()
-            .register(Steps)
-            .queue_concurrency(queue, limit)
-            .build()
-            .expect_err("a bad queue limit");
+        let error =
+            t.db.worker()
+                .register(Steps)
+                .queue_concurrency(queue, limit)
+                .build()
+                .expect_err("a bad queue limit");
         assert!(
             matches!(&error, Error::InvalidSetting { setting, .. } if setting == "WorkerBuilder::queue_concurrency"),
             "{queue:?} {limit}: {error:?}"
@@ -192,7 +205,10 @@ async fn every_start_records_the_runs_concurrency_key() {
     let derived = start::<KeyedTwo>(&t, "from-input").await;
     assert_eq!(key_of(derived).await.as_deref(), Some("from-input"));
     let given = client
-        .start_with::<KeyedTwo>(&Job::new("ignored"), &StartOptions::new().concurrency_key("given"))
+        .start_with::<KeyedTwo>(
+            &Job::new("ignored"),
+            &StartOptions::new().concurrency_key("given"),
+        )
         .await
         .expect("a start")
         .run_id;
@@ -200,7 +216,10 @@ async fn every_start_records_the_runs_concurrency_key() {
     let plain = start::<Steps>(&t, "unused").await;
     assert_eq!(key_of(plain).await, None);
     let only_given = client
-        .start_with::<Steps>(&Job::new("x"), &StartOptions::new().concurrency_key("tenant-7"))
+        .start_with::<Steps>(
+            &Job::new("x"),
+            &StartOptions::new().concurrency_key("tenant-7"),
+        )
         .await
         .expect("a start")
         .run_id;
@@ -210,7 +229,10 @@ async fn every_start_records_the_runs_concurrency_key() {
     let many = client
         .start_many::<KeyedTwo>([
             (Job::new("m1"), StartOptions::new()),
-            (Job::new("m2"), StartOptions::new().concurrency_key("m-given")),
+            (
+                Job::new("m2"),
+                StartOptions::new().concurrency_key("m-given"),
+            ),
         ])
         .await
         .expect("starts");
@@ -238,7 +260,13 @@ async fn every_start_records_the_runs_concurrency_key() {
             .await
             .expect_err("a bad key");
         assert!(
-            matches!(error, Error::InvalidStartOption { option: "concurrency_key", .. }),
+            matches!(
+                error,
+                Error::InvalidStartOption {
+                    option: "concurrency_key",
+                    ..
+                }
+            ),
             "{job:?}: {error:?}"
         );
     }

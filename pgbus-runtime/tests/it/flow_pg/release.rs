@@ -34,8 +34,11 @@ const HELD: Option<&str> = Some("key:flow.steps:k");
 
 /// Whether `run` holds a slot as a run.
 async fn holds_as_run(t: &TestDb, run: RunId) -> bool {
-    t.query("SELECT slot_held FROM {schema}.runs WHERE id = $1", &[&run.0])
-        .await[0]
+    t.query(
+        "SELECT slot_held FROM {schema}.runs WHERE id = $1",
+        &[&run.0],
+    )
+    .await[0]
         .get(0)
 }
 
@@ -63,7 +66,14 @@ async fn a_run_slot_is_held_across_steps_given_back_on_pause_cancel_and_finish_a
     let second = claim(&store, "w1", &defs, 4).await;
     assert_eq!(runs_of(&second), [a]);
     assert_eq!(second[0].step_name, "two");
-    end(&store, RunSlot::DEFINITION, &second[0], "w1", Verb::Complete).await;
+    end(
+        &store,
+        RunSlot::DEFINITION,
+        &second[0],
+        "w1",
+        Verb::Complete,
+    )
+    .await;
     assert_eq!(held_by(&t, b).await.as_deref(), HELD);
 
     // A pause gives the slot back: B is woken and takes it.
@@ -121,6 +131,7 @@ limited!(
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::many_single_char_names)] // runs a to e, as the prose names them
 async fn a_held_row_is_woken_by_every_path_that_gives_a_slot_back() {
     let t = TestDb::new().await;
     let (store, client) = (t.db.store(), t.client());
@@ -133,7 +144,14 @@ async fn a_held_row_is_woken_by_every_path_that_gives_a_slot_back() {
     let claimed = claim(&store, "w1", &defs, 4).await;
     assert_eq!(runs_of(&claimed), [a]);
     assert_eq!(held_by(&t, b).await.as_deref(), HELD);
-    end(&store, KeyedOne::DEFINITION, &claimed[0], "w1", Verb::Complete).await;
+    end(
+        &store,
+        KeyedOne::DEFINITION,
+        &claimed[0],
+        "w1",
+        Verb::Complete,
+    )
+    .await;
     assert_eq!(held_by(&t, b).await, None, "woken by the outcome");
 
     // An operator's cancel of the run in progress.

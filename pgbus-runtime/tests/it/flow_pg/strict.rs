@@ -67,7 +67,9 @@ struct KeyThree(Arc<Tracker>);
 impl KeyThree {
     #[step]
     async fn one(&self, cx: &mut StepCx<Job>) {
-        self.0.body("strict.key_three", cx.input().key.clone()).await;
+        self.0
+            .body("strict.key_three", cx.input().key.clone())
+            .await;
     }
 }
 
@@ -158,7 +160,7 @@ async fn run_all(t: &TestDb, workers: Vec<Worker>, bound: Duration) -> bool {
     done
 }
 
-async fn worker_on(db: &Database, tracker: &Arc<Tracker>) -> Worker {
+fn worker_on(db: &Database, tracker: &Arc<Tracker>) -> Worker {
     db.worker()
         .register(LimitOne(KeyOne(Arc::clone(tracker))))
         .register(LimitThree(KeyThree(Arc::clone(tracker))))
@@ -195,9 +197,9 @@ async fn three_workers_never_run_more_of_a_key_than_its_limit_and_every_run_fini
         + start_keyed::<LimitThree>(&t, &keys[500..], 12).await;
 
     let workers = vec![
-        worker_on(&t.db, &tracker).await,
-        worker_on(&t.second_connection().await, &tracker).await,
-        worker_on(&t.second_connection().await, &tracker).await,
+        worker_on(&t.db, &tracker),
+        worker_on(&t.second_connection().await, &tracker),
+        worker_on(&t.second_connection().await, &tracker),
     ];
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = sample(
@@ -205,13 +207,24 @@ async fn three_workers_never_run_more_of_a_key_than_its_limit_and_every_run_fini
         t.sql(BUSIEST_KEY),
         Arc::clone(&stop),
     );
-    let finished = run_all(&t, workers, Duration::from_secs(60)).await;
+    let finished = run_all(&t, workers, Duration::from_mins(1)).await;
     stop.store(true, Ordering::Relaxed);
     let (sampled, samples) = sampler.await.expect("the sampler");
-    assert!(finished, "every run finishes: {:?}", status_counts(&t).await);
-    assert!(samples > 10, "the sampler read the tables throughout ({samples} reads)");
+    assert!(
+        finished,
+        "every run finishes: {:?}",
+        status_counts(&t).await
+    );
+    assert!(
+        samples > 10,
+        "the sampler read the tables throughout ({samples} reads)"
+    );
 
-    assert_eq!(tracker.most("strict.key_one"), 1, "key_concurrency 1, counted by the bodies");
+    assert_eq!(
+        tracker.most("strict.key_one"),
+        1,
+        "key_concurrency 1, counted by the bodies"
+    );
     let three = tracker.most("strict.key_three");
     assert!(
         (2..=3).contains(&three),
@@ -219,7 +232,10 @@ async fn three_workers_never_run_more_of_a_key_than_its_limit_and_every_run_fini
     );
     for (workflow, limit) in [("strict.key_one", 1), ("strict.key_three", 3)] {
         let seen = sampled.get(workflow).copied().unwrap_or(0);
-        assert!(seen <= limit, "{workflow}: {seen} in progress for one key in one snapshot");
+        assert!(
+            seen <= limit,
+            "{workflow}: {seen} in progress for one key in one snapshot"
+        );
     }
     let finished = t
         .count(
@@ -326,16 +342,29 @@ async fn a_workflow_limit_and_a_queue_limit_hold_under_racing_workers() {
         t.sql(BUSIEST_WORKFLOW),
         Arc::clone(&stop),
     );
-    let finished = run_all(&t, workers, Duration::from_secs(60)).await;
+    let finished = run_all(&t, workers, Duration::from_mins(1)).await;
     stop.store(true, Ordering::Relaxed);
     let (sampled, samples) = sampler.await.expect("the sampler");
-    assert!(finished, "every run finishes: {:?}", status_counts(&t).await);
-    assert!(samples > 10, "the sampler read the tables throughout ({samples} reads)");
+    assert!(
+        finished,
+        "every run finishes: {:?}",
+        status_counts(&t).await
+    );
+    assert!(
+        samples > 10,
+        "the sampler read the tables throughout ({samples} reads)"
+    );
 
     let whole = tracker.most("strict.whole");
-    assert!((2..=3).contains(&whole), "concurrency 3 reached, never passed: {whole}");
+    assert!(
+        (2..=3).contains(&whole),
+        "concurrency 3 reached, never passed: {whole}"
+    );
     let narrow = tracker.most("strict.narrow");
-    assert!((1..=2).contains(&narrow), "queue limit 2 never passed: {narrow}");
+    assert!(
+        (1..=2).contains(&narrow),
+        "queue limit 2 never passed: {narrow}"
+    );
     let seen = |name: &str| sampled.get(name).copied().unwrap_or(0);
     assert!(seen("strict.whole") <= 3, "{sampled:?}");
     assert!(seen("queue:narrow") <= 2, "{sampled:?}");
