@@ -271,10 +271,10 @@ impl StartOptions {
 
     /// These options with the concurrency key of a run of `W` with `input`:
     /// the one given ([`StartOptions::concurrency_key`]) if any, else the
-    /// one `W`'s key method derives
-    /// ([`Workflow::concurrency_key`](crate::Workflow::concurrency_key)),
-    /// else none. What every client start does before the store sees the
-    /// options (a store has the input as JSON only, not `W::Input`).
+    /// one `W`'s key method derives ([`Workflow::concurrency_key`]), else
+    /// none. What every client start (and a fan-out's child) does before the
+    /// store sees the options: a store has the input as JSON only, not
+    /// `W::Input`.
     pub fn with_key_of<W: Workflow>(self, input: &W::Input) -> Self {
         match (&self.concurrency_key, W::concurrency_key(input)) {
             (None, Some(key)) => self.concurrency_key(key),
