@@ -16,6 +16,10 @@ pub struct ChildRun {
     pub definition: &'static WorkflowDefinition,
     /// The child's input as JSON.
     pub input: Value,
+    /// The child's concurrency key, from its workflow's `key` method
+    /// ([`Workflow::concurrency_key`]), if it has one: the child shares its
+    /// workflow's per-key limits with every run of that key.
+    pub concurrency_key: Option<String>,
 }
 
 impl PartialEq for ChildRun {
@@ -56,21 +60,31 @@ impl FanOut {
         }
     }
 
-    /// Adds a child run of workflow `W` with `input`.
+    /// Adds a child run of workflow `W` with `input`, keyed by `W`'s `key`
+    /// method if it has one (its per-key concurrency and rate limits apply
+    /// to the child as to any run).
     ///
     /// # Errors
     /// A [`StepError`] wrapping the `serde_json` error when `input` does not
-    /// serialize, or [`Error::InvalidInput`](crate::Error::InvalidInput) when
+    /// serialize, [`Error::InvalidInput`](crate::Error::InvalidInput) when
     /// it breaks the input rule every start follows
     /// ([`Limits::check_input`](crate::Limits::check_input): NUL, size,
-    /// depth) under the worker's limits.
+    /// depth) under the worker's limits, or
+    /// [`Error::InvalidStartOption`](crate::Error::InvalidStartOption) with
+    /// `option: "concurrency_key"` when the key method gives a key a start
+    /// would refuse.
     pub fn start<W: Workflow>(&mut self, input: &W::Input) -> Result<(), StepError> {
+        let concurrency_key = W::concurrency_key(input);
+        if let Some(key) = &concurrency_key {
+            crate::start_options::check_concurrency_key(key).map_err(StepError::from)?;
+        }
         let input = serde_json::to_value(input)?;
         self.limits.check_input(&input).map_err(StepError::from)?;
         self.children.push(ChildRun {
             workflow: W::DEFINITION.name,
             definition: W::DEFINITION,
             input,
+            concurrency_key,
         });
         Ok(())
     }

@@ -28,3 +28,12 @@ pub const RUNS: &str = "pgbus_runs";
 /// (`started`: a run was started for it; `skipped`: a missed tick the
 /// catch-up policy ran nothing for).
 pub const SCHEDULE_TICKS: &str = "pgbus_schedule_ticks_total";
+/// Counter of due steps a claim held back at a concurrency limit (out of
+/// the due queue until a slot of the limit is given back); labels
+/// `workflow`, `scope` (`workflow`, `key` or `queue`: which limit). Never
+/// labelled by a key's value: those are unbounded.
+pub const STEPS_HELD: &str = "pgbus_steps_held_total";
+/// Counter of due steps a claim throttled (due again when the rate window
+/// lets them start); labels `workflow`, `scope` (`workflow`, `step` or
+/// `key`: which rate).
+pub const STEPS_THROTTLED: &str = "pgbus_steps_throttled_total";

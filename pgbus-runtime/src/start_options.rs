@@ -150,7 +150,9 @@ impl StartOptions {
     /// `key = Self::method` derives from the input (a workflow without a key
     /// method takes one this way only): its runs share the workflow's
     /// `key_concurrency` and `key_rate_limit` with every run of the same key.
-    /// 1 to 255 characters of visible text, as an idempotency key.
+    /// 1 to 255 characters, not blank, no control characters, as an
+    /// idempotency key (a bad one: [`Error::InvalidStartOption`] with
+    /// `option: "concurrency_key"`, from [`StartOptions::check`]).
     pub fn concurrency_key(mut self, key: impl Into<String>) -> Self {
         self.concurrency_key = Some(key.into());
         self
@@ -222,7 +224,11 @@ impl StartOptions {
     ///   over 36,500 days;
     /// - [`Error::InvalidStartOption`] with `option: "queue"` for a queue
     ///   that is empty, over 255 characters, or holds whitespace, control or
-    ///   invisible formatting characters.
+    ///   invisible formatting characters;
+    /// - [`Error::InvalidStartOption`] with `option: "concurrency_key"` for a
+    ///   concurrency key that breaks the idempotency key's rule (given here
+    ///   or derived by the workflow's key method: a key of a bad shape is the
+    ///   start's error, not a silent fallback to no key).
     pub fn check(&self, now: DateTime<Utc>) -> Result<(), Error> {
         if let Some(key) = &self.key {
             crate::client::check_key(key)?;
@@ -257,8 +263,46 @@ impl StartOptions {
                 problem: problem.to_owned(),
             })?;
         }
+        if let Some(key) = &self.concurrency_key {
+            check_concurrency_key(key)?;
+        }
         Ok(())
     }
+
+    /// These options with the concurrency key of a run of `W` with `input`:
+    /// the one given ([`StartOptions::concurrency_key`]) if any, else the
+    /// one `W`'s key method derives ([`Workflow::concurrency_key`]), else
+    /// none. What every client start (and a fan-out's child) does before the
+    /// store sees the options: a store has the input as JSON only, not
+    /// `W::Input`.
+    pub fn with_key_of<W: Workflow>(self, input: &W::Input) -> Self {
+        match (&self.concurrency_key, W::concurrency_key(input)) {
+            (None, Some(key)) => self.concurrency_key(key),
+            _ => self,
+        }
+    }
+}
+
+/// The rule for a concurrency key, given at start or derived by a key
+/// method: an idempotency key's (1 to 255 characters, not blank, no control
+/// characters).
+///
+/// # Errors
+/// [`Error::InvalidStartOption`] with `option: "concurrency_key"`.
+pub(crate) fn check_concurrency_key(key: &str) -> Result<(), Error> {
+    let problem = if key.trim().is_empty() {
+        "cannot be empty or blank; leave it out to start the run without a key"
+    } else if key.chars().count() > crate::error::MAX_IDEMPOTENCY_KEY_CHARS {
+        "must be at most 255 characters"
+    } else if key.chars().any(char::is_control) {
+        "cannot contain control characters"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidStartOption {
+        option: "concurrency_key",
+        problem: problem.to_owned(),
+    })
 }
 
 /// [`MAX_DURATION_MS`] as a chrono duration.
@@ -313,7 +357,8 @@ impl NewRun {
 
 /// The starts of a bulk call as a store takes them
 /// ([`Store::start_many`](crate::store::Store::start_many)): each input
-/// serialized to JSON, in order. What [`Client::start_many`](crate::Client::start_many)
+/// serialized to JSON, in order, each start's options with the run's
+/// concurrency key ([`StartOptions::with_key_of`]). What [`Client::start_many`](crate::Client::start_many)
 /// and the testkit's `TestEnv::start_many` do first. Past
 /// [`MAX_STARTS_PER_CALL`], the rest are counted, not serialized.
 ///
@@ -335,6 +380,7 @@ pub fn new_runs<W: Workflow>(
                     .saturating_add(starts.by_ref().count()),
             )?;
         }
+        let options = options.with_key_of::<W>(input.borrow());
         let input = serde_json::to_value(input.borrow()).map_err(|error| Error::StartRefused {
             index,
             source: Box::new(Error::Json(error)),

@@ -220,8 +220,8 @@ fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
             .map_err(|e| Error::Corrupt(format!("column `step_plan`: {e}")))?,
         input: json(row, "input")?.unwrap_or(Value::Null),
         idempotency_key: row.get("idempotency_key"),
-        // Read once migration 0016 stores them (flow control, issue 21).
-        concurrency_key: None,
+        concurrency_key: row.get("concurrency_key"),
+        // Read once migration 0017 stores it (deadlines, issue 21).
         deadline_at: None,
         error_class: row.get("error_class"),
         error_message: row.get("error_message"),
@@ -272,9 +272,8 @@ fn step_view(row: &tokio_postgres::Row) -> Result<StepView, Error> {
             .unwrap_or_default(),
         waiting_for: row.get("waiting_for"),
         waiting_since: row.get("waiting_since"),
-        // Read once migration 0016 stores them (flow control, issue 21).
-        held_by: None,
-        throttled_by: None,
+        held_by: row.get("held_by"),
+        throttled_by: row.get("throttled_by"),
         created_at: row.get("created_at"),
     })
 }

@@ -12,10 +12,11 @@ use crate::workflow::Workflow;
 
 impl Client {
     /// Starts a run of `W` with `input` as `options` say: an idempotency key,
-    /// a start time or delay, the run's queue and priority (see
-    /// [`StartOptions`] for what each does). The first step is due at the
-    /// start time (now, counted on the database clock, when none is given)
-    /// plus that step's own `wait`.
+    /// a start time or delay, the run's queue and priority, its concurrency
+    /// key (see [`StartOptions`] for what each does; without a concurrency
+    /// key, the one `W`'s `key` method derives from `input`, if it has one).
+    /// The first step is due at the start time (now, counted on the database
+    /// clock, when none is given) plus that step's own `wait`.
     ///
     /// ```no_run
     /// # use pgbus_runtime::prelude::*;
@@ -41,7 +42,7 @@ impl Client {
     /// [`Error::Json`] when the input does not serialize,
     /// [`Error::InvalidInput`] when it breaks the input limits, the errors of
     /// [`StartOptions::check`] (a bad key, [`Error::InvalidStartOption`]
-    /// naming `at`, `delay` or `queue`), [`Error::NoSteps`], and database
+    /// naming `at`, `delay`, `queue` or `concurrency_key`), [`Error::NoSteps`], and database
     /// errors. Nothing is started on an error.
     #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_with<W: Workflow>(
@@ -49,6 +50,8 @@ impl Client {
         input: &W::Input,
         options: &StartOptions,
     ) -> Result<Started, Error> {
+        let keyed = keyed::<W>(input, options);
+        let options = keyed.as_deref().unwrap_or(options);
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self.store.start_run(W::DEFINITION, &input, options).await?;
         Ok(Started { run_id, created })
@@ -71,6 +74,8 @@ impl Client {
         input: &W::Input,
         options: &StartOptions,
     ) -> Result<Started, Error> {
+        let keyed = keyed::<W>(input, options);
+        let options = keyed.as_deref().unwrap_or(options);
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self
             .store
@@ -93,6 +98,8 @@ impl Client {
         input: &W::Input,
         options: &StartOptions,
     ) -> Result<Started, Error> {
+        let keyed = keyed::<W>(input, options);
+        let options = keyed.as_deref().unwrap_or(options);
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self
             .store
@@ -225,5 +232,18 @@ impl Client {
     ) -> Result<Started, Error> {
         self.start_with_in_sqlx::<W>(conn, input, &StartOptions::new().key(key))
             .await
+    }
+}
+
+/// `options` with the concurrency key of a run of `W` with `input` (see
+/// [`StartOptions::with_key_of`]) when `W`'s key method adds one, else
+/// `None` (the options as given). Boxed: a start's future holds it.
+fn keyed<W: Workflow>(input: &W::Input, options: &StartOptions) -> Option<Box<StartOptions>> {
+    if options.run_concurrency_key().is_none()
+        && let Some(key) = W::concurrency_key(input)
+    {
+        Some(Box::new(options.clone().concurrency_key(key)))
+    } else {
+        None
     }
 }

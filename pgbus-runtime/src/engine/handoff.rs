@@ -19,6 +19,13 @@ use crate::store::Claim;
 /// lacks, so neither does a handoff), and its entry waits for no signal (no
 /// gate inputs to read). `step_plan`: the run's stored plan (`None` for a run
 /// started before plans were stored: never handed on).
+///
+/// Never for a workflow with a concurrency or rate limit
+/// ([`FlowControl::limits`](crate::FlowControl::limits)), nor for a next
+/// step with a `rate_limit` of its own: a handoff takes no slot and records
+/// no start, so such a step goes through the claim, which admits it under
+/// the limits (a store that knows limits the definition does not, a queue's,
+/// or another version's, checks those too: [`handoff_within_limits`]).
 #[must_use]
 pub fn hands_off(
     plan: &Plan,
@@ -33,12 +40,38 @@ pub fn hands_off(
         && next.delay_ms == 0
         && next.attempt == 1
         && queues.contains(&next.queue)
-        && definition.entry(&next.step_name).is_some()
+        && !definition.flow.limits()
+        && definition
+            .entry(&next.step_name)
+            .is_some_and(|(_, entry)| entry.options.rate_limit.is_none())
         && step_plan.is_some_and(|steps| {
             steps
                 .iter()
                 .any(|s| s.name == next.step_name && s.wait_for.is_none())
         })
+}
+
+/// Whether the step `next` of a run of `workflow` may be handed on under the
+/// flow limits a store has in force, `in_force` (their limit keys, as
+/// registered: `workflow:<W>`, `key:<W>`, `queue:<Q>`, `step:<W>/<step>`):
+/// not when any of them applies to it (the workflow's concurrency or rate,
+/// its per-key limits, the next step's queue or its own rate). What
+/// [`hands_off`] cannot see from the worker's definition: a queue's limit
+/// (declared by any worker of the fleet) and the limits another version of
+/// the workflow registered.
+#[must_use]
+pub fn handoff_within_limits(next: &NewStep, workflow: &str, in_force: &[String]) -> bool {
+    let applies = |key: &String| {
+        key.strip_prefix("workflow:") == Some(workflow)
+            || key.strip_prefix("key:") == Some(workflow)
+            || key.strip_prefix("queue:") == Some(next.queue.as_str())
+            || key
+                .strip_prefix("step:")
+                .and_then(|rest| rest.strip_prefix(workflow))
+                .and_then(|rest| rest.strip_prefix('/'))
+                == Some(next.step_name.as_str())
+    };
+    !in_force.iter().any(applies)
 }
 
 /// Whether what a claim of the next step would read from the store can be
@@ -120,3 +153,6 @@ pub fn unstorable_result(reason: String) -> AttemptResult {
         true,
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -27,7 +27,9 @@ mod verb;
 
 pub use deploy::{InFlight, LatestRow, NewVersion, Stop, Verdict, VerdictKind, deploy_verdict};
 pub use event::EventKind;
-pub use handoff::{carries_over, continued_claim, hands_off, stall_event, unstorable_result};
+pub use handoff::{
+    carries_over, continued_claim, handoff_within_limits, hands_off, stall_event, unstorable_result,
+};
 pub use operator::{Action, ActionPlan, ActionRun, IllegalMove, LatestStep, plan_action};
 pub use outcome::plan_outcome;
 pub use park::{BatchState, Park, ParkPlan, ParkWait, StoredSignal, plan_park, wait_expired};

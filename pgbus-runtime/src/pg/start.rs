@@ -35,6 +35,7 @@ pub(crate) struct StartArgs<'a> {
     pub(crate) not_before: Option<DateTime<Utc>>,
     pub(crate) queue_override: Option<String>,
     pub(crate) priority_override: Option<i16>,
+    pub(crate) concurrency_key: Option<&'a str>,
 }
 
 impl<'a> StartArgs<'a> {
@@ -53,14 +54,16 @@ impl<'a> StartArgs<'a> {
         channel: String,
     ) -> Result<Self, Error> {
         let plan = plan_start(definition, options, now.unwrap_or_else(Utc::now))?;
-        Self::planned(
+        let mut args = Self::planned(
             definition,
             input,
             options.idempotency_key(),
             plan,
             now,
             channel,
-        )
+        )?;
+        args.concurrency_key = options.run_concurrency_key();
+        Ok(args)
     }
 
     /// The parameters of a start `plan` decided.
@@ -90,11 +93,12 @@ impl<'a> StartArgs<'a> {
             not_before: plan.due.not_before,
             queue_override: plan.overrides.queue,
             priority_override: plan.overrides.priority,
+            concurrency_key: None,
         })
     }
 
     /// The parameters as tokio-postgres takes them.
-    fn params(&self) -> [&(dyn ToSql + Sync); 17] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 18] {
         [
             &self.workflow,
             &self.digest,
@@ -113,6 +117,7 @@ impl<'a> StartArgs<'a> {
             &self.not_before,
             &self.queue_override,
             &self.priority_override,
+            &self.concurrency_key,
         ]
     }
 }
@@ -241,6 +246,7 @@ impl StartConn for SqlxStart<'_> {
             .bind(args.not_before)
             .bind(args.queue_override.as_deref())
             .bind(args.priority_override)
+            .bind(args.concurrency_key)
             .fetch_optional(&mut *self.conn)
             .await;
         let read = |row: sqlx::postgres::PgRow| -> Result<Inserted, sqlx::Error> {

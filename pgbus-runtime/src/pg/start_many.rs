@@ -51,6 +51,7 @@ pub(crate) struct BulkArgs<'a> {
     queue_overrides: Vec<Option<String>>,
     priority_overrides: Vec<Option<i16>>,
     plan_index: Vec<i32>,
+    concurrency_keys: Vec<Option<&'a str>>,
     slots: Vec<Slot>,
 }
 
@@ -86,6 +87,7 @@ impl<'a> BulkArgs<'a> {
             queue_overrides: Vec::with_capacity(runs.len()),
             priority_overrides: Vec::with_capacity(runs.len()),
             plan_index: Vec::with_capacity(runs.len()),
+            concurrency_keys: Vec::with_capacity(runs.len()),
             slots: Vec::with_capacity(runs.len()),
         };
         // One step plan per distinct pair of overrides, not one per run.
@@ -122,12 +124,14 @@ impl<'a> BulkArgs<'a> {
                 .push(i64::try_from(plan.due.delay_ms).unwrap_or(i64::MAX));
             args.queue_overrides.push(plan.overrides.queue);
             args.priority_overrides.push(plan.overrides.priority);
+            args.concurrency_keys
+                .push(run.options.run_concurrency_key());
         }
         Ok(args)
     }
 
     /// The parameters as tokio-postgres takes them.
-    fn params(&self) -> [&(dyn ToSql + Sync); 18] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 19] {
         [
             &self.workflow,
             &self.digest,
@@ -147,6 +151,7 @@ impl<'a> BulkArgs<'a> {
             &self.queue_overrides,
             &self.priority_overrides,
             &self.plan_index,
+            &self.concurrency_keys,
         ]
     }
 
@@ -326,6 +331,7 @@ impl BulkConn for SqlxBulk<'_> {
             .bind(&args.queue_overrides)
             .bind(&args.priority_overrides)
             .bind(&args.plan_index)
+            .bind(&args.concurrency_keys)
             .fetch_all(&mut *self.conn)
             .await;
         let read = |rows: Vec<sqlx::postgres::PgRow>| -> Result<Written, sqlx::Error> {

@@ -41,6 +41,7 @@ pub struct WorkerBuilder {
     undefined_step_grace: Option<Duration>,
     schedules: Vec<BuilderSchedule>,
     schedule_interval: Duration,
+    queue_limits: Vec<(String, u32)>,
 }
 
 /// A schedule declared with [`WorkerBuilder::schedule`], checked at build.
@@ -84,7 +85,25 @@ impl WorkerBuilder {
             undefined_step_grace: Some(DEFAULT_UNDEFINED_STEP_GRACE),
             schedules: Vec::new(),
             schedule_interval: Duration::from_secs(1),
+            queue_limits: Vec::new(),
         }
+    }
+
+    /// At most `limit` steps of `queue` in progress at once, fleet-wide,
+    /// whatever their workflow (a queue is a property of the fleet, not of
+    /// one workflow): written when the worker registers, and enforced by
+    /// every worker's claim, strictly (see the guide's "Flow control"). A
+    /// worker that does not declare a queue's limit leaves the one in force
+    /// alone; declared again, the last value wins. Eager steps are never
+    /// handed on into a limited queue: they go through the claim.
+    ///
+    /// [`WorkerBuilder::build`] refuses, with [`Error::InvalidSetting`], a
+    /// limit of 0 or over [`MAX_CONCURRENCY`](pgbus_core::flow::MAX_CONCURRENCY)
+    /// (100,000), and a queue name a start would refuse.
+    #[must_use]
+    pub fn queue_concurrency(mut self, queue: impl Into<String>, limit: u32) -> Self {
+        self.queue_limits.push((queue.into(), limit));
+        self
     }
 
     /// Declares a schedule in code, as `#[workflow(schedule = "...")]` does
@@ -409,6 +428,7 @@ impl WorkerBuilder {
             None => id.clone(),
         };
         let declared = declared_schedules(&registry, self.schedules, self.db.store.limits)?;
+        let queue_limits = checked_queue_limits(self.queue_limits)?;
         let runner = registry.into_values().fold(
             Runner::new(self.db.store.clone(), id.clone())
                 .queues(queues.clone())
@@ -441,6 +461,7 @@ impl WorkerBuilder {
                 undefined_grace_ms: self.undefined_step_grace.map(capped_ms),
                 declared,
                 schedule_interval: self.schedule_interval,
+                queue_limits,
                 registered: AtomicBool::new(false),
                 loops: std::sync::atomic::AtomicUsize::new(0),
                 suspects: std::sync::Mutex::new(std::collections::HashSet::new()),
@@ -502,6 +523,28 @@ fn declared_schedules(
         });
     }
     Ok(declared)
+}
+
+/// The queue limits of [`WorkerBuilder::queue_concurrency`], checked, one per
+/// queue (the last declared wins), sorted by queue.
+fn checked_queue_limits(limits: Vec<(String, u32)>) -> Result<Vec<(String, u32)>, Error> {
+    let mut checked = std::collections::BTreeMap::new();
+    for (queue, limit) in limits {
+        let invalid = |problem: String| Error::InvalidSetting {
+            setting: "WorkerBuilder::queue_concurrency".to_owned(),
+            problem,
+        };
+        crate::start_options::check_queue(&queue)
+            .map_err(|problem| invalid(format!("the queue {problem}")))?;
+        if limit == 0 || limit > pgbus_core::flow::MAX_CONCURRENCY {
+            return Err(invalid(format!(
+                "the limit of queue `{queue}` is 1 to {} steps in progress; got {limit}",
+                pgbus_core::flow::MAX_CONCURRENCY
+            )));
+        }
+        checked.insert(queue, limit);
+    }
+    Ok(checked.into_iter().collect())
 }
 
 /// Checks a worker name (see [`WorkerBuilder::name`]).

@@ -159,6 +159,9 @@ struct Inner {
     declared: Vec<crate::schedule::ScheduleSpec>,
     /// How often it fires due schedule ticks.
     schedule_interval: Duration,
+    /// The queue limits it declares (`WorkerBuilder::queue_concurrency`),
+    /// written at registration.
+    queue_limits: Vec<(String, u32)>,
     /// Cancellation tokens of the attempts running here, by step id: cancelled
     /// when a heartbeat finds the claim lost.
     running: std::sync::Mutex<HashMap<i64, CancellationToken>>,

@@ -31,7 +31,7 @@ impl Worker {
                 queues: &inner.queues,
                 concurrency: inner.concurrency,
                 definitions: &definitions,
-                queue_limits: &[],
+                queue_limits: &inner.queue_limits,
             };
             if let Err(error) = inner.store.register_worker(&registration).await {
                 inner.registered.store(false, Ordering::Release);

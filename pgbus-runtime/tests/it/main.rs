@@ -10,6 +10,7 @@ mod dispatch;
 mod engine_pg;
 mod errors_pg;
 mod fan_out_pg;
+mod flow_pg;
 mod gate_pg;
 mod lifecycle_pg;
 mod metrics_pg;

@@ -3,11 +3,18 @@
 -- locked first: every transaction locks a parent before its child (the child's
 -- final transaction counts toward the parent's batch; cancelling a parent
 -- cancels its children), so none deadlocks with another. Rows come back in
--- locking order; the run itself is the last. $1 run id, $2 now (NULL =
--- clock_timestamp())
+-- locking order; the run itself is the last. `flow_keys`: the flow limits in
+-- force that an eager handoff of the run's next step must not bypass (the
+-- concurrency and rate limits of its workflow, every queue's limit; see
+-- `engine::handoff_within_limits`), from the registry, whichever version
+-- registered them. $1 run id, $2 now (NULL = clock_timestamp())
 SELECT r.id, r.status, r.workflow, r.step_names, r.step_plan, r.current_step,
        r.error_class, r.error_message, r.parent_batch_id, r.queue_override, r.priority_override,
-       coalesce($2::timestamptz, clock_timestamp()) AS now
+       coalesce($2::timestamptz, clock_timestamp()) AS now,
+       ARRAY(SELECT f.key FROM {schema}.flow_limits f
+             WHERE f.workflow = r.workflow OR f.workflow IS NULL
+             UNION ALL
+             SELECT l.key FROM {schema}.rate_limits l WHERE l.workflow = r.workflow) AS flow_keys
 FROM {schema}.runs r
 WHERE r.id = $1
    OR r.id = (SELECT b.run_id FROM {schema}.runs c

@@ -8,7 +8,7 @@ SELECT s.id, s.step_name, s.attempt, s.status, s.outcome, s.queue, s.priority,
        CASE WHEN $3::bigint IS NOT NULL THEN octet_length(s.output::text)::bigint END
            AS output_bytes,
        s.error_class, s.error_message, s.error_causes, s.waiting_for, s.waiting_since,
-       s.created_at
+       s.held_by, s.throttled_by, s.created_at
 FROM (SELECT id FROM {schema}.steps WHERE run_id = $1 ORDER BY id DESC LIMIT $2) latest
 JOIN {schema}.steps s ON s.id = latest.id
 ORDER BY s.id

@@ -5,7 +5,8 @@
 -- $4 children's inputs (jsonb[]), $5 one object per workflow among them:
 -- {"workflow", "digest", "options_digest", "step_names", "step_plan",
 --  "first": {"name", "queue", "priority", "timeout_ms", "delay_ms"}},
--- $6 now, $7 actor, $8 notification channel
+-- $6 now, $7 actor, $8 notification channel, $9 children's concurrency keys
+-- (text[], NULL for none)
 WITH batch AS (
     INSERT INTO {schema}.batches (run_id, parent_step_id, total, status, created_at)
     VALUES ($1, $2, cardinality($3::text[]), 'open', $6)
@@ -23,14 +24,15 @@ WITH batch AS (
            (w->'first'->>'delay_ms')::bigint AS delay_ms
     FROM jsonb_array_elements($5::jsonb) w
 ), child AS (
-    SELECT c.workflow, c.input, c.n
-    FROM unnest($3::text[], $4::jsonb[]) WITH ORDINALITY AS c(workflow, input, n)
+    SELECT c.workflow, c.input, c.concurrency_key, c.n
+    FROM unnest($3::text[], $4::jsonb[], $9::text[])
+         WITH ORDINALITY AS c(workflow, input, concurrency_key, n)
 ), inserted AS (
     INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, current_step,
                                input, parent_batch_id, step_names, step_plan, created_at,
-                               updated_at)
+                               updated_at, concurrency_key)
     SELECT c.workflow, spec.digest, spec.options_digest, 'ready', spec.first_step, c.input,
-           batch.id, spec.step_names, spec.step_plan, $6, $6
+           batch.id, spec.step_names, spec.step_plan, $6, $6, c.concurrency_key
     FROM child c JOIN spec ON spec.workflow = c.workflow CROSS JOIN batch
     ORDER BY c.n
     RETURNING id, workflow

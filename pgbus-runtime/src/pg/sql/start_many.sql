@@ -14,7 +14,7 @@
 -- NULL = now), $15 delay before the first row (ms, bigint[]: the step's wait
 -- plus the start's delay), $16 the run's queue override (text[], NULL = none),
 -- $17 its priority override (smallint[]), $18 its step plan (1-based index
--- into $9). Each first row is due at greatest(start time or now, plus the
+-- into $9), $19 its concurrency key (text[], NULL for none). Each first row is due at greatest(start time or now, plus the
 -- delay, now), as in start_run.sql.
 --
 -- Rows come back one per run given, in call order: (n, run_id or NULL),
@@ -27,19 +27,20 @@ WITH t AS (
 ), given AS MATERIALIZED (
     SELECT g.n, nextval(pg_get_serial_sequence('{schema}.runs', 'id')) AS id,
            g.input, g.key, g.queue, g.priority, g.not_before, g.delay_ms,
-           g.queue_override, g.priority_override, g.plan
+           g.queue_override, g.priority_override, g.plan, g.concurrency_key
     FROM unnest($10::jsonb[], $11::text[], $12::text[], $13::smallint[],
                 $14::timestamptz[], $15::bigint[], $16::text[], $17::smallint[],
-                $18::integer[])
+                $18::integer[], $19::text[])
          WITH ORDINALITY AS g (input, key, queue, priority, not_before, delay_ms,
-                               queue_override, priority_override, plan, n)
+                               queue_override, priority_override, plan, concurrency_key, n)
 ), run AS (
     INSERT INTO {schema}.runs (id, workflow, definition_digest, options_digest, status,
                                current_step, input, idempotency_key, step_names, step_plan,
-                               created_at, updated_at, queue_override, priority_override)
+                               created_at, updated_at, queue_override, priority_override,
+                               concurrency_key)
     OVERRIDING SYSTEM VALUE
     SELECT g.id, $1, $2, $3, 'ready', $4, g.input, g.key, $8::text[], ($9::jsonb[])[g.plan],
-           t.now, t.now, g.queue_override, g.priority_override
+           t.now, t.now, g.queue_override, g.priority_override, g.concurrency_key
     FROM given g CROSS JOIN t
     ORDER BY g.key COLLATE "C", g.n
     ON CONFLICT (workflow, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING

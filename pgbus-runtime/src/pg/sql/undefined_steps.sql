@@ -4,7 +4,8 @@
 -- step no live worker's definition of that workflow holds (a gravestone
 -- counts as held). Live: a worker row whose heartbeat is within the
 -- lost-worker threshold. Rows of a workflow no live worker registered are not
--- among them: they wait for a worker of it.
+-- among them: they wait for a worker of it. Nor are rows a concurrency limit
+-- holds back (`held_by`): they wait for a slot, and are due again when woken.
 --
 -- Read from the due index alone, as next_due.sql does: the queues present
 -- found by skipping through the index, then the priorities of each, then per
@@ -24,23 +25,25 @@ WITH RECURSIVE t AS (
     CROSS JOIN LATERAL jsonb_array_elements(l.step_plan) AS p
 ), queues AS (
     SELECT (SELECT min(s.queue) FROM {schema}.steps s
-            WHERE s.status IN ('scheduled', 'waiting')) AS name
+            WHERE s.status IN ('scheduled', 'waiting') AND s.held_by IS NULL) AS name
     UNION ALL
     SELECT (SELECT min(s.queue) FROM {schema}.steps s
-            WHERE s.status IN ('scheduled', 'waiting') AND s.queue > q.name)
+            WHERE s.status IN ('scheduled', 'waiting') AND s.held_by IS NULL
+              AND s.queue > q.name)
     FROM queues q
     WHERE q.name IS NOT NULL
 ), levels AS (
     SELECT q.name,
            (SELECT min(s.priority) FROM {schema}.steps s
-            WHERE s.queue = q.name AND s.status IN ('scheduled', 'waiting')) AS priority
+            WHERE s.queue = q.name AND s.status IN ('scheduled', 'waiting')
+              AND s.held_by IS NULL) AS priority
     FROM queues q
     WHERE q.name IS NOT NULL
     UNION ALL
     SELECT l.name,
            (SELECT min(s.priority) FROM {schema}.steps s
             WHERE s.queue = l.name AND s.status IN ('scheduled', 'waiting')
-              AND s.priority > l.priority)
+              AND s.held_by IS NULL AND s.priority > l.priority)
     FROM levels l
     WHERE l.priority IS NOT NULL
 )
@@ -52,7 +55,7 @@ CROSS JOIN LATERAL (
     FROM {schema}.steps s
     CROSS JOIN t
     WHERE s.queue = l.name AND s.priority = l.priority
-      AND s.status IN ('scheduled', 'waiting')
+      AND s.status IN ('scheduled', 'waiting') AND s.held_by IS NULL
       AND s.scheduled_at <= t.now - $2::bigint * interval '1 millisecond'
       AND s.workflow IN (SELECT live.workflow FROM live)
       AND (s.workflow, s.step_name) NOT IN (SELECT held.workflow, held.step FROM held)

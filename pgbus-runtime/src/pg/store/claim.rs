@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
 use serde_json::Value;
 
+use super::flow::HeldBack;
 use super::{PgStore, TX_ATTEMPTS, check_count, retryable};
 use crate::context::RunId;
 use crate::engine::{BatchState, StoredSignal};
@@ -30,8 +31,17 @@ pub(super) fn claim_of_step_row(row: &tokio_postgres::Row) -> Claim {
     }
 }
 
+/// How many times one claim asks again at once, in its transaction, when the
+/// statement held back or throttled rows and claimed fewer than asked: the
+/// rows behind a key at its limit are never left for the next poll (see
+/// `claim.sql`, which also looks 100 rows ahead per queue when a limit
+/// applies).
+const CLAIM_ROUNDS: usize = 4;
+
 impl PgStore {
-    /// Claims up to `limit` due steps of what `registered` holds.
+    /// Claims up to `limit` due steps of what `registered` holds. The rows a
+    /// limit held back or throttled are counted in the flow metrics once the
+    /// claim has committed.
     pub(crate) async fn claim(
         &self,
         queues: &[String],
@@ -41,7 +51,7 @@ impl PgStore {
         stall_threshold_ms: i64,
     ) -> Result<Vec<Claim>, Error> {
         let now = self.clock.now();
-        in_tx!(self.pool, |tx| self.claim_in(
+        let (claimed, held) = in_tx!(self.pool, |tx| self.claim_in(
             &tx,
             queues,
             registered,
@@ -49,7 +59,9 @@ impl PgStore {
             worker_id,
             stall_threshold_ms,
             now
-        ))
+        ))?;
+        held.record();
+        Ok(claimed)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -62,80 +74,43 @@ impl PgStore {
         worker_id: &str,
         stall_threshold_ms: i64,
         now: Option<DateTime<Utc>>,
-    ) -> Result<Vec<Claim>, Error> {
+    ) -> Result<(Vec<Claim>, HeldBack), Error> {
         let statement = self.prep.in_tx(tx, &self.sql.claim).await?;
-        let rows = statement
-            .query(
-                tx,
-                &[
-                    &queues,
-                    registered.as_json(),
-                    &limit,
-                    &worker_id,
-                    &stall_threshold_ms,
-                    &now,
-                ],
-            )
-            .await?;
-        let mut claimed = Vec::with_capacity(rows.len());
+        let mut claimed = Vec::new();
         let mut gated = Vec::new();
-        for row in &rows {
-            let claimed_rows: i64 = row.get("claimed_rows");
-            check_count("claim: runs moved", claimed_rows, row.get("moved_rows"))?;
-            check_count(
-                "claim: step_started events",
-                claimed_rows,
-                row.get("event_rows"),
-            )?;
-            check_count(
-                "claim: definition_changed events",
-                row.get("changes"),
-                row.get("changed_rows"),
-            )?;
-            // JSON Postgres stored but the driver cannot read back (nested deeper
-            // than serde_json's limit): hand the attempt a note instead of
-            // panicking, and the executor fails it for the policies.
-            let (input, outputs, unreadable) = match (
-                row.try_get::<_, Value>("input"),
-                row.try_get::<_, Value>("outputs"),
-            ) {
-                (Ok(input), Ok(outputs)) => (input, outputs, None),
-                (Err(error), _) | (_, Err(error)) => (
-                    Value::Null,
-                    Value::Null,
-                    Some(crate::error::display_chain(&error)),
-                ),
-            };
-            let wait_name: Option<String> = row.get("wait_name");
-            if wait_name.is_some() || row.get::<_, bool>("has_batches") {
-                gated.push((row.get::<_, i64>("id"), wait_name));
+        let mut held = HeldBack::default();
+        for _ in 0..CLAIM_ROUNDS {
+            let wanted = limit.saturating_sub(i64::try_from(claimed.len()).unwrap_or(i64::MAX));
+            let rows = statement
+                .query(
+                    tx,
+                    &[
+                        &queues,
+                        registered.as_json(),
+                        &wanted,
+                        &worker_id,
+                        &stall_threshold_ms,
+                        &now,
+                    ],
+                )
+                .await?;
+            let before = claimed.len();
+            let held_now = read_claim_rows(&rows, &mut claimed, &mut gated, &mut held)?;
+            if i64::try_from(claimed.len() - before).unwrap_or(i64::MAX) > wanted {
+                return Err(Error::RowCount {
+                    statement: "claim: limit",
+                    expected: u64::try_from(wanted).unwrap_or(0),
+                    found: (claimed.len() - before) as u64,
+                });
             }
-            claimed.push(Claim {
-                input,
-                unreadable,
-                outputs: match outputs {
-                    Value::Object(map) => map.into_iter().collect(),
-                    _ => BTreeMap::new(),
-                },
-                waiting_since: row.get("waiting_since"),
-                tick: match (row.get("schedule_name"), row.get("tick_at")) {
-                    (Some(schedule), Some(at)) => Some(crate::schedule::Tick { schedule, at }),
-                    _ => None,
-                },
-                ..claim_of_step_row(row)
-            });
+            if held_now == 0 || i64::try_from(claimed.len()).unwrap_or(i64::MAX) >= limit {
+                break;
+            }
         }
         if !gated.is_empty() {
             self.gate_inputs(tx, &gated, &mut claimed).await?;
         }
-        if i64::try_from(claimed.len()).unwrap_or(i64::MAX) > limit {
-            return Err(Error::RowCount {
-                statement: "claim: limit",
-                expected: u64::try_from(limit).unwrap_or(0),
-                found: claimed.len() as u64,
-            });
-        }
-        Ok(claimed)
+        Ok((claimed, held))
     }
 
     /// Fills in what the gates of `gated` (claimed step ids with the signal name
@@ -185,6 +160,74 @@ impl PgStore {
             .await?;
         Ok(row.get(0))
     }
+}
+
+/// Reads one round of `claim.sql`'s rows into `claimed` (and the gated ones
+/// into `gated`), and its held-back rows into `held`; how many rows it held
+/// back or throttled. A row of NULLs (nothing claimed) carries the held-back
+/// rows alone.
+fn read_claim_rows(
+    rows: &[tokio_postgres::Row],
+    claimed: &mut Vec<Claim>,
+    gated: &mut Vec<(i64, Option<String>)>,
+    held: &mut HeldBack,
+) -> Result<i64, Error> {
+    let mut held_now = 0;
+    if let Some(row) = rows.first() {
+        held_now = held.add(row.try_get::<_, Value>("flow").map_err(|e| {
+            Error::Corrupt(format!("claim: {}", crate::error::display_chain(&e)))
+        })?)?;
+    }
+    for row in rows {
+        if row.get::<_, Option<i64>>("id").is_none() {
+            continue;
+        }
+        let claimed_rows: i64 = row.get("claimed_rows");
+        check_count("claim: runs moved", claimed_rows, row.get("moved_rows"))?;
+        check_count(
+            "claim: step_started events",
+            claimed_rows,
+            row.get("event_rows"),
+        )?;
+        check_count(
+            "claim: definition_changed events",
+            row.get("changes"),
+            row.get("changed_rows"),
+        )?;
+        // JSON Postgres stored but the driver cannot read back (nested deeper
+        // than serde_json's limit): hand the attempt a note instead of
+        // panicking, and the executor fails it for the policies.
+        let (input, outputs, unreadable) = match (
+            row.try_get::<_, Value>("input"),
+            row.try_get::<_, Value>("outputs"),
+        ) {
+            (Ok(input), Ok(outputs)) => (input, outputs, None),
+            (Err(error), _) | (_, Err(error)) => (
+                Value::Null,
+                Value::Null,
+                Some(crate::error::display_chain(&error)),
+            ),
+        };
+        let wait_name: Option<String> = row.get("wait_name");
+        if wait_name.is_some() || row.get::<_, bool>("has_batches") {
+            gated.push((row.get::<_, i64>("id"), wait_name));
+        }
+        claimed.push(Claim {
+            input,
+            unreadable,
+            outputs: match outputs {
+                Value::Object(map) => map.into_iter().collect(),
+                _ => BTreeMap::new(),
+            },
+            waiting_since: row.get("waiting_since"),
+            tick: match (row.get("schedule_name"), row.get("tick_at")) {
+                (Some(schedule), Some(at)) => Some(crate::schedule::Tick { schedule, at }),
+                _ => None,
+            },
+            ..claim_of_step_row(row)
+        });
+    }
+    Ok(held_now)
 }
 
 /// The gate's columns of a claim row: the signals a `wait_for` step may take and

@@ -9,7 +9,8 @@ use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{
     AttemptResult, AttemptState, ErrorRecord, EventSpec, Gate, NewStep, RunOverrides, RunState,
-    RunStatus, carries_over, continued_claim, hands_off, plan_outcome, stall_event,
+    RunStatus, carries_over, continued_claim, handoff_within_limits, hands_off, plan_outcome,
+    stall_event,
 };
 use crate::error::Error;
 use crate::pg::statement::Prepared;
@@ -131,8 +132,18 @@ impl PgStore {
         // A retry never hands on: it cannot tell whether the try whose reply
         // was lost did (see `fenced_off`).
         let offered = handoff.is_some();
+        // The flow limits in force (see `lock_run.sql`), read and dropped
+        // here: nothing of them is kept across the awaits below.
+        let within_limits = match &plan.next {
+            Some(next) => {
+                let keys: Vec<String> = run.try_get("flow_keys")?;
+                handoff_within_limits(next, &claimed.workflow, &keys)
+            }
+            None => false,
+        };
         let handoff = handoff.filter(|h| {
             matches!(ending, Ending::Outcome { retrying: false })
+                && within_limits
                 && hands_off(&plan, run_state.step_plan.as_deref(), h.queues, definition)
                 && carries_over(claimed, result)
         });

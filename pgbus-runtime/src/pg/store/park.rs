@@ -163,6 +163,10 @@ impl PgStore {
         }
         let workflows: Vec<&str> = children.iter().map(|c| c.workflow).collect();
         let inputs: Vec<&Value> = children.iter().map(|c| &c.input).collect();
+        let keys: Vec<Option<&str>> = children
+            .iter()
+            .map(|c| c.concurrency_key.as_deref())
+            .collect();
         let specs = Value::Array(specs.into_values().collect());
         let statement = self.prep.in_tx(tx, &self.sql.start_children).await?;
         let row = statement
@@ -177,6 +181,7 @@ impl PgStore {
                     &now,
                     &worker_id,
                     &self.schema.channel(),
+                    &keys,
                 ],
             )
             .await?;

@@ -119,7 +119,8 @@ impl PgStore {
     }
 
     /// Records a worker in the registry (`register_worker.sql`): its row, the
-    /// definitions it runs and its links to them.
+    /// definitions it runs and its links to them, and the flow limits its
+    /// definitions and queue limits declare.
     pub(crate) async fn register_worker(
         &self,
         registration: &Registration<'_>,
@@ -138,6 +139,8 @@ impl PgStore {
             })
             .collect::<Result<_, Error>>()?;
         let definitions = serde_json::Value::Array(definitions);
+        let (limits, rates) =
+            super::flow::declared_limits(registration.definitions, registration.queue_limits);
         let concurrency = i32::try_from(registration.concurrency).unwrap_or(i32::MAX);
         let mut client = self.pool.get().await?;
         let statement = self.prep.on(&mut client, &self.sql.register_worker).await?;
@@ -153,6 +156,9 @@ impl PgStore {
                     &registration.name,
                     &concurrency,
                     &definitions,
+                    &limits,
+                    &rates,
+                    &self.schema.channel(),
                 ],
             )
             .await?;

@@ -278,3 +278,60 @@ async fn claims_and_the_next_due_time_follow_queue_priority_and_time_not_held_ru
     assert_eq!(order, [runs[1]], "the paused run's step stays held");
     drop_schema(&db).await;
 }
+
+#[tokio::test]
+async fn a_row_a_limit_holds_back_is_neither_claimed_nor_the_next_due_time() {
+    let db = database().await;
+    let store = &db.store;
+    let client = db.client();
+    let workflows = Registered::of([Once::DEFINITION]);
+    let queues = ["a".to_owned()];
+    let held = client.start::<Once>(&()).await.expect("start").run_id;
+    let later = client.start::<Once>(&()).await.expect("start").run_id;
+    // Held back a minute ago (a release wakes it); the other due in 5 s.
+    place(&db, held, "a", 0, -60).await;
+    place(&db, later, "a", 0, 5).await;
+    let pool = db.pool().get().await.expect("connection");
+    pool.execute(
+        &format!(
+            "UPDATE \"{}\".steps SET held_by = 'key:store.once:k' WHERE run_id = $1",
+            db.schema()
+        ),
+        &[&held.0],
+    )
+    .await
+    .expect("hold the row");
+
+    // The next due time is the other row's: a worker sleeps, it does not spin.
+    assert_eq!(
+        store.next_due_ms(&queues, &workflows).await.expect("next"),
+        Some(5_000)
+    );
+    assert!(
+        store
+            .claim(&queues, &workflows, 5, "w1", 60_000)
+            .await
+            .expect("claim")
+            .is_empty()
+    );
+    // Woken (as a release does), it is due again.
+    pool.execute(
+        &format!(
+            "UPDATE \"{}\".steps SET held_by = NULL WHERE run_id = $1",
+            db.schema()
+        ),
+        &[&held.0],
+    )
+    .await
+    .expect("wake the row");
+    assert_eq!(
+        store.next_due_ms(&queues, &workflows).await.expect("next"),
+        Some(-60_000)
+    );
+    let claimed = store
+        .claim(&queues, &workflows, 5, "w1", 60_000)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.iter().map(|c| c.run_id).collect::<Vec<_>>(), [held]);
+    drop_schema(&db).await;
+}
