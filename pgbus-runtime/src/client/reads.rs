@@ -220,9 +220,9 @@ fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
             .map_err(|e| Error::Corrupt(format!("column `step_plan`: {e}")))?,
         input: json(row, "input")?.unwrap_or(Value::Null),
         idempotency_key: row.get("idempotency_key"),
-        // Read once migration 0016 stores them (flow control, issue 21).
+        // Read once migration 0016 stores it (flow control, issue 21).
         concurrency_key: None,
-        deadline_at: None,
+        deadline_at: row.get("deadline_at"),
         error_class: row.get("error_class"),
         error_message: row.get("error_message"),
         paused_at: row.get("paused_at"),

@@ -105,6 +105,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0015_schedules.sql",
         sql: include_str!("../../migrations/0015_schedules.sql"),
     },
+    Migration {
+        version: 16,
+        name: "0016_deadlines.sql",
+        sql: include_str!("../../migrations/0016_deadlines.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

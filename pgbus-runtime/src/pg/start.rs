@@ -12,7 +12,7 @@ use tokio_postgres::types::ToSql;
 use super::statement::{Conn, Prepared};
 use crate::context::RunId;
 use crate::definition::WorkflowDefinition;
-use crate::engine::{StartPlan, plan_start};
+use crate::engine::{RunDeadline, StartPlan, plan_start};
 use crate::error::Error;
 use crate::start_options::StartOptions;
 
@@ -35,6 +35,13 @@ pub(crate) struct StartArgs<'a> {
     pub(crate) not_before: Option<DateTime<Utc>>,
     pub(crate) queue_override: Option<String>,
     pub(crate) priority_override: Option<i16>,
+    /// The deadline as `start_run.sql` computes it: fixed, or counted from
+    /// a time (NULL = now) for some milliseconds ([`RunDeadline::sql_parts`]).
+    pub(crate) deadline_fixed: Option<DateTime<Utc>>,
+    pub(crate) deadline_from: Option<DateTime<Utc>>,
+    pub(crate) deadline_ms: Option<i64>,
+    /// `cancel` or `pause`, with a deadline.
+    pub(crate) on_deadline: Option<&'static str>,
 }
 
 impl<'a> StartArgs<'a> {
@@ -72,6 +79,7 @@ impl<'a> StartArgs<'a> {
         now: Option<DateTime<Utc>>,
         channel: String,
     ) -> Result<Self, Error> {
+        let (deadline_fixed, deadline_from, deadline_ms) = RunDeadline::sql_parts(plan.deadline);
         Ok(Self {
             workflow: definition.name,
             digest: definition.digest,
@@ -90,11 +98,15 @@ impl<'a> StartArgs<'a> {
             not_before: plan.due.not_before,
             queue_override: plan.overrides.queue,
             priority_override: plan.overrides.priority,
+            deadline_fixed,
+            deadline_from,
+            deadline_ms,
+            on_deadline: plan.deadline.map(|_| plan.on_deadline.as_str()),
         })
     }
 
     /// The parameters as tokio-postgres takes them.
-    fn params(&self) -> [&(dyn ToSql + Sync); 17] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 21] {
         [
             &self.workflow,
             &self.digest,
@@ -113,6 +125,10 @@ impl<'a> StartArgs<'a> {
             &self.not_before,
             &self.queue_override,
             &self.priority_override,
+            &self.deadline_fixed,
+            &self.deadline_from,
+            &self.deadline_ms,
+            &self.on_deadline,
         ]
     }
 }
@@ -241,6 +257,10 @@ impl StartConn for SqlxStart<'_> {
             .bind(args.not_before)
             .bind(args.queue_override.as_deref())
             .bind(args.priority_override)
+            .bind(args.deadline_fixed)
+            .bind(args.deadline_from)
+            .bind(args.deadline_ms)
+            .bind(args.on_deadline)
             .fetch_optional(&mut *self.conn)
             .await;
         let read = |row: sqlx::postgres::PgRow| -> Result<Inserted, sqlx::Error> {

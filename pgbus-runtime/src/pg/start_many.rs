@@ -17,7 +17,7 @@ use super::start::StartError;
 use super::statement::{Conn, Prepared};
 use crate::context::RunId;
 use crate::definition::WorkflowDefinition;
-use crate::engine::{BulkStart, RunOverrides};
+use crate::engine::{BulkStart, RunDeadline, RunOverrides};
 use crate::error::Error;
 use crate::start_options::NewRun;
 
@@ -51,6 +51,12 @@ pub(crate) struct BulkArgs<'a> {
     queue_overrides: Vec<Option<String>>,
     priority_overrides: Vec<Option<i16>>,
     plan_index: Vec<i32>,
+    /// Each run's deadline in the parts `start_many.sql` computes it from
+    /// ([`RunDeadline::sql_parts`]), and what it does.
+    deadline_fixed: Vec<Option<DateTime<Utc>>>,
+    deadline_from: Vec<Option<DateTime<Utc>>>,
+    deadline_ms: Vec<Option<i64>>,
+    on_deadline: Vec<Option<&'static str>>,
     slots: Vec<Slot>,
 }
 
@@ -86,6 +92,10 @@ impl<'a> BulkArgs<'a> {
             queue_overrides: Vec::with_capacity(runs.len()),
             priority_overrides: Vec::with_capacity(runs.len()),
             plan_index: Vec::with_capacity(runs.len()),
+            deadline_fixed: Vec::with_capacity(runs.len()),
+            deadline_from: Vec::with_capacity(runs.len()),
+            deadline_ms: Vec::with_capacity(runs.len()),
+            on_deadline: Vec::with_capacity(runs.len()),
             slots: Vec::with_capacity(runs.len()),
         };
         // One step plan per distinct pair of overrides, not one per run.
@@ -122,12 +132,18 @@ impl<'a> BulkArgs<'a> {
                 .push(i64::try_from(plan.due.delay_ms).unwrap_or(i64::MAX));
             args.queue_overrides.push(plan.overrides.queue);
             args.priority_overrides.push(plan.overrides.priority);
+            let (fixed, from, ms) = RunDeadline::sql_parts(plan.deadline);
+            args.deadline_fixed.push(fixed);
+            args.deadline_from.push(from);
+            args.deadline_ms.push(ms);
+            args.on_deadline
+                .push(plan.deadline.map(|_| plan.on_deadline.as_str()));
         }
         Ok(args)
     }
 
     /// The parameters as tokio-postgres takes them.
-    fn params(&self) -> [&(dyn ToSql + Sync); 18] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 22] {
         [
             &self.workflow,
             &self.digest,
@@ -147,6 +163,10 @@ impl<'a> BulkArgs<'a> {
             &self.queue_overrides,
             &self.priority_overrides,
             &self.plan_index,
+            &self.deadline_fixed,
+            &self.deadline_from,
+            &self.deadline_ms,
+            &self.on_deadline,
         ]
     }
 
@@ -326,6 +346,10 @@ impl BulkConn for SqlxBulk<'_> {
             .bind(&args.queue_overrides)
             .bind(&args.priority_overrides)
             .bind(&args.plan_index)
+            .bind(&args.deadline_fixed)
+            .bind(&args.deadline_from)
+            .bind(&args.deadline_ms)
+            .bind(&args.on_deadline)
             .fetch_all(&mut *self.conn)
             .await;
         let read = |rows: Vec<sqlx::postgres::PgRow>| -> Result<Written, sqlx::Error> {

@@ -6,16 +6,26 @@
 -- $11 now (NULL = clock_timestamp()), $12 notification channel,
 -- $13 the definition's live step names in order, $14 their step plan (jsonb),
 -- $15 the start time asked for (NULL = now; the delay counts from it),
--- $16 the run's queue override (NULL = none), $17 its priority override (NULL = none).
+-- $16 the run's queue override (NULL = none), $17 its priority override (NULL = none),
+-- $18 its deadline when fixed, $19 the time a counted deadline counts from
+-- (NULL = now), $20 the milliseconds it counts (NULL: $18 or none), $21 what
+-- the run becomes past it ('cancel' | 'pause'; NULL without a deadline).
 -- The first row is due at greatest($15 or now, plus $10, now): never before now.
+-- The deadline is $18, or greatest($19 or now, now) plus $20 (engine::RunDeadline).
 WITH t AS (
     SELECT coalesce($11::timestamptz, clock_timestamp()) AS now
 ), run AS (
     INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, current_step,
                                input, idempotency_key, step_names, step_plan, created_at,
-                               updated_at, queue_override, priority_override)
+                               updated_at, queue_override, priority_override,
+                               deadline_at, on_deadline)
     SELECT $1, $2, $3, 'ready', $6, $4, $5, $13::text[], $14::jsonb, t.now, t.now,
-           $16::text, $17::smallint
+           $16::text, $17::smallint,
+           CASE WHEN $20::bigint IS NULL THEN $18::timestamptz
+                ELSE greatest(coalesce($19::timestamptz, t.now), t.now)
+                         + $20::bigint * interval '1 millisecond'
+           END,
+           $21::text
     FROM t
     ON CONFLICT (workflow, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, created_at
