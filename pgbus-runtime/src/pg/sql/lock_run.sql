@@ -7,6 +7,7 @@
 -- clock_timestamp())
 SELECT r.id, r.status, r.workflow, r.step_names, r.step_plan, r.current_step,
        r.error_class, r.error_message, r.parent_batch_id, r.queue_override, r.priority_override,
+       r.deadline_at, r.on_deadline,
        coalesce($2::timestamptz, clock_timestamp()) AS now
 FROM {schema}.runs r
 WHERE r.id = $1

@@ -2,7 +2,8 @@
 -- steps the worker's definitions hold (as claim.sql filters them)
 -- (zero or negative when one is due already), or NULL when none is scheduled.
 -- Steps of runs that are not `ready` (a paused run holding its next step) do not
--- count: no claim can take them, so waking for them would spin. A waiting row
+-- count: no claim can take them, so waking for them would spin; nor do those
+-- of runs past their deadline, for the same reason. A waiting row
 -- counts at the end of its `wait_timeout`.
 --
 -- Read from the due index alone, whatever the statistics: the priorities
@@ -34,6 +35,9 @@ CROSS JOIN LATERAL (
       AND s.status IN ('scheduled', 'waiting')
       AND ($2::jsonb -> s.workflow -> 'steps') ? s.step_name
       AND (SELECT r.status FROM {schema}.runs r WHERE r.id = s.run_id) = 'ready'
+      AND (SELECT r.deadline_at IS NULL
+                  OR r.deadline_at > coalesce($3::timestamptz, clock_timestamp())
+           FROM {schema}.runs r WHERE r.id = s.run_id)
     ORDER BY s.scheduled_at, s.id
     LIMIT 1
 ) d

@@ -153,6 +153,7 @@ pub(crate) fn check_count(statement: &'static str, expected: i64, found: i64) ->
 mod act;
 mod claim;
 mod contract;
+mod deadline;
 mod outcome;
 mod park;
 mod result;

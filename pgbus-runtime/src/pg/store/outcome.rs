@@ -9,7 +9,7 @@ use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{
     AttemptResult, AttemptState, ErrorRecord, EventSpec, Gate, NewStep, RunOverrides, RunState,
-    RunStatus, carries_over, continued_claim, hands_off, plan_outcome, stall_event,
+    RunStatus, carries_over, continued_claim, hands_off, past_deadline, plan_outcome, stall_event,
 };
 use crate::error::Error;
 use crate::pg::statement::Prepared;
@@ -135,6 +135,8 @@ impl PgStore {
             matches!(ending, Ending::Outcome { retrying: false })
                 && hands_off(&plan, run_state.step_plan.as_deref(), h.queues, definition)
                 && carries_over(claimed, result)
+                // A run past its deadline starts no step (as claim.sql).
+                && !past_deadline(run.get("deadline_at"), run.get("now"))
         });
         if let Some(detection) = sweep {
             plan.events.insert(0, stall_event(detection));
