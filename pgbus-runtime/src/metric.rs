@@ -17,6 +17,9 @@ pub const STEPS_PARKED: &str = "pgbus_steps_parked_total";
 pub const STALLS: &str = "pgbus_stalls_total";
 /// Counter of the sweep's repairs; label `repair` (`stalled_attempt`, `batch`).
 pub const SWEEP_REPAIRS: &str = "pgbus_sweep_repairs_total";
+/// Counter of runs the sweep found past their deadline; label `action`
+/// (`cancel`, `pause`).
+pub const DEADLINES_EXCEEDED: &str = "pgbus_deadlines_exceeded_total";
 /// Counter of batches the sweep resolved.
 pub const BATCHES_RESOLVED: &str = "pgbus_batches_resolved_total";
 /// Counter of runs retention deleted.

@@ -84,6 +84,11 @@ pub enum StartAt {
 ///   specific. As Temporal's task queue given at start, which a workflow's
 ///   activities use unless their own options name another. Fan-out children
 ///   are runs of their own workflows and do not inherit them.
+/// - **Deadline** ([`StartOptions::deadline`], [`StartOptions::deadline_after`]):
+///   the run's own, replacing the workflow's `deadline`; the last one called
+///   wins. Past it the run starts no step and the sweep cancels or pauses it
+///   (the workflow's `on_deadline`). Fan-out children get no deadline, the
+///   parent's or their workflow's: a parent's cancel cancels them.
 ///
 /// Checked when the start is made (see [`StartOptions::check`]): each
 /// refusal is a typed error naming the option, and nothing is started.
@@ -159,16 +164,21 @@ impl StartOptions {
     }
 
     /// The run's deadline, replacing the workflow's `deadline`: a run not
-    /// ended by `at` is cancelled or paused as the workflow's `on_deadline`
-    /// says. Replaces an earlier [`StartOptions::deadline_after`].
+    /// ended by `at` starts no further step, and the sweep cancels or pauses
+    /// it as the workflow's `on_deadline` says (default `cancel`). After the
+    /// run's start time and at most 36,500 days after it (see
+    /// [`StartOptions::check`]). Replaces an earlier
+    /// [`StartOptions::deadline_after`].
     pub fn deadline(mut self, at: DateTime<Utc>) -> Self {
         self.deadline = Some(StartAt::At(at));
         self
     }
 
     /// The run's deadline, `after` its start time (its [`StartOptions::at`]
-    /// or [`StartOptions::delay`], else the start itself), replacing the
-    /// workflow's `deadline`. Replaces an earlier [`StartOptions::deadline`].
+    /// or [`StartOptions::delay`], else the start itself, on the store's
+    /// clock; never the first step's `wait`), replacing the workflow's
+    /// `deadline`. Over zero and at most 36,500 days; counted in whole
+    /// milliseconds. Replaces an earlier [`StartOptions::deadline`].
     pub fn deadline_after(mut self, after: Duration) -> Self {
         self.deadline = Some(StartAt::After(after));
         self
@@ -213,7 +223,8 @@ impl StartOptions {
     /// The checks every start applies, `now` being the store's clock (the
     /// testkit's virtual time; the pinned time of a Postgres store in tests,
     /// else this machine's clock: the bound is a century, not a due time).
-    /// In this order: the key, then the time, then the queue.
+    /// In this order: the key, then the time, then the queue, then the
+    /// deadline.
     ///
     /// # Errors
     /// - [`Error::BlankIdempotencyKey`], [`Error::InvalidIdempotencyKey`]
@@ -229,6 +240,12 @@ impl StartOptions {
     ///   concurrency key that breaks the idempotency key's rule (given here
     ///   or derived by the workflow's key method: a key of a bad shape is the
     ///   start's error, not a silent fallback to no key).
+    /// - [`Error::InvalidStartOption`] with `option: "deadline"` for a
+    ///   deadline not after the run's start time (its `at`, not before
+    ///   `now`; `now` plus its `delay`; else `now`) or more than 36,500 days
+    ///   after it;
+    /// - [`Error::InvalidStartOption`] with `option: "deadline_after"` for a
+    ///   zero duration or one over 36,500 days.
     pub fn check(&self, now: DateTime<Utc>) -> Result<(), Error> {
         if let Some(key) = &self.key {
             crate::client::check_key(key)?;
@@ -266,7 +283,8 @@ impl StartOptions {
         if let Some(key) = &self.concurrency_key {
             check_concurrency_key(key)?;
         }
-        Ok(())
+        crate::engine::check_deadline(self, now)
+            .map_err(|(option, problem)| Error::InvalidStartOption { option, problem })
     }
 
     /// These options with the concurrency key of a run of `W` with `input`:

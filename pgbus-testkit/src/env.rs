@@ -227,9 +227,11 @@ impl TestEnv {
         self.store().rows().crash_next(&self.runner.claimer(queues))
     }
 
-    /// Sweeps once, as `Worker::sweep`: stalled attempts end with the stall
-    /// action, a `StepStalled` error and a `stall_detected` event; finished and
-    /// cancelled runs older than the retention are deleted.
+    /// Sweeps once, as `Worker::sweep`: runs past their deadline are
+    /// cancelled or paused (a `deadline_exceeded` event, actor `deadline`);
+    /// stalled attempts end with the stall action, a `StepStalled` error and
+    /// a `stall_detected` event; finished and cancelled runs older than the
+    /// retention are deleted.
     pub fn sweep(&self) -> SweepReport {
         let settings = SweepSettings {
             stall_action: self.stall_action,
@@ -241,6 +243,7 @@ impl TestEnv {
             retention_batches: 1,
             undefined_grace_ms: self.undefined_step_grace.map(capped_ms),
             undefined_limit: i64::MAX,
+            deadline_limit: i64::MAX,
         };
         let sweep = pgbus_runtime::store::sweep(
             self.store(),
@@ -253,6 +256,17 @@ impl TestEnv {
             // The memory store neither waits nor fails.
             Some(Err(_)) | None => SweepReport::default(),
         }
+    }
+
+    /// Acts on the runs past their deadline at the current virtual time, as
+    /// a worker's sweep does (see `Store::expire_deadlines`); how many.
+    fn expire_deadlines(&self) -> usize {
+        // The memory store refuses nothing here: the engine's moves are
+        // legal from every state it acts on.
+        self.store()
+            .rows()
+            .expire_deadlines(i64::MAX)
+            .map_or(0, |expired| expired.len())
     }
 
     /// Registers a workflow value; as a worker, the environment runs only the
@@ -318,8 +332,10 @@ impl TestEnv {
     /// The schedules of the registered workflows fire on the way, each tick at
     /// its own time, as a worker that never stopped would fire them (at most
     /// [`MAX_TICKS_PER_ADVANCE`] ticks a call): their runs are started, not
-    /// run (`run_until_idle` runs them). [`TestEnv::outage`] moves the clock
-    /// without firing.
+    /// run (`run_until_idle` runs them). Runs whose deadline passes on the
+    /// way are cancelled or paused as a worker's sweep would (their
+    /// `deadline_exceeded` event at the time of the tick before it, or at the
+    /// end). [`TestEnv::outage`] moves the clock without either.
     pub fn advance(&self, by: Duration) {
         let until = schedules::later(self.now(), by);
         self.advance_firing(until);
@@ -382,7 +398,9 @@ impl TestEnv {
 
     /// Runs every run to its end: due steps now, then the clock jumps to the next
     /// due time, and again, until nothing is scheduled. Waits of hours take no real
-    /// time, and a `wait_timeout` ends when the clock reaches it. A step waiting
+    /// time, and a `wait_timeout` ends when the clock reaches it; so does a
+    /// run's deadline (the clock jumps to it when nothing is due before, and
+    /// the run is cancelled or paused as a worker's sweep would). A step waiting
     /// for a signal with no `wait_timeout`, or for its fan_out batch, is left
     /// waiting (the call returns): only [`TestEnv::signal`] or its children
     /// ending wake it. Stops after `10_000` attempts to end a runaway loop.
@@ -404,11 +422,21 @@ impl TestEnv {
                 records.push(record);
                 continue;
             }
+            if self.expire_deadlines() > 0 {
+                continue;
+            }
             let mut rows = self.store().rows();
-            if let Some(due) = rows.next_due(self.runner.registered())
-                && due > rows.now
+            // The earlier of the next due row and the next deadline; a row
+            // due already that nothing ran is for the check below.
+            let due = rows.next_due(self.runner.registered());
+            let wake = match due {
+                Some(due) if due <= rows.now => None,
+                due => due.into_iter().chain(rows.next_deadline()).min(),
+            };
+            if let Some(at) = wake
+                && at > rows.now
             {
-                rows.now = due;
+                rows.now = at;
                 continue;
             }
             // Nothing more the environment can run.

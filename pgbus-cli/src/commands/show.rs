@@ -289,6 +289,9 @@ fn header(out: Output, view: &RunView, now: DateTime<Utc>) -> String {
     if let Some(key) = &view.concurrency_key {
         let _ = writeln!(text, "concurrency key {key}");
     }
+    if let Some(deadline) = view.deadline_at {
+        let _ = writeln!(text, "deadline {}", time(deadline));
+    }
     if let Some(batch) = view.parent_batch_id {
         let _ = writeln!(text, "child of fan-out batch {batch}");
     }

@@ -27,13 +27,15 @@ pub(super) async fn sweep(
     out.line(&format!(
         "repaired {} stalled attempts ({} had ended meanwhile), resolved {} batches, \
          deleted {} runs past retention, removed {} silent worker rows, \
-         paused {} runs at a step no live worker has",
+         paused {} runs at a step no live worker has, \
+         cancelled or paused {} runs past their deadline",
         report.repaired,
         report.left_alone,
         report.batches_resolved,
         report.runs_deleted,
         report.workers_removed,
-        report.undefined_paused
+        report.undefined_paused,
+        report.deadlines_exceeded
     ))?;
     Ok(())
 }

@@ -221,8 +221,7 @@ fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
         input: json(row, "input")?.unwrap_or(Value::Null),
         idempotency_key: row.get("idempotency_key"),
         concurrency_key: row.get("concurrency_key"),
-        // Read once migration 0017 stores it (deadlines, issue 21).
-        deadline_at: None,
+        deadline_at: row.get("deadline_at"),
         error_class: row.get("error_class"),
         error_message: row.get("error_message"),
         paused_at: row.get("paused_at"),

@@ -14,7 +14,7 @@ use std::fmt;
 
 /// One kind of event (DESIGN §5's names, with `step_waiting`,
 /// `signal_consumed` and `batch_resolved` for parks, gates and fan-out, and
-/// `definition_changed` for deploys).
+/// `definition_changed` for deploys, `deadline_exceeded` for run deadlines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -57,11 +57,16 @@ pub enum EventKind {
     /// run's claimed a step of it; details `{"old_digest", "new_digest"}`, and
     /// the run takes the new digest, so each change is recorded once.
     DefinitionChanged,
+    /// The run's deadline passed before it ended; details `{"deadline_at"}`.
+    /// The sweep writes it (actor `deadline`) just before the cancel or
+    /// pause the workflow's `on_deadline` names (see
+    /// [`plan_deadline`](super::plan_deadline)).
+    DeadlineExceeded,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 19] = [
         Self::Started,
         Self::StepStarted,
         Self::StepCompleted,
@@ -80,6 +85,7 @@ impl EventKind {
         Self::WaitTimedOut,
         Self::BatchResolved,
         Self::DefinitionChanged,
+        Self::DeadlineExceeded,
     ];
 
     /// The stored name (`step_started`).
@@ -104,6 +110,7 @@ impl EventKind {
             Self::WaitTimedOut => "wait_timed_out",
             Self::BatchResolved => "batch_resolved",
             Self::DefinitionChanged => "definition_changed",
+            Self::DeadlineExceeded => "deadline_exceeded",
         }
     }
 

@@ -7,6 +7,7 @@
 
 use crate::definition::{Entry, EntryKind};
 
+mod deadline;
 mod deploy;
 mod event;
 mod handoff;
@@ -25,6 +26,10 @@ mod status;
 mod step_plan;
 mod verb;
 
+pub(crate) use deadline::check_deadline;
+pub use deadline::{
+    DEADLINE_ACTOR, DeadlineState, RunDeadline, past_deadline, plan_deadline, run_deadline,
+};
 pub use deploy::{InFlight, LatestRow, NewVersion, Stop, Verdict, VerdictKind, deploy_verdict};
 pub use event::EventKind;
 pub use handoff::{

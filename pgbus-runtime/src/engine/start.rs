@@ -1,6 +1,6 @@
 //! Starting a run with options: where its steps go (the run's queue and
-//! priority replacing the workflow's), when its first step is due, and which
-//! starts of one bulk call share a run. Both stores start runs with these
+//! priority replacing the workflow's), when its first step is due, its
+//! deadline, and which starts of one bulk call share a run. Both stores start runs with these
 //! decisions; they only write what they say.
 
 use std::collections::HashMap;
@@ -138,6 +138,12 @@ pub struct StartPlan {
     pub step_plan: Vec<PlannedStep>,
     /// The run's queue and priority, kept on the run.
     pub overrides: RunOverrides,
+    /// The run's deadline (`runs.deadline_at`), if it has one (see
+    /// [`run_deadline`](super::run_deadline)).
+    pub deadline: Option<super::RunDeadline>,
+    /// What the run becomes past its deadline (`runs.on_deadline`, written
+    /// only with a deadline): the workflow's `on_deadline`.
+    pub on_deadline: crate::definition::DeadlineAction,
 }
 
 /// Decides a start of `definition` with `options` at `now` (the store's
@@ -165,6 +171,8 @@ pub fn plan_start(
         step_plan: run_step_plan(definition, &overrides),
         first,
         overrides,
+        deadline: super::run_deadline(definition, options),
+        on_deadline: definition.flow.on_deadline,
     })
 }
 

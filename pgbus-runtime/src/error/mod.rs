@@ -294,13 +294,15 @@ pub enum Error {
     /// A start option ([`StartOptions`](crate::StartOptions)) out of bounds:
     /// an `at` more than 36,500 days ahead, a `delay` over 36,500 days, a
     /// `queue` that is empty, over 255 characters or holds whitespace,
-    /// control or invisible characters (see
+    /// control or invisible characters, a `deadline` not after the run's
+    /// start time or more than 36,500 days after it (see
     /// [`StartOptions::check`](crate::StartOptions::check)). Nothing was
     /// started. A bad key keeps its own errors
     /// ([`Error::BlankIdempotencyKey`], [`Error::InvalidIdempotencyKey`]).
     #[error("start option `{option}` {problem}")]
     InvalidStartOption {
-        /// The option: `at`, `delay` or `queue`.
+        /// The option: `at`, `delay`, `queue`, `deadline` or
+        /// `deadline_after`.
         option: &'static str,
         /// What is wrong with it, and the rule.
         problem: String,

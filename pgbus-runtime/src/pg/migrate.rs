@@ -110,6 +110,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0016_flow_control.sql",
         sql: include_str!("../../migrations/0016_flow_control.sql"),
     },
+    Migration {
+        version: 17,
+        name: "0017_deadlines.sql",
+        sql: include_str!("../../migrations/0017_deadlines.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

@@ -179,6 +179,8 @@ statements! {
     mark_scheduled_run => "mark_scheduled_run.sql",
     store_now => "store_now.sql",
     run_result => "run_result.sql",
+    expiring_runs => "expiring_runs.sql",
+    spend_deadline => "spend_deadline.sql",
 }
 
 #[cfg(test)]

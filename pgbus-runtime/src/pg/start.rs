@@ -12,7 +12,7 @@ use tokio_postgres::types::ToSql;
 use super::statement::{Conn, Prepared};
 use crate::context::RunId;
 use crate::definition::WorkflowDefinition;
-use crate::engine::{StartPlan, plan_start};
+use crate::engine::{RunDeadline, StartPlan, plan_start};
 use crate::error::Error;
 use crate::start_options::StartOptions;
 
@@ -36,6 +36,13 @@ pub(crate) struct StartArgs<'a> {
     pub(crate) queue_override: Option<String>,
     pub(crate) priority_override: Option<i16>,
     pub(crate) concurrency_key: Option<&'a str>,
+    /// The deadline as `start_run.sql` computes it: fixed, or counted from
+    /// a time (NULL = now) for some milliseconds ([`RunDeadline::sql_parts`]).
+    pub(crate) deadline_fixed: Option<DateTime<Utc>>,
+    pub(crate) deadline_from: Option<DateTime<Utc>>,
+    pub(crate) deadline_ms: Option<i64>,
+    /// `cancel` or `pause`, with a deadline.
+    pub(crate) on_deadline: Option<&'static str>,
 }
 
 impl<'a> StartArgs<'a> {
@@ -75,6 +82,7 @@ impl<'a> StartArgs<'a> {
         now: Option<DateTime<Utc>>,
         channel: String,
     ) -> Result<Self, Error> {
+        let (deadline_fixed, deadline_from, deadline_ms) = RunDeadline::sql_parts(plan.deadline);
         Ok(Self {
             workflow: definition.name,
             digest: definition.digest,
@@ -94,11 +102,15 @@ impl<'a> StartArgs<'a> {
             queue_override: plan.overrides.queue,
             priority_override: plan.overrides.priority,
             concurrency_key: None,
+            deadline_fixed,
+            deadline_from,
+            deadline_ms,
+            on_deadline: plan.deadline.map(|_| plan.on_deadline.as_str()),
         })
     }
 
     /// The parameters as tokio-postgres takes them.
-    fn params(&self) -> [&(dyn ToSql + Sync); 18] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 22] {
         [
             &self.workflow,
             &self.digest,
@@ -118,6 +130,10 @@ impl<'a> StartArgs<'a> {
             &self.queue_override,
             &self.priority_override,
             &self.concurrency_key,
+            &self.deadline_fixed,
+            &self.deadline_from,
+            &self.deadline_ms,
+            &self.on_deadline,
         ]
     }
 }
@@ -247,6 +263,10 @@ impl StartConn for SqlxStart<'_> {
             .bind(args.queue_override.as_deref())
             .bind(args.priority_override)
             .bind(args.concurrency_key)
+            .bind(args.deadline_fixed)
+            .bind(args.deadline_from)
+            .bind(args.deadline_ms)
+            .bind(args.on_deadline)
             .fetch_optional(&mut *self.conn)
             .await;
         let read = |row: sqlx::postgres::PgRow| -> Result<Inserted, sqlx::Error> {

@@ -17,7 +17,7 @@ use super::start::StartError;
 use super::statement::{Conn, Prepared};
 use crate::context::RunId;
 use crate::definition::WorkflowDefinition;
-use crate::engine::{BulkStart, RunOverrides};
+use crate::engine::{BulkStart, RunDeadline, RunOverrides};
 use crate::error::Error;
 use crate::start_options::NewRun;
 
@@ -52,6 +52,12 @@ pub(crate) struct BulkArgs<'a> {
     priority_overrides: Vec<Option<i16>>,
     plan_index: Vec<i32>,
     concurrency_keys: Vec<Option<&'a str>>,
+    /// Each run's deadline in the parts `start_many.sql` computes it from
+    /// ([`RunDeadline::sql_parts`]), and what it does.
+    deadline_fixed: Vec<Option<DateTime<Utc>>>,
+    deadline_from: Vec<Option<DateTime<Utc>>>,
+    deadline_ms: Vec<Option<i64>>,
+    on_deadline: Vec<Option<&'static str>>,
     slots: Vec<Slot>,
 }
 
@@ -88,6 +94,10 @@ impl<'a> BulkArgs<'a> {
             priority_overrides: Vec::with_capacity(runs.len()),
             plan_index: Vec::with_capacity(runs.len()),
             concurrency_keys: Vec::with_capacity(runs.len()),
+            deadline_fixed: Vec::with_capacity(runs.len()),
+            deadline_from: Vec::with_capacity(runs.len()),
+            deadline_ms: Vec::with_capacity(runs.len()),
+            on_deadline: Vec::with_capacity(runs.len()),
             slots: Vec::with_capacity(runs.len()),
         };
         // One step plan per distinct pair of overrides, not one per run.
@@ -126,12 +136,18 @@ impl<'a> BulkArgs<'a> {
             args.priority_overrides.push(plan.overrides.priority);
             args.concurrency_keys
                 .push(run.options.run_concurrency_key());
+            let (fixed, from, ms) = RunDeadline::sql_parts(plan.deadline);
+            args.deadline_fixed.push(fixed);
+            args.deadline_from.push(from);
+            args.deadline_ms.push(ms);
+            args.on_deadline
+                .push(plan.deadline.map(|_| plan.on_deadline.as_str()));
         }
         Ok(args)
     }
 
     /// The parameters as tokio-postgres takes them.
-    fn params(&self) -> [&(dyn ToSql + Sync); 19] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 23] {
         [
             &self.workflow,
             &self.digest,
@@ -152,6 +168,10 @@ impl<'a> BulkArgs<'a> {
             &self.priority_overrides,
             &self.plan_index,
             &self.concurrency_keys,
+            &self.deadline_fixed,
+            &self.deadline_from,
+            &self.deadline_ms,
+            &self.on_deadline,
         ]
     }
 
@@ -332,6 +352,10 @@ impl BulkConn for SqlxBulk<'_> {
             .bind(&args.priority_overrides)
             .bind(&args.plan_index)
             .bind(&args.concurrency_keys)
+            .bind(&args.deadline_fixed)
+            .bind(&args.deadline_from)
+            .bind(&args.deadline_ms)
+            .bind(&args.on_deadline)
             .fetch_all(&mut *self.conn)
             .await;
         let read = |rows: Vec<sqlx::postgres::PgRow>| -> Result<Written, sqlx::Error> {

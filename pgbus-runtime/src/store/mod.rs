@@ -27,7 +27,7 @@ use std::future::Future;
 use serde_json::Value;
 
 use crate::context::{RunId, SignalId};
-use crate::definition::WorkflowDefinition;
+use crate::definition::{DeadlineAction, WorkflowDefinition};
 use crate::engine::{Action, AttemptResult, Plan, RunStatus, SignalCheck};
 use crate::error::Error;
 use crate::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
@@ -212,6 +212,27 @@ pub trait Store: Send + Sync + 'static {
         retention_ms: i64,
         limit: i64,
     ) -> impl Future<Output = Result<u64, Error>> + Send;
+
+    /// Acts on up to `limit` runs past their deadline (`runs.deadline_at` at
+    /// or before the store's now), oldest deadline first, each in an atomic
+    /// transition of its own under the run's lock, as
+    /// [`engine::plan_deadline`](crate::engine::plan_deadline) decides there:
+    /// a run not ended (`ready`, `performing` or `paused`) gets a
+    /// `deadline_exceeded` event (details `{"deadline_at"}`), then the
+    /// operator's cancel or pause its `on_deadline` names, recorded as actor
+    /// `deadline` (a run already paused whose deadline pauses: the event
+    /// alone); then its deadline is spent (`deadline_at` cleared), so a run
+    /// it paused goes on when resumed. A cancel cascades to the run's fan-out
+    /// children and takes the claim of a step in progress, so the worker's
+    /// next heartbeat tells the body through
+    /// [`StepCx::cancelled`](crate::StepCx::cancelled), as an operator's
+    /// cancel does. A run that ended or whose deadline was spent meanwhile
+    /// is left alone. Returns each run acted on with the action taken.
+    /// Postgres reads the runs through the partial index `runs_deadline`.
+    fn expire_deadlines(
+        &self,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<(RunId, DeadlineAction)>, Error>> + Send;
 
     /// Sends signal `name` with `payload` to `run_id`, waking a step waiting
     /// for it. With [`SignalCheck::Waited`], under the run's lock, the store

@@ -1,7 +1,8 @@
-//! The sweep over any store: stalled attempts, the grace rule's due rows no
-//! live worker can run, unresolved batches, retention.
+//! The sweep over any store: runs past their deadline, stalled attempts, the
+//! grace rule's due rows no live worker can run, unresolved batches,
+//! retention.
 
-use tracing::info_span;
+use tracing::{info, info_span};
 
 use super::{Ended, Stalled, Store};
 use crate::definition::WorkflowDefinition;
@@ -42,6 +43,9 @@ pub struct SweepSettings {
     pub undefined_grace_ms: Option<i64>,
     /// At most this many rows paused by the grace rule per sweep.
     pub undefined_limit: i64,
+    /// At most this many runs past their deadline acted on per sweep (see
+    /// [`Store::expire_deadlines`]); the next sweep goes on.
+    pub deadline_limit: i64,
 }
 
 /// What the sweep repaired.
@@ -69,7 +73,9 @@ pub struct Repaired<'a> {
     pub plan: &'a Plan,
 }
 
-/// Sweeps `store` once: each stalled attempt ends with a
+/// Sweeps `store` once: first the runs past their deadline are cancelled or
+/// paused ([`Store::expire_deadlines`], so a stalled attempt of such a run is
+/// not reattempted first); each stalled attempt ends with a
 /// [`StepStalled`](crate::StepStalled) error, the stall action and a
 /// `stall_detected` event (fenced: one that ended meanwhile is left alone);
 /// with `undefined_grace_ms` set, due rows no live worker can run are paused
@@ -86,7 +92,10 @@ pub async fn sweep<S: Store>(
     definition: impl Fn(&str) -> Option<&'static WorkflowDefinition>,
     repaired: impl Fn(&Repaired<'_>),
 ) -> Result<SweepReport, Error> {
-    let mut report = SweepReport::default();
+    let mut report = SweepReport {
+        deadlines_exceeded: expire_deadlines(store, settings.deadline_limit).await?,
+        ..SweepReport::default()
+    };
     for stalled in store
         .stalled(settings.lost_ms, settings.stalled_limit)
         .await?
@@ -149,6 +158,24 @@ pub async fn sweep<S: Store>(
         metrics::counter!(crate::metric::RUNS_DELETED).increment(report.runs_deleted);
     }
     Ok(report)
+}
+
+/// Acts on the runs past their deadline (see [`Store::expire_deadlines`]);
+/// how many.
+async fn expire_deadlines<S: Store>(store: &S, limit: i64) -> Result<usize, Error> {
+    // Boxed: one transaction per run makes a large future, which would
+    // otherwise grow every future that sweeps.
+    let expired = Box::pin(store.expire_deadlines(limit)).await?;
+    for (run_id, action) in &expired {
+        metrics::counter!(crate::metric::DEADLINES_EXCEEDED, "action" => action.as_str())
+            .increment(1);
+        info!(
+            target: WORKER_TARGET,
+            { pgbus.run_id = %run_id, pgbus.action = action.as_str() },
+            "run past its deadline"
+        );
+    }
+    Ok(expired.len())
 }
 
 /// The grace rule: pauses the due rows no live worker can run (see

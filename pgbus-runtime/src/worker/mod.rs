@@ -107,6 +107,10 @@ pub struct SweepReport {
     /// `StepNotDefined` after the grace (see
     /// [`WorkerBuilder::undefined_step_grace`]).
     pub undefined_paused: usize,
+    /// Runs past their deadline, cancelled or paused as their workflow's
+    /// `on_deadline` says (see
+    /// [`Store::expire_deadlines`](crate::store::Store::expire_deadlines)).
+    pub deadlines_exceeded: usize,
 }
 
 /// Claims and runs steps. Cheap to clone.

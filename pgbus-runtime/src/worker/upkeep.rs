@@ -208,7 +208,11 @@ impl Worker {
         Ok(())
     }
 
-    /// Repairs stalled attempts once: each in-progress attempt past its stall
+    /// Sweeps once. First the runs past their deadline (at most 100 a sweep):
+    /// each is cancelled or paused as its workflow's `on_deadline` says,
+    /// after a `deadline_exceeded` event, actor `deadline` (see
+    /// [`Store::expire_deadlines`](crate::store::Store::expire_deadlines)).
+    /// Then it repairs stalled attempts: each in-progress attempt past its stall
     /// horizon (detection `timeout`) or held by a worker whose heartbeat is older
     /// than the lost-worker threshold (detection `worker_lost`) ends with a
     /// [`StepStalled`](crate::StepStalled) error, the stall action and a
@@ -238,6 +242,7 @@ impl Worker {
             retention_batches: RETENTION_BATCHES,
             undefined_grace_ms: inner.undefined_grace_ms,
             undefined_limit: 100,
+            deadline_limit: 100,
         };
         let mut report = crate::store::sweep(
             &inner.upkeep,

@@ -5,6 +5,7 @@
 
 mod client_pg;
 mod connection_pg;
+mod deadline_pg;
 mod definition;
 mod dispatch;
 mod engine_pg;

@@ -71,8 +71,8 @@ impl<W: Workflow> TestResult<'_, W> {
     }
 
     /// Runs due steps, one attempt at a time, and jumps the clock to the
-    /// next due time when none is due, until the run ends, the timeout
-    /// passes, or nothing is left to run.
+    /// next due time (or deadline) when none is due, until the run ends, the
+    /// timeout passes, or nothing is left to run.
     async fn drive(self) -> Result<W::Output, Error> {
         let env = self.env;
         let started = env.now();
@@ -93,10 +93,16 @@ impl<W: Workflow> TestResult<'_, W> {
                 attempts += 1;
                 continue;
             }
+            if env.expire_deadlines() > 0 {
+                continue;
+            }
             let mut rows = env.store().rows();
             let next = rows
                 .next_due(env.runner.registered())
-                .filter(|due| *due > rows.now);
+                .filter(|due| *due > rows.now)
+                .into_iter()
+                .chain(rows.next_deadline())
+                .min();
             match (next, deadline) {
                 (Some(due), deadline) if attempts < MAX_ATTEMPTS_PER_CALL => {
                     if let Some(deadline) = deadline.filter(|deadline| due > *deadline) {

@@ -68,7 +68,8 @@ impl TestEnv {
     }
 
     /// Moves the clock to `until`, firing each schedule tick on the way at its
-    /// own time, at most [`MAX_TICKS_PER_ADVANCE`] (then it jumps).
+    /// own time, at most [`MAX_TICKS_PER_ADVANCE`] (then it jumps), and
+    /// acting on the deadlines passed before each tick and at `until`.
     pub(super) fn advance_firing(&self, until: DateTime<Utc>) {
         let workflows = self.runner.workflows().to_vec();
         let mut fired = 0;
@@ -84,6 +85,7 @@ impl TestEnv {
                 let mut rows = self.store().rows();
                 rows.now = rows.now.max(next);
             }
+            self.expire_deadlines();
             match self.fire_schedules() {
                 Ok(report) if report.schedules_fired > 0 => {
                     fired += report.runs_started.max(1);
@@ -93,8 +95,11 @@ impl TestEnv {
                 _ => break,
             }
         }
-        let mut rows = self.store().rows();
-        rows.now = rows.now.max(until);
+        {
+            let mut rows = self.store().rows();
+            rows.now = rows.now.max(until);
+        }
+        self.expire_deadlines();
     }
 
     /// Creates a schedule, as `Client::create_schedule`.

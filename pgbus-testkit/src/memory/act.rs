@@ -1,11 +1,12 @@
 //! Operator actions on a run.
 
 use pgbus_runtime::engine::{
-    Action, ActionRun, ErrorRecord, LatestStep, RunStatus, StepOutcome, StepStatus, plan_action,
+    Action, ActionPlan, ActionRun, ErrorRecord, LatestStep, RunStatus, StepOutcome, StepStatus,
+    plan_action,
 };
 use pgbus_runtime::{Error, RunId};
 
-use super::{Change, Rows};
+use super::{Change, Rows, Step};
 
 impl Rows {
     /// As `Client::pause` and friends: plan an operator action and apply it.
@@ -16,16 +17,23 @@ impl Rows {
         actor: &str,
         reason: &str,
     ) -> Result<RunStatus, Error> {
+        let (state, latest) = self.action_run(run_id)?;
+        let plan = plan_action(action, &state, reason).map_err(|why| Error::IllegalMove {
+            run_id,
+            action,
+            why,
+        })?;
+        self.apply_action(run_id, latest.as_ref(), &plan, actor);
+        Ok(plan.run_status)
+    }
+
+    /// What an operator action decides with (as `lock_run.sql` and
+    /// `latest_step.sql` read it), and the latest step row.
+    pub(super) fn action_run(&self, run_id: RunId) -> Result<(ActionRun, Option<Step>), Error> {
         let run = self
             .runs
             .get(&run_id.0)
             .ok_or(Error::RunNotFound { run_id })?;
-        let workflow = run.summary.workflow.clone();
-        let run_error = run.error_class.clone().map(|class| ErrorRecord {
-            class,
-            message: run.error_message.clone().unwrap_or_default(),
-            causes: Vec::new(),
-        });
         let latest = run
             .step_ids
             .iter()
@@ -47,14 +55,30 @@ impl Rows {
                 timeout_ms: step.timeout_ms,
             }),
         };
-        let plan = plan_action(action, &state, reason).map_err(|why| Error::IllegalMove {
-            run_id,
-            action,
-            why,
-        })?;
+        Ok((state, latest))
+    }
+
+    /// Applies an operator action's `plan` to run `run_id`, whose latest
+    /// step row is `latest`, recorded as `actor`'s.
+    pub(super) fn apply_action(
+        &mut self,
+        run_id: RunId,
+        latest: Option<&Step>,
+        plan: &ActionPlan,
+        actor: &str,
+    ) {
+        let Some(run) = self.runs.get(&run_id.0) else {
+            return;
+        };
+        let workflow = run.summary.workflow.clone();
+        let run_error = run.error_class.clone().map(|class| ErrorRecord {
+            class,
+            message: run.error_message.clone().unwrap_or_default(),
+            causes: Vec::new(),
+        });
         let now = self.now;
         if plan.skip_latest
-            && let Some(latest) = &latest
+            && let Some(latest) = latest
         {
             self.update_step(latest.view.id, |row| {
                 row.view.status = StepStatus::Skipped;
@@ -77,9 +101,8 @@ impl Rows {
                 },
                 events: &plan.events,
             },
-            latest.as_ref(),
+            latest,
             actor,
         );
-        Ok(plan.run_status)
     }
 }

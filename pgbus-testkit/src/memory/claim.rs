@@ -97,8 +97,9 @@ impl Rows {
     }
 
     /// The row a claim takes first: lowest priority number, then earliest due,
-    /// then oldest, among the due rows whose run is `ready` and whose step
-    /// `registered` holds (a row it lacks is passed over, as claim.sql does).
+    /// then oldest, among the due rows whose run is `ready` and not past its
+    /// deadline, and whose step `registered` holds (a row it lacks is passed
+    /// over, as claim.sql does).
     fn next_claimable(&self, registered: &Registered, queues: Option<&[String]>) -> Option<i64> {
         let now = self.now;
         let mut from = (i16::MIN, DateTime::<Utc>::MIN_UTC, i64::MIN);
@@ -121,6 +122,7 @@ impl Rows {
                             .runs
                             .get(&step.run_id.0)
                             .is_some_and(|run| run.summary.status == RunStatus::Ready)
+                        && !self.past_deadline(step.run_id)
                 });
                 if claimable {
                     return Some(id);
@@ -209,6 +211,7 @@ impl Rows {
                         .runs
                         .get(&step.run_id.0)
                         .is_some_and(|run| run.summary.status == RunStatus::Ready)
+                    && !self.past_deadline(step.run_id)
             })
             .map(|step| step.view.scheduled_at)
             .min()

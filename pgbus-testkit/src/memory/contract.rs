@@ -10,8 +10,8 @@ use pgbus_runtime::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use pgbus_runtime::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
 use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, NewRun, Registration, Stalled, Store};
 use pgbus_runtime::{
-    Error, Limits, ResultView, RunFilter, RunId, RunRead, RunSummary, RunView, SignalId,
-    StartOptions, WorkflowDefinition,
+    DeadlineAction, Error, Limits, ResultView, RunFilter, RunId, RunRead, RunSummary, RunView,
+    SignalId, StartOptions, WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -165,6 +165,10 @@ impl Store for MemoryStore {
 
     async fn delete_expired_runs(&self, retention_ms: i64, limit: i64) -> Result<u64, Error> {
         Ok(self.rows().delete_expired_runs(retention_ms, limit))
+    }
+
+    async fn expire_deadlines(&self, limit: i64) -> Result<Vec<(RunId, DeadlineAction)>, Error> {
+        self.rows().expire_deadlines(limit)
     }
 
     async fn signal(

@@ -17,6 +17,7 @@ use serde_json::Value;
 mod act;
 mod claim;
 mod contract;
+mod deadline;
 mod outcome;
 mod park;
 mod read;
@@ -55,6 +56,10 @@ struct Run {
     signals: Vec<SignalView>,
     /// The schedule tick it was started for (`runs.schedule_name`, `tick_at`).
     tick: Option<pgbus_runtime::schedule::Tick>,
+    /// Its deadline (`runs.deadline_at`), cleared once it fired.
+    deadline_at: Option<DateTime<Utc>>,
+    /// What it becomes past its deadline (`runs.on_deadline`).
+    on_deadline: pgbus_runtime::DeadlineAction,
 }
 
 #[derive(Debug, Clone)]

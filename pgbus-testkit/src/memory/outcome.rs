@@ -130,6 +130,8 @@ impl Rows {
         };
         if !hands_off(&plan, Some(&run.step_plan), handoff.queues, definition)
             || !carries_over(claim, result)
+            // A run past its deadline starts no step (as a claim).
+            || self.past_deadline(claim.run_id)
         {
             return Ended::Applied(plan);
         }

@@ -30,7 +30,7 @@ impl Rows {
             input: run.input.clone(),
             idempotency_key: run.idempotency_key.clone(),
             concurrency_key: None,
-            deadline_at: None,
+            deadline_at: run.deadline_at,
             error_class: run.error_class.clone(),
             error_message: run.error_message.clone(),
             paused_at: run.paused_at,

@@ -76,9 +76,16 @@ impl Rows {
     }
 
     /// The plan of a fan_out child's start (no options); `None` for a
-    /// workflow without a step.
+    /// workflow without a step. A child has no deadline, its workflow's
+    /// declared one included (as `start_children.sql` writes none): its
+    /// parent's cancel, a deadline's included, cancels it.
     pub(super) fn child_plan(&self, definition: &'static WorkflowDefinition) -> Option<StartPlan> {
-        plan_start(definition, &StartOptions::new(), self.now).ok()
+        plan_start(definition, &StartOptions::new(), self.now)
+            .ok()
+            .map(|plan| StartPlan {
+                deadline: None,
+                ..plan
+            })
     }
 
     /// A run row and its first step row as `plan` says, without the
@@ -95,6 +102,7 @@ impl Rows {
         self.next_run += 1;
         let mut first = plan.first;
         first.delay_ms = plan.due.delay_from(self.now);
+        let deadline_at = plan.deadline.map(|deadline| deadline.at(self.now));
         self.runs.insert(
             id.0,
             Run {
@@ -124,6 +132,8 @@ impl Rows {
                 events: Vec::new(),
                 signals: Vec::new(),
                 tick: None,
+                deadline_at,
+                on_deadline: plan.on_deadline,
             },
         );
         self.insert_step(id, definition.name, &first);

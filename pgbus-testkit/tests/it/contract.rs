@@ -429,3 +429,5 @@ mod schedules;
 mod starts;
 // A run's result (issue 20).
 mod results;
+// Run deadlines (issue 21).
+mod deadlines;

@@ -4,8 +4,13 @@
 // Test support code outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+// Before the modules that use its macro.
+#[macro_use]
+mod deadline_wrap;
+
 mod contract;
 mod database;
+mod deadlines;
 mod deploy;
 mod differential;
 mod env;

@@ -109,6 +109,7 @@ fn run_body(
             dt { "Created" } dd { (time(run.created_at)) }
             dt { "Updated" } dd { (time(run.updated_at)) }
             @if let Some(finished) = run.finished_at { dt { "Finished" } dd { (time(finished)) } }
+            @if let Some(deadline) = view.deadline_at { dt { "Deadline" } dd { (time(deadline)) } }
             @if let Some(class) = &view.error_class {
                 dt { "Error" } dd.error { (class) ": " (clip(view.error_message.as_deref().unwrap_or_default(), 2000)) }
             }

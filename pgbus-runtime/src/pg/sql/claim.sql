@@ -26,7 +26,8 @@
 -- row's step (`$2 -> workflow -> 'steps' ? step_name`, a lookup in the bound
 -- JSON). A row the worker lacks is passed over like a row of a paused run, so
 -- it never stops the scan from reaching the rows behind it (no head-of-line
--- blocking); it waits for a worker that has its step.
+-- blocking); it waits for a worker that has its step. So is a row of a run past its
+-- deadline (issue 21): it starts no step, and the sweep acts on the run.
 --
 -- A run whose `definition_digest` differs from the claiming worker's digest of
 -- its workflow takes the worker's, and gets a `definition_changed` event
@@ -78,6 +79,8 @@ WITH t AS (
           AND s.scheduled_at <= (SELECT now FROM t)
           AND ($2::jsonb -> s.workflow -> 'steps') ? s.step_name
           AND (SELECT r.status FROM {schema}.runs r WHERE r.id = s.run_id) = 'ready'
+          AND (SELECT r.deadline_at IS NULL OR r.deadline_at > (SELECT now FROM t)
+               FROM {schema}.runs r WHERE r.id = s.run_id)
         ORDER BY s.priority, s.scheduled_at, s.id
         LIMIT CASE WHEN (SELECT limited FROM lim) THEN $3::bigint + 100 ELSE $3::bigint END
         FOR UPDATE OF s SKIP LOCKED

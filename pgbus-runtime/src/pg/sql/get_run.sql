@@ -20,6 +20,7 @@ SELECT r.id, r.workflow, r.definition_digest, r.options_digest, r.step_plan, r.s
        CASE WHEN $2::bigint IS NOT NULL THEN octet_length(r.input::text)::bigint END AS input_bytes,
        r.idempotency_key, r.concurrency_key, r.error_class, r.error_message, r.created_at, r.updated_at,
        r.paused_at, r.cancelled_at, r.finished_at, r.parent_batch_id,
+       r.deadline_at,
        (SELECT count(*) FROM {schema}.steps WHERE run_id = $1) AS attempt_count,
        (SELECT count(*) FROM {schema}.events WHERE run_id = $1) AS event_count,
        (SELECT count(*) FROM {schema}.events WHERE run_id = $1 AND event = 'paused')

@@ -10,6 +10,7 @@
 -- registered them. $1 run id, $2 now (NULL = clock_timestamp())
 SELECT r.id, r.status, r.workflow, r.step_names, r.step_plan, r.current_step,
        r.error_class, r.error_message, r.parent_batch_id, r.queue_override, r.priority_override,
+       r.deadline_at, r.on_deadline,
        coalesce($2::timestamptz, clock_timestamp()) AS now,
        ARRAY(SELECT f.key FROM {schema}.flow_limits f
              WHERE f.workflow = r.workflow OR f.workflow IS NULL

@@ -2,7 +2,8 @@
 -- steps the worker's definitions hold (as claim.sql filters them)
 -- (zero or negative when one is due already), or NULL when none is scheduled.
 -- Steps of runs that are not `ready` (a paused run holding its next step) do not
--- count: no claim can take them, so waking for them would spin. Nor do rows a
+-- count: no claim can take them, so waking for them would spin; nor do those
+-- of runs past their deadline, for the same reason. Nor do rows a
 -- concurrency limit holds back (`held_by`, out of the due index): a release
 -- wakes them, with a notification. A waiting row counts at the end of its
 -- `wait_timeout`; a throttled row at its rate window's opening.
@@ -37,6 +38,9 @@ CROSS JOIN LATERAL (
       AND s.status IN ('scheduled', 'waiting') AND s.held_by IS NULL
       AND ($2::jsonb -> s.workflow -> 'steps') ? s.step_name
       AND (SELECT r.status FROM {schema}.runs r WHERE r.id = s.run_id) = 'ready'
+      AND (SELECT r.deadline_at IS NULL
+                  OR r.deadline_at > coalesce($3::timestamptz, clock_timestamp())
+           FROM {schema}.runs r WHERE r.id = s.run_id)
     ORDER BY s.scheduled_at, s.id
     LIMIT 1
 ) d

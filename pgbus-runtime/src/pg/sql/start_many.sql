@@ -14,8 +14,12 @@
 -- NULL = now), $15 delay before the first row (ms, bigint[]: the step's wait
 -- plus the start's delay), $16 the run's queue override (text[], NULL = none),
 -- $17 its priority override (smallint[]), $18 its step plan (1-based index
--- into $9), $19 its concurrency key (text[], NULL for none). Each first row is due at greatest(start time or now, plus the
--- delay, now), as in start_run.sql.
+-- into $9), $19 its concurrency key (text[], NULL for none), $20 its deadline when fixed (timestamptz[]), $21 the time a
+-- counted deadline counts from (timestamptz[], NULL = now), $22 the
+-- milliseconds it counts (bigint[], NULL: fixed or none), $23 what the run
+-- becomes past it (text[], NULL without a deadline). Each first row is due
+-- at greatest(start time or now, plus the delay, now), and each deadline
+-- computed, as in start_run.sql.
 --
 -- Rows come back one per run given, in call order: (n, run_id or NULL),
 -- with the counts of rows written. Keyed runs are inserted in key order, so
@@ -27,20 +31,28 @@ WITH t AS (
 ), given AS MATERIALIZED (
     SELECT g.n, nextval(pg_get_serial_sequence('{schema}.runs', 'id')) AS id,
            g.input, g.key, g.queue, g.priority, g.not_before, g.delay_ms,
-           g.queue_override, g.priority_override, g.plan, g.concurrency_key
+           g.queue_override, g.priority_override, g.plan, g.concurrency_key,
+           g.deadline_fixed, g.deadline_from, g.deadline_ms, g.on_deadline
     FROM unnest($10::jsonb[], $11::text[], $12::text[], $13::smallint[],
                 $14::timestamptz[], $15::bigint[], $16::text[], $17::smallint[],
-                $18::integer[], $19::text[])
+                $18::integer[], $19::text[], $20::timestamptz[], $21::timestamptz[],
+                $22::bigint[], $23::text[])
          WITH ORDINALITY AS g (input, key, queue, priority, not_before, delay_ms,
-                               queue_override, priority_override, plan, concurrency_key, n)
+                               queue_override, priority_override, plan, concurrency_key,
+                               deadline_fixed, deadline_from, deadline_ms, on_deadline, n)
 ), run AS (
     INSERT INTO {schema}.runs (id, workflow, definition_digest, options_digest, status,
                                current_step, input, idempotency_key, step_names, step_plan,
                                created_at, updated_at, queue_override, priority_override,
-                               concurrency_key)
+                               concurrency_key, deadline_at, on_deadline)
     OVERRIDING SYSTEM VALUE
     SELECT g.id, $1, $2, $3, 'ready', $4, g.input, g.key, $8::text[], ($9::jsonb[])[g.plan],
-           t.now, t.now, g.queue_override, g.priority_override, g.concurrency_key
+           t.now, t.now, g.queue_override, g.priority_override, g.concurrency_key,
+           CASE WHEN g.deadline_ms IS NULL THEN g.deadline_fixed
+                ELSE greatest(coalesce(g.deadline_from, t.now), t.now)
+                         + g.deadline_ms * interval '1 millisecond'
+           END,
+           g.on_deadline
     FROM given g CROSS JOIN t
     ORDER BY g.key COLLATE "C", g.n
     ON CONFLICT (workflow, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING

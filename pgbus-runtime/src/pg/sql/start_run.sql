@@ -8,16 +8,25 @@
 -- $15 the start time asked for (NULL = now; the delay counts from it),
 -- $16 the run's queue override (NULL = none), $17 its priority override (NULL = none),
 -- $18 its concurrency key (NULL = none; see migration 0016).
+-- $19 its deadline when fixed, $20 the time a counted deadline counts from
+-- (NULL = now), $21 the milliseconds it counts (NULL: $19 or none), $22 what
+-- the run becomes past it ('cancel' | 'pause'; NULL without a deadline).
 -- The first row is due at greatest($15 or now, plus $10, now): never before now.
+-- The deadline is $19, or greatest($20 or now, now) plus $21 (engine::RunDeadline).
 WITH t AS (
     SELECT coalesce($11::timestamptz, clock_timestamp()) AS now
 ), run AS (
     INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, current_step,
                                input, idempotency_key, step_names, step_plan, created_at,
                                updated_at, queue_override, priority_override,
-                               concurrency_key)
+                               concurrency_key, deadline_at, on_deadline)
     SELECT $1, $2, $3, 'ready', $6, $4, $5, $13::text[], $14::jsonb, t.now, t.now,
-           $16::text, $17::smallint, $18::text
+           $16::text, $17::smallint, $18::text,
+           CASE WHEN $21::bigint IS NULL THEN $19::timestamptz
+                ELSE greatest(coalesce($20::timestamptz, t.now), t.now)
+                         + $21::bigint * interval '1 millisecond'
+           END,
+           $22::text
     FROM t
     ON CONFLICT (workflow, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, created_at

@@ -6,7 +6,9 @@ use deadpool_postgres::Transaction;
 use super::outcome::{RunChange, StepRef};
 use super::{PgStore, TX_ATTEMPTS, check_count, parse_stored, read_step_plan, retryable};
 use crate::context::RunId;
-use crate::engine::{Action, ActionRun, ErrorRecord, LatestStep, RunStatus, plan_action};
+use crate::engine::{
+    Action, ActionPlan, ActionRun, ErrorRecord, LatestStep, RunStatus, plan_action,
+};
 use crate::error::Error;
 
 impl PgStore {
@@ -39,8 +41,25 @@ impl PgStore {
         let Some(run) = self.lock_run(tx, run_id, now).await? else {
             return Err(Error::RunNotFound { run_id });
         };
-        let db_now: DateTime<Utc> = run.get("now");
-        let workflow: String = run.get("workflow");
+        let state = self.action_run(tx, run_id, &run).await?;
+        let plan = plan_action(action, &state, reason).map_err(|why| Error::IllegalMove {
+            run_id,
+            action,
+            why,
+        })?;
+        self.apply_action(tx, run_id, &run, &state, &plan, actor)
+            .await?;
+        Ok(plan.run_status)
+    }
+
+    /// What an operator action decides with: the locked `run` row and its
+    /// latest step row.
+    pub(super) async fn action_run(
+        &self,
+        tx: &Transaction<'_>,
+        run_id: RunId,
+        run: &tokio_postgres::Row,
+    ) -> Result<ActionRun, Error> {
         let statement = self.prep.in_tx(tx, &self.sql.latest_step).await?;
         let latest = statement
             .query_opt(tx, &[&run_id.0])
@@ -59,17 +78,27 @@ impl PgStore {
                 })
             })
             .transpose()?;
-        let state = ActionRun {
+        Ok(ActionRun {
             status: parse_stored(&run.get::<_, String>("status"))?,
             current_step: run.get("current_step"),
-            step_plan: read_step_plan(&run),
+            step_plan: read_step_plan(run),
             latest,
-        };
-        let plan = plan_action(action, &state, reason).map_err(|why| Error::IllegalMove {
-            run_id,
-            action,
-            why,
-        })?;
+        })
+    }
+
+    /// Applies an operator action's `plan` (decided from `state`) to the
+    /// locked `run` row, at the lock's time, recorded as `actor`'s.
+    pub(super) async fn apply_action(
+        &self,
+        tx: &Transaction<'_>,
+        run_id: RunId,
+        run: &tokio_postgres::Row,
+        state: &ActionRun,
+        plan: &ActionPlan,
+        actor: &str,
+    ) -> Result<(), Error> {
+        let db_now: DateTime<Utc> = run.get("now");
+        let workflow: String = run.get("workflow");
         let step = state.latest.as_ref().map_or(
             StepRef {
                 id: 0,
@@ -122,6 +151,6 @@ impl PgStore {
                 .query_one(tx, &[&self.schema.channel(), &latest.queue])
                 .await?;
         }
-        Ok(plan.run_status)
+        Ok(())
     }
 }

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::PgStore;
 use crate::client::{Client, checked_reason};
 use crate::context::{RunId, SignalId};
-use crate::definition::WorkflowDefinition;
+use crate::definition::{DeadlineAction, WorkflowDefinition};
 use crate::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use crate::error::Error;
 use crate::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
@@ -117,6 +117,10 @@ impl Store for PgStore {
 
     async fn delete_expired_runs(&self, retention_ms: i64, limit: i64) -> Result<u64, Error> {
         Self::delete_expired_runs(self, retention_ms, limit).await
+    }
+
+    async fn expire_deadlines(&self, limit: i64) -> Result<Vec<(RunId, DeadlineAction)>, Error> {
+        Self::expire_deadlines(self, limit).await
     }
 
     async fn signal(

@@ -154,6 +154,7 @@ mod act;
 mod claim;
 mod contract;
 mod flow;
+mod deadline;
 mod outcome;
 mod park;
 mod result;

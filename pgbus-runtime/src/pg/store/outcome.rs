@@ -9,8 +9,8 @@ use crate::context::{RunId, SignalId};
 use crate::definition::WorkflowDefinition;
 use crate::engine::{
     AttemptResult, AttemptState, ErrorRecord, EventSpec, Gate, NewStep, RunOverrides, RunState,
-    RunStatus, carries_over, continued_claim, handoff_within_limits, hands_off, plan_outcome,
-    stall_event,
+    RunStatus, carries_over, continued_claim, handoff_within_limits, hands_off, past_deadline,
+    plan_outcome, stall_event,
 };
 use crate::error::Error;
 use crate::pg::statement::Prepared;
@@ -146,6 +146,8 @@ impl PgStore {
                 && within_limits
                 && hands_off(&plan, run_state.step_plan.as_deref(), h.queues, definition)
                 && carries_over(claimed, result)
+                // A run past its deadline starts no step (as claim.sql).
+                && !past_deadline(run.get("deadline_at"), run.get("now"))
         });
         if let Some(detection) = sweep {
             plan.events.insert(0, stall_event(detection));

@@ -166,6 +166,7 @@ impl<R: Rig> Harness<R> {
                 retention_batches: RETENTION_BATCHES,
                 undefined_grace_ms: Some(capped_ms(DEFAULT_UNDEFINED_STEP_GRACE)),
                 undefined_limit: 100,
+                deadline_limit: 100,
             },
             dead: Arc::new(AtomicUsize::new(0)),
         }
