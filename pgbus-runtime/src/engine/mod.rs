@@ -9,6 +9,7 @@ use crate::definition::{Entry, EntryKind};
 
 mod deploy;
 mod event;
+pub mod flow;
 mod handoff;
 mod operator;
 mod outcome;
