@@ -24,6 +24,28 @@ impl TestEnv {
         self.claim_queues()
     }
 
+    /// At most `limit` steps of `queue` in progress at once, whatever their
+    /// workflow, as `WorkerBuilder::queue_concurrency` declares for a fleet:
+    /// the claim holds a due step of the queue back while `limit` are in
+    /// progress, and lets it go when one ends. Registered with the
+    /// environment's worker, so it is in force at once; a second call for
+    /// the same queue replaces the limit. `limit` is taken within 1 to
+    /// 100,000 (`pgbus_core::flow::MAX_CONCURRENCY`), as a registration
+    /// takes it.
+    ///
+    /// The environment runs one step at a time, so a limit shows when steps
+    /// stay in progress: an attempt claimed by [`TestEnv::crash_next`] until
+    /// the sweep takes it, or a body that is still running while another
+    /// task claims.
+    #[must_use]
+    pub fn queue_concurrency(mut self, queue: impl Into<String>, limit: u32) -> Self {
+        let queue = queue.into();
+        self.queue_limits.retain(|(named, _)| *named != queue);
+        self.queue_limits.push((queue, limit));
+        self.announce();
+        self
+    }
+
     /// The environment claiming from the registered workflows' queues (their
     /// own and their steps') and those given with [`TestEnv::queue`].
     pub(super) fn claim_queues(mut self) -> Self {
@@ -63,11 +85,12 @@ impl TestEnv {
         options: &StartOptions,
     ) -> Result<Started, Error> {
         self.registered::<W>()?;
+        let options = keyed::<W>(input, options);
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self
             .store()
             .rows()
-            .start_run(W::DEFINITION, input, options)?;
+            .start_run(W::DEFINITION, input, &options)?;
         Ok(Started::new(run_id, created))
     }
 
@@ -85,6 +108,10 @@ impl TestEnv {
         starts: impl IntoIterator<Item = (impl Borrow<W::Input>, StartOptions)>,
     ) -> Result<Vec<Started>, Error> {
         self.registered::<W>()?;
+        let starts = starts.into_iter().map(|(input, options)| {
+            let options = keyed::<W>(input.borrow(), &options);
+            (input, options)
+        });
         let runs = new_runs::<W>(starts)?;
         Ok(self
             .store()
@@ -93,5 +120,15 @@ impl TestEnv {
             .into_iter()
             .map(|(run_id, created)| Started::new(run_id, created))
             .collect())
+    }
+}
+
+/// `options` with the run's concurrency key: the one given at start, else
+/// the one the workflow's `key` method derives from `input`, as the client
+/// computes it.
+fn keyed<W: Workflow>(input: &W::Input, options: &StartOptions) -> StartOptions {
+    match (options.run_concurrency_key(), W::concurrency_key(input)) {
+        (None, Some(key)) => options.clone().concurrency_key(key),
+        _ => options.clone(),
     }
 }

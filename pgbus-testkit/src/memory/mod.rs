@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use pgbus_runtime::context::CancellationToken;
+use pgbus_runtime::engine::flow::{LimitTable, RateKey, SlotKey};
 use pgbus_runtime::engine::{
     ErrorRecord, EventSpec, NewStep, PlannedStep, RunStatus, StepOutcome, StepStatus,
 };
@@ -17,6 +18,7 @@ use serde_json::Value;
 mod act;
 mod claim;
 mod contract;
+mod flow;
 mod outcome;
 mod park;
 mod read;
@@ -38,6 +40,11 @@ struct Run {
     options_digest: String,
     input: Value,
     idempotency_key: Option<String>,
+    /// Its concurrency key (`runs.concurrency_key`).
+    concurrency_key: Option<String>,
+    /// The slots it holds while it runs, `slot = "run"` (`runs.slot_*`);
+    /// none once it pauses or ends.
+    slots: Vec<SlotKey>,
     error_class: Option<String>,
     error_message: Option<String>,
     paused_at: Option<DateTime<Utc>>,
@@ -70,6 +77,29 @@ struct Step {
     open_ended: bool,
     /// The highest signal id its gate turned down (`steps.signals_seen_to`).
     signals_seen_to: Option<i64>,
+    /// The slots it holds while `in_progress` (`steps.slot_*`), written by
+    /// its claim.
+    slots: Vec<SlotKey>,
+    /// The concurrency limit holding it back (`steps.held_by`): out of the
+    /// due index while set.
+    held: Option<SlotKey>,
+    /// The rate whose window it waits for (`steps.throttled_by`).
+    throttled: Option<RateKey>,
+}
+
+impl Step {
+    /// Holds the row back for `key` (`None`: lets it go), in the view too.
+    fn set_held(&mut self, key: Option<SlotKey>) {
+        self.view.held_by = key.as_ref().map(ToString::to_string);
+        self.held = key;
+    }
+
+    /// Marks the row as waiting for `key`'s window (`None`: not), in the
+    /// view too.
+    fn set_throttled(&mut self, key: Option<RateKey>) {
+        self.view.throttled_by = key.as_ref().map(ToString::to_string);
+        self.throttled = key;
+    }
 }
 
 /// A fan_out batch row.
@@ -99,9 +129,24 @@ pub(crate) struct Rows {
     pub(crate) now: DateTime<Utc>,
     runs: BTreeMap<i64, Run>,
     steps: BTreeMap<i64, Step>,
-    /// The rows a claim may take (`scheduled` and `waiting`), as (priority,
-    /// due time, id): the order claims take them in.
+    /// The rows a claim may take (`scheduled` and `waiting`, not held), as
+    /// (priority, due time, id): the order claims take them in.
     due: BTreeSet<(i16, DateTime<Utc>, i64)>,
+    /// The limits in force (`flow_limits`, `rate_limits`), as workers
+    /// registered them.
+    flow: LimitTable,
+    /// The slots held of each concurrency key: steps in progress holding
+    /// it, and runs holding it (`slot = "run"`).
+    holders: BTreeMap<SlotKey, usize>,
+    /// The due rows held back, by the key holding them, as (priority, due
+    /// time, id): the order a release wakes them in.
+    held: BTreeMap<SlotKey, BTreeSet<(i16, DateTime<Utc>, i64)>>,
+    /// The rows throttled, by the rate whose window they wait for, as (due
+    /// time, id).
+    throttled: BTreeMap<RateKey, BTreeSet<(DateTime<Utc>, i64)>>,
+    /// Each rate's log: the start times of its last `count` starts, oldest
+    /// first (`rate_windows`).
+    windows: BTreeMap<RateKey, Vec<DateTime<Utc>>>,
     /// The run of the last event written, for [`Rows::set_details`].
     last_event: Option<RunId>,
     next_run: i64,
@@ -134,6 +179,11 @@ impl Rows {
             runs: BTreeMap::new(),
             steps: BTreeMap::new(),
             due: BTreeSet::new(),
+            flow: LimitTable::default(),
+            holders: BTreeMap::new(),
+            held: BTreeMap::new(),
+            throttled: BTreeMap::new(),
+            windows: BTreeMap::new(),
             last_event: None,
             next_run: 1,
             next_step: 1,
@@ -150,15 +200,20 @@ impl Rows {
         }
     }
 
-    /// Changes step row `id`, keeping the due index in step with it.
+    /// Changes step row `id`, keeping the indexes in step with it (due,
+    /// held and throttled rows, slots held): every change of a row goes
+    /// through here, so a row that leaves `in_progress` gives its slots back
+    /// and wakes the rows they held, whatever the path (an outcome, a park,
+    /// the sweep, a cancel), as the Postgres store's row trigger does.
     fn update_step<R>(&mut self, id: i64, change: impl FnOnce(&mut Step) -> R) -> Option<R> {
         let step = self.steps.get_mut(&id)?;
-        if let Some(key) = due_key(id, step) {
-            self.due.remove(&key);
-        }
+        let before = flow::Placed::of(id, step);
         let changed = change(step);
-        if let Some(key) = due_key(id, step) {
-            self.due.insert(key);
+        let after = flow::Placed::of(id, step);
+        self.unplace(&before);
+        self.place(&after);
+        for key in before.slots.iter().filter(|key| !after.slots.contains(key)) {
+            self.release(key);
         }
         Some(changed)
     }
@@ -257,10 +312,13 @@ impl Rows {
                 timeout_ms: new.timeout_ms,
                 open_ended: false,
                 signals_seen_to: None,
+                slots: Vec::new(),
+                held: None,
+                throttled: None,
             },
         );
-        if let Some(key) = self.steps.get(&id).and_then(|step| due_key(id, step)) {
-            self.due.insert(key);
+        if let Some(placed) = self.steps.get(&id).map(|step| flow::Placed::of(id, step)) {
+            self.place(&placed);
         }
         if let Some(run) = self.runs.get_mut(&run_id.0) {
             run.step_ids.push(id);
@@ -298,11 +356,20 @@ impl Rows {
 }
 
 /// Where a row stands in the due index: rows a claim may take (`scheduled`
-/// and `waiting`) by priority, due time and id; others are not in it.
+/// and `waiting`, not held back) by priority, due time and id; others are
+/// not in it.
 fn due_key(id: i64, step: &Step) -> Option<(i16, DateTime<Utc>, i64)> {
+    (is_open(step) && step.held.is_none()).then_some((
+        step.view.priority,
+        step.view.scheduled_at,
+        id,
+    ))
+}
+
+/// Whether a row is due or will be: `scheduled` or `waiting`.
+fn is_open(step: &Step) -> bool {
     matches!(
         step.view.status,
         StepStatus::Scheduled | StepStatus::Waiting
     )
-    .then_some((step.view.priority, step.view.scheduled_at, id))
 }

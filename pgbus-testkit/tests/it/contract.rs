@@ -429,3 +429,6 @@ mod schedules;
 mod starts;
 // A run's result (issue 20).
 mod results;
+// Flow control: concurrency and rate limits (issue 21).
+mod flow;
+mod flow_rates;
