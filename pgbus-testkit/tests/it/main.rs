@@ -9,6 +9,7 @@ mod database;
 mod deploy;
 mod differential;
 mod env;
+mod env_flow;
 mod gates;
 mod harness;
 mod results;
