@@ -154,28 +154,25 @@ impl Declared {
     }
 }
 
-/// A concurrency limit that registration added, changed or removed: the
-/// rows it held back are let go, for the claim to decide again.
+/// Concurrency limits that registration added, changed or removed: the
+/// rows they may have held back are let go, for the claim to decide again
+/// (a raised limit must not wait for a release to wake them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LimitChange {
-    /// `workflow:<W>`.
+    /// The workflow's `workflow:<W>` or `key:<W>` limit: every held row of
+    /// the workflow is let go, whatever holds it.
     Workflow(String),
-    /// `key:<W>`: every `key:<W>:<k>`.
-    Keys(String),
-    /// `queue:<Q>`.
+    /// `queue:<Q>`: the rows it holds are let go.
     Queue(String),
 }
 
 impl LimitChange {
-    /// Whether a row held by `key` was held by this limit.
+    /// Whether a row of `workflow` held by `key` is let go.
     #[must_use]
-    pub fn covers(&self, key: &SlotKey) -> bool {
-        match (self, key) {
-            (Self::Workflow(a), SlotKey::Workflow(b)) | (Self::Queue(a), SlotKey::Queue(b)) => {
-                a == b
-            }
-            (Self::Keys(a), SlotKey::Key { workflow, .. }) => a == workflow,
-            _ => false,
+    pub fn covers(&self, key: &SlotKey, workflow: &str) -> bool {
+        match self {
+            Self::Workflow(changed) => changed == workflow,
+            Self::Queue(queue) => matches!(key, SlotKey::Queue(q) if q == queue),
         }
     }
 }
@@ -211,12 +208,15 @@ impl LimitTable {
         let mut changed = Vec::new();
         for definition in definitions {
             let declared = Declared::of(definition);
-            let before = self.workflows.get(definition.name).cloned().unwrap_or_default();
-            if before.concurrency != declared.concurrency {
+            let before = self
+                .workflows
+                .get(definition.name)
+                .cloned()
+                .unwrap_or_default();
+            if before.concurrency != declared.concurrency
+                || before.key_concurrency != declared.key_concurrency
+            {
                 changed.push(LimitChange::Workflow(definition.name.to_owned()));
-            }
-            if before.key_concurrency != declared.key_concurrency {
-                changed.push(LimitChange::Keys(definition.name.to_owned()));
             }
             if declared.is_empty() {
                 self.workflows.remove(definition.name);
@@ -269,7 +269,9 @@ impl LimitTable {
         let run_key = candidate.run_key.map(str::to_owned);
         if let Some(declared) = declared {
             if let Some(limit) = declared.concurrency {
-                limits.concurrency.push((SlotKey::Workflow(workflow()), limit));
+                limits
+                    .concurrency
+                    .push((SlotKey::Workflow(workflow()), limit));
             }
             if let (Some(limit), Some(key)) = (declared.key_concurrency, run_key.clone()) {
                 let slot = SlotKey::Key {
@@ -384,10 +386,12 @@ pub enum Admission {
 /// What an admitted candidate takes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Admitted {
-    /// The slots the step holds while in progress (`steps.slot_*`).
+    /// The slots the step holds while in progress (`steps.slot_*`): every
+    /// key it meets, a run-held one included (while the step runs it counts
+    /// the slot, its run counting it between steps).
     pub step_slots: Vec<SlotKey>,
-    /// The slots its run takes and holds until it finishes, is cancelled or
-    /// pauses (`runs.slot_*`, `slot = "run"`).
+    /// The slots its run holds until it finishes, is cancelled or pauses
+    /// (`runs.slot_*`, `slot = "run"`), counted while the run is `ready`.
     pub run_slots: Vec<SlotKey>,
     /// The rate windows its start is written in.
     pub starts: Vec<RateKey>,
@@ -400,7 +404,9 @@ pub struct Admitted {
 /// each see those before them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FlowState {
-    /// Slots held, by key: steps in progress holding it, runs holding it.
+    /// Slots held, by key: steps in progress holding it, and `ready` runs
+    /// holding it as a run (a run whose step is in progress is counted by
+    /// that step, so once).
     pub holders: BTreeMap<SlotKey, usize>,
     /// The start times of the last `count` starts, oldest first, by key.
     pub windows: BTreeMap<RateKey, Vec<DateTime<Utc>>>,
@@ -413,7 +419,8 @@ impl FlowState {
     /// `run_slots` already (`slot = "run"`), and counts what it took.
     ///
     /// Concurrency first: the first key (workflow, key, queue) with no free
-    /// slot holds it, a key its run holds being passed over. Then rates:
+    /// slot holds it, a run-held key its run holds being passed over (and
+    /// not counted again). Then rates:
     /// each window holding `count` starts after `now - period` opens for it
     /// at [`opening`], its place being one behind the rows already waiting
     /// for that window; it is throttled until the latest of those. Else
@@ -425,19 +432,19 @@ impl FlowState {
         now: DateTime<Utc>,
     ) -> Admission {
         let mut taken = Admitted::default();
+        let mut counted = Vec::new();
         for (key, limit) in &limits.concurrency {
-            if run_slots.contains(key) {
-                continue;
-            }
-            let held = self.holders.get(key).copied().unwrap_or(0);
-            if held >= usize::try_from(limit.max_in_flight).unwrap_or(usize::MAX) {
-                return Admission::Hold(key.clone());
-            }
-            match limit.holder {
-                SlotHolder::Run if !matches!(key, SlotKey::Queue(_)) => {
-                    taken.run_slots.push(key.clone());
+            let by_run = limit.holder == SlotHolder::Run && !matches!(key, SlotKey::Queue(_));
+            if !(by_run && run_slots.contains(key)) {
+                let held = self.holders.get(key).copied().unwrap_or(0);
+                if held >= usize::try_from(limit.max_in_flight).unwrap_or(usize::MAX) {
+                    return Admission::Hold(key.clone());
                 }
-                _ => taken.step_slots.push(key.clone()),
+                counted.push(key);
+            }
+            taken.step_slots.push(key.clone());
+            if by_run {
+                taken.run_slots.push(key.clone());
             }
         }
         let mut latest: Option<(&RateKey, DateTime<Utc>)> = None;
@@ -457,7 +464,7 @@ impl FlowState {
                 until,
             };
         }
-        for key in taken.step_slots.iter().chain(&taken.run_slots) {
+        for key in counted {
             *self.holders.entry(key.clone()).or_default() += 1;
         }
         for (key, rate) in &limits.rates {
@@ -499,7 +506,9 @@ pub fn opening(
     now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
     let period = chrono::Duration::milliseconds(i64::try_from(rate.period_ms).unwrap_or(i64::MAX));
-    let since = now.checked_sub_signed(period).unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let since = now
+        .checked_sub_signed(period)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
     let mut inside: Vec<DateTime<Utc>> = log.iter().copied().filter(|at| *at > since).collect();
     let count = usize::try_from(rate.count).unwrap_or(usize::MAX).max(1);
     if inside.len() < count {
@@ -509,9 +518,7 @@ pub fn opening(
     let place = place.max(1) - 1;
     let index = inside.len() - count + place % count;
     let periods = i32::try_from(place / count + 1).unwrap_or(i32::MAX);
-    let later = period
-        .checked_mul(periods)
-        .unwrap_or(chrono::Duration::MAX);
+    let later = period.checked_mul(periods).unwrap_or(chrono::Duration::MAX);
     Some(
         inside[index]
             .checked_add_signed(later)

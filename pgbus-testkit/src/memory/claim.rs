@@ -30,11 +30,10 @@ impl Rows {
             let stall_ms = step.timeout_ms.unwrap_or(claimer.stall_threshold_ms);
             step.view.stall_at = now.checked_add_signed(chrono::Duration::milliseconds(stall_ms));
             step.slots = admitted.step_slots;
-            step.set_throttled(None);
             step.clone()
         })?;
-        self.take_run_slots(step.run_id, admitted.run_slots);
         self.set_run_status(step.run_id, RunStatus::Performing);
+        self.take_run_slots(step.run_id, admitted.run_slots);
         let run = self.runs.get_mut(&step.run_id.0)?;
         run.summary.updated_at = now;
         let input = run.input.clone();

@@ -7,12 +7,12 @@ use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
 use pgbus_runtime::RunId;
+use pgbus_runtime::WorkflowDefinition;
 use pgbus_runtime::engine::RunStatus;
 use pgbus_runtime::engine::flow::{
-    Admission, Admitted, Candidate, FlowState, HeldRow, RateKey, SlotKey, free_slots,
-    record_start, to_wake,
+    Admission, Admitted, Candidate, FlowState, HeldRow, RateKey, SlotKey, free_slots, record_start,
+    to_wake,
 };
-use pgbus_runtime::WorkflowDefinition;
 
 use super::{Rows, Step, StepStatus, due_key, is_open};
 
@@ -86,7 +86,10 @@ impl Rows {
             self.held.entry(key.clone()).or_default().insert(*order);
         }
         if let Some((key, order)) = &placed.throttled {
-            self.throttled.entry(key.clone()).or_default().insert(*order);
+            self.throttled
+                .entry(key.clone())
+                .or_default()
+                .insert(*order);
         }
         for key in &placed.slots {
             *self.holders.entry(key.clone()).or_default() += 1;
@@ -161,16 +164,25 @@ impl Rows {
         }
     }
 
-    /// The run of an admitted step takes its run slots (`slot = "run"`).
+    /// The run of an admitted step holds its run slots (`slot = "run"`),
+    /// counted while it is `ready` (between steps; its step in progress
+    /// counts them otherwise).
     pub(super) fn take_run_slots(&mut self, run_id: RunId, slots: Vec<SlotKey>) {
-        if slots.is_empty() {
+        let Some(run) = self.runs.get_mut(&run_id.0) else {
             return;
+        };
+        let counted = run.summary.status == RunStatus::Ready;
+        let mut added = Vec::new();
+        for key in slots {
+            if !run.slots.contains(&key) {
+                run.slots.push(key.clone());
+                added.push(key);
+            }
         }
-        for key in &slots {
-            *self.holders.entry(key.clone()).or_default() += 1;
-        }
-        if let Some(run) = self.runs.get_mut(&run_id.0) {
-            run.slots.extend(slots);
+        if counted {
+            for key in added {
+                *self.holders.entry(key).or_default() += 1;
+            }
         }
     }
 
@@ -204,11 +216,12 @@ impl Rows {
         }
     }
 
-    /// Sets a run's status, as every path that changes one does: a run that
-    /// leaves `ready` and `performing` (paused, finished, cancelled) gives
-    /// back the slots it holds (`slot = "run"`), waking the rows they held;
-    /// a run resumed from a pause lets go of its held rows, for its claim to
-    /// decide again.
+    /// Sets a run's status, as every path that changes one does: the run's
+    /// slots (`slot = "run"`) count while it is `ready`; a run that leaves
+    /// `ready` and `performing` (paused, finished, cancelled) gives them
+    /// back, waking the rows they held (a step of it still in progress keeps
+    /// counting them until it ends); a run resumed from a pause lets go of
+    /// its held rows, for its claim to decide again.
     pub(super) fn set_run_status(&mut self, run_id: RunId, status: RunStatus) {
         let Some(run) = self.runs.get_mut(&run_id.0) else {
             return;
@@ -216,14 +229,24 @@ impl Rows {
         let was = run.summary.status;
         run.summary.status = status;
         let going = matches!(status, RunStatus::Ready | RunStatus::Performing);
-        if !going && !run.slots.is_empty() {
-            let slots = std::mem::take(&mut run.slots);
-            for key in &slots {
+        let dropped = if going {
+            Vec::new()
+        } else {
+            std::mem::take(&mut run.slots)
+        };
+        let kept = run.slots.clone();
+        if was == RunStatus::Ready {
+            for key in dropped.iter().chain(&kept) {
                 self.give_back(key);
             }
-            for key in &slots {
-                self.release(key);
+        }
+        if status == RunStatus::Ready {
+            for key in kept {
+                *self.holders.entry(key).or_default() += 1;
             }
+        }
+        for key in &dropped {
+            self.release(key);
         }
         if was == RunStatus::Paused && going {
             for id in self.step_ids(run_id) {
@@ -236,7 +259,9 @@ impl Rows {
 
     /// As `register_worker.sql`'s limits: each registered workflow's limits
     /// replaced by what its definition declares, each queue named given its
-    /// limit; the rows a changed limit held back are let go.
+    /// limit; the held rows of a workflow whose concurrency limits changed,
+    /// and of a queue whose limit did, are let go (a throttled row keeps its
+    /// due time).
     pub(super) fn register_limits(
         &mut self,
         definitions: &[&'static WorkflowDefinition],
@@ -247,8 +272,15 @@ impl Rows {
         let let_go: Vec<i64> = self
             .held
             .iter()
-            .filter(|(key, _)| changed.iter().any(|change| change.covers(key)))
-            .flat_map(|(_, rows)| rows.iter().map(|&(_, _, id)| id))
+            .flat_map(|(key, rows)| rows.iter().map(move |&(_, _, id)| (key, id)))
+            .filter(|(key, id)| {
+                self.steps.get(id).is_some_and(|step| {
+                    changed
+                        .iter()
+                        .any(|change| change.covers(key, &step.workflow))
+                })
+            })
+            .map(|(_, id)| id)
             .collect();
         for id in let_go {
             self.update_step(id, |step| step.set_held(None));

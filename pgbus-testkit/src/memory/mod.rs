@@ -204,11 +204,19 @@ impl Rows {
     /// held and throttled rows, slots held): every change of a row goes
     /// through here, so a row that leaves `in_progress` gives its slots back
     /// and wakes the rows they held, whatever the path (an outcome, a park,
-    /// the sweep, a cancel), as the Postgres store's row trigger does.
+    /// the sweep, a cancel), as the Postgres store's row triggers do.
     fn update_step<R>(&mut self, id: i64, change: impl FnOnce(&mut Step) -> R) -> Option<R> {
         let step = self.steps.get_mut(&id)?;
         let before = flow::Placed::of(id, step);
+        let status = step.view.status;
         let changed = change(step);
+        if step.view.status != status {
+            // A held or throttled row that changes status (claimed, woken by
+            // a signal or its batch, cancelled, skipped) is neither any
+            // more: back in the queue, the next claim decides on it again.
+            step.set_held(None);
+            step.set_throttled(None);
+        }
         let after = flow::Placed::of(id, step);
         self.unplace(&before);
         self.place(&after);

@@ -6,8 +6,8 @@ use std::time::Duration;
 use pgbus_runtime::prelude::*;
 use pgbus_runtime::workflow::StepFuture;
 use pgbus_runtime::{
-    FanOut, FlowControl, GuardRef, HandlerRef, Rate, RunStatus, Signal, SlotHolder,
-    StartOptions, WorkflowDefinition,
+    FanOut, FlowControl, GuardRef, HandlerRef, Rate, RunStatus, Signal, SlotHolder, StartOptions,
+    WorkflowDefinition,
 };
 use pgbus_testkit::{TestEnv, default_start};
 
@@ -147,7 +147,10 @@ async fn a_rate_spreads_starts_on_the_virtual_clock() {
     started.sort_unstable();
     assert_eq!(started, [0, 60, 120, 180]);
     for run in runs {
-        assert_eq!(env.run(run).expect("the run").run.status, RunStatus::Finished);
+        assert_eq!(
+            env.run(run).expect("the run").run.status,
+            RunStatus::Finished
+        );
     }
 }
 

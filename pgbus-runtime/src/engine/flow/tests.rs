@@ -115,7 +115,6 @@ fn registration_replaces_a_workflows_limits_and_upserts_queues() {
         changed,
         [
             LimitChange::Workflow("orders".into()),
-            LimitChange::Keys("orders".into()),
             LimitChange::Queue("mail".into()),
         ]
     );
@@ -128,13 +127,7 @@ fn registration_replaces_a_workflows_limits_and_upserts_queues() {
     // A worker that declares no queue limit leaves the queue's alone; one
     // whose definition declares nothing removes the workflow's.
     let changed = table.register(&[&PLAIN], &[]);
-    assert_eq!(
-        changed,
-        [
-            LimitChange::Workflow("orders".into()),
-            LimitChange::Keys("orders".into()),
-        ]
-    );
+    assert_eq!(changed, [LimitChange::Workflow("orders".into())]);
     assert_eq!(table.declared("orders"), None);
     assert_eq!(table.queue_limit("mail"), Some(3));
     // A queue's limit is upserted, clamped to 1 to MAX_CONCURRENCY.
@@ -146,17 +139,20 @@ fn registration_replaces_a_workflows_limits_and_upserts_queues() {
 }
 
 #[test]
-fn a_change_covers_the_rows_its_limit_held() {
+fn a_change_lets_go_of_its_workflows_or_its_queues_rows() {
     let key = SlotKey::Key {
         workflow: "w".into(),
         key: "k".into(),
     };
-    assert!(LimitChange::Keys("w".into()).covers(&key));
-    assert!(!LimitChange::Keys("v".into()).covers(&key));
-    assert!(!LimitChange::Workflow("w".into()).covers(&key));
-    assert!(LimitChange::Workflow("w".into()).covers(&SlotKey::Workflow("w".into())));
-    assert!(LimitChange::Queue("q".into()).covers(&SlotKey::Queue("q".into())));
-    assert!(!LimitChange::Queue("q".into()).covers(&SlotKey::Workflow("q".into())));
+    let queue = SlotKey::Queue("q".into());
+    let changed = LimitChange::Workflow("w".into());
+    assert!(changed.covers(&key, "w"));
+    assert!(changed.covers(&queue, "w"), "any held row of the workflow");
+    assert!(!changed.covers(&SlotKey::Workflow("v".into()), "v"));
+    let changed = LimitChange::Queue("q".into());
+    assert!(changed.covers(&queue, "w"));
+    assert!(!changed.covers(&SlotKey::Queue("r".into()), "w"));
+    assert!(!changed.covers(&SlotKey::Workflow("q".into()), "q"));
 }
 
 #[test]
@@ -246,27 +242,26 @@ fn a_run_slot_is_taken_once_and_passed_over_while_the_run_holds_it() {
         rates: Vec::new(),
     };
     let key = limits.concurrency[0].0.clone();
+    let queue = SlotKey::Queue("q".into());
     let mut state = FlowState::default();
+    let taken = Admitted {
+        step_slots: vec![key.clone(), queue.clone()],
+        run_slots: vec![key.clone()],
+        starts: Vec::new(),
+    };
     assert_eq!(
         state.decide(&limits, &[], at(0)),
-        Admission::Admit(Admitted {
-            step_slots: vec![SlotKey::Queue("q".into())],
-            run_slots: vec![key.clone()],
-            starts: Vec::new(),
-        })
+        Admission::Admit(taken.clone())
     );
     // Another run: held. The run that holds the slot: its next step goes
-    // on, taking only the queue's slot.
+    // on, counting only the queue's slot again.
     assert_eq!(
         state.decide(&limits, &[], at(0)),
         Admission::Hold(key.clone())
     );
     assert_eq!(
         state.decide(&limits, std::slice::from_ref(&key), at(0)),
-        Admission::Admit(Admitted {
-            step_slots: vec![SlotKey::Queue("q".into())],
-            ..Admitted::default()
-        })
+        Admission::Admit(taken)
     );
     assert_eq!(state.holders.get(&key), Some(&1));
     assert_eq!(state.holders.get(&SlotKey::Queue("q".into())), Some(&2));
@@ -301,7 +296,10 @@ fn a_rate_admits_count_starts_per_window_then_throttles_to_its_opening() {
             until: at(ms),
         })
         .collect();
-    assert_eq!(decided, untils, "the r-th row: the r-th start + period, then a period on");
+    assert_eq!(
+        decided, untils,
+        "the r-th row: the r-th start + period, then a period on"
+    );
     assert_eq!(state.waiting.get(&key), Some(&3));
     // A start at exactly start + period is outside that start's window.
     let mut fresh = FlowState {

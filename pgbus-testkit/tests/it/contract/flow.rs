@@ -51,26 +51,45 @@ macro_rules! limited {
     };
 }
 
-limited!(KEY_ONE, FlowControl {
-    has_key: true,
-    key_concurrency: Some(1),
-    ..FlowControl::NONE
-});
-limited!(KEY_THREE, FlowControl {
-    has_key: true,
-    key_concurrency: Some(3),
-    ..FlowControl::NONE
-});
-limited!(WORKFLOW_TWO, FlowControl {
-    concurrency: Some(2),
-    ..FlowControl::NONE
-});
-limited!(RUN_KEY_ONE, FlowControl {
-    has_key: true,
-    key_concurrency: Some(1),
-    slot: SlotHolder::Run,
-    ..FlowControl::NONE
-});
+limited!(
+    KEY_ONE,
+    FlowControl {
+        has_key: true,
+        key_concurrency: Some(1),
+        ..FlowControl::NONE
+    }
+);
+limited!(
+    KEY_THREE,
+    FlowControl {
+        has_key: true,
+        key_concurrency: Some(3),
+        ..FlowControl::NONE
+    }
+);
+limited!(
+    WORKFLOW_TWO,
+    FlowControl {
+        concurrency: Some(2),
+        ..FlowControl::NONE
+    }
+);
+limited!(
+    WORKFLOW_THREE,
+    FlowControl {
+        concurrency: Some(3),
+        ..FlowControl::NONE
+    }
+);
+limited!(
+    RUN_KEY_ONE,
+    FlowControl {
+        has_key: true,
+        key_concurrency: Some(1),
+        slot: SlotHolder::Run,
+        ..FlowControl::NONE
+    }
+);
 
 pub(super) const QUEUE: &str = "contract_flow";
 
@@ -186,7 +205,10 @@ async fn a_key_limit_is_strict_over_many_keys<S: Store>(
             *per_key.entry(keys[&claim.run_id].as_str()).or_default() += 1;
         }
         let top = per_key.values().copied().max().unwrap_or(0);
-        assert!(top <= limit, "{top} attempts of one key in flight: {per_key:?}");
+        assert!(
+            top <= limit,
+            "{top} attempts of one key in flight: {per_key:?}"
+        );
         most = most.max(top);
         if idle {
             break;
@@ -306,8 +328,9 @@ async fn a_held_row_blocks_nothing_behind_it<C: Clocked>(clocked: C) {
 
 /// `slot = "run"`: the run's first claimed step takes the key's slot and
 /// the run keeps it across its steps; it gives it back when it finishes,
-/// is cancelled or pauses, each time waking the next run's held row; a run
-/// resumed from a pause takes one again through its claim.
+/// is cancelled or pauses (a step still running holding it until it ends),
+/// each time waking the next run's held row; a run resumed from a pause
+/// takes one again through its claim.
 async fn a_run_slot_is_held_across_steps<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let def = &RUN_KEY_ONE;
@@ -320,7 +343,10 @@ async fn a_run_slot_is_held_across_steps<C: Clocked>(clocked: C) {
     for step in ["one", "two", "three"] {
         let claimed = claim(store, &[def], 8).await;
         assert_eq!(claimed.len(), 1, "{step}");
-        assert_eq!((claimed[0].run_id, claimed[0].step_name.as_str()), (runs[0], step));
+        assert_eq!(
+            (claimed[0].run_id, claimed[0].step_name.as_str()),
+            (runs[0], step)
+        );
         assert!(latest(store, runs[1]).await.held_by.is_some(), "{step}");
         complete(store, def, &claimed[0]).await;
     }
@@ -332,7 +358,10 @@ async fn a_run_slot_is_held_across_steps<C: Clocked>(clocked: C) {
     complete(store, def, &claimed[0]).await;
     let claimed = claim(store, &[def], 8).await;
     assert_eq!(claimed.len(), 1, "run 1 holds the slot between steps");
-    assert_eq!((claimed[0].run_id, claimed[0].step_name.as_str()), (runs[1], "two"));
+    assert_eq!(
+        (claimed[0].run_id, claimed[0].step_name.as_str()),
+        (runs[1], "two")
+    );
     // Cancelled with its step running: run 2 is let go.
     store
         .act(runs[1], Action::Cancel, "ops", "enough")
@@ -341,16 +370,21 @@ async fn a_run_slot_is_held_across_steps<C: Clocked>(clocked: C) {
     let claimed = claim(store, &[def], 8).await;
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].run_id, runs[2]);
-    // Paused with its step still running: run 3 is let go, and run 2,
-    // resumed once its step ended, waits for the slot again.
+    // Paused with its step still running: the step keeps the slot until it
+    // ends; then run 3 is let go, and run 2, resumed, waits for the slot
+    // again.
     store
         .act(runs[2], Action::Pause, "ops", "look")
         .await
         .expect("a pause");
+    assert!(
+        claim(store, &[def], 8).await.is_empty(),
+        "run 2's step runs"
+    );
+    complete(store, def, &claimed[0]).await;
     let third = claim(store, &[def], 8).await;
     assert_eq!(third.len(), 1);
     assert_eq!(third[0].run_id, runs[3]);
-    complete(store, def, &claimed[0]).await;
     store
         .act(runs[2], Action::Resume, "ops", "go on")
         .await
@@ -368,7 +402,10 @@ async fn a_run_slot_is_held_across_steps<C: Clocked>(clocked: C) {
         .expect("a pause");
     let claimed = claim(store, &[def], 8).await;
     assert_eq!(claimed.len(), 1);
-    assert_eq!((claimed[0].run_id, claimed[0].step_name.as_str()), (runs[2], "two"));
+    assert_eq!(
+        (claimed[0].run_id, claimed[0].step_name.as_str()),
+        (runs[2], "two")
+    );
     // Resumed, run 3's row is decided again: held.
     store
         .act(runs[3], Action::Resume, "ops", "go on")
@@ -405,12 +442,49 @@ async fn a_paused_runs_held_row_waits_for_its_resume<C: Clocked>(clocked: C) {
         .act(second, Action::Resume, "ops", "go on")
         .await
         .expect("a resume");
-    assert_eq!(latest(store, second).await.held_by, None, "let go on resume");
-    assert!(claim(store, &[def], 8).await.is_empty(), "decided again: held");
+    assert_eq!(
+        latest(store, second).await.held_by,
+        None,
+        "let go on resume"
+    );
+    assert!(
+        claim(store, &[def], 8).await.is_empty(),
+        "decided again: held"
+    );
     assert!(latest(store, second).await.held_by.is_some());
 }
 
+/// A limit changed at registration lets go of the rows its workflow held
+/// back, for the claim to decide again under the new limit; a held row that
+/// leaves the queue (its run cancelled) is held no more.
+async fn a_changed_limit_lets_held_rows_go<C: Clocked>(clocked: C) {
+    let store = clocked.store();
+    register(store, &[&WORKFLOW_TWO], &[]).await;
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        runs.push(start(store, &WORKFLOW_TWO, None).await);
+    }
+    assert_eq!(claim(store, &[&WORKFLOW_TWO], 8).await.len(), 2);
+    register(store, &[&WORKFLOW_THREE], &[]).await;
+    assert_eq!(latest(store, runs[2]).await.held_by, None, "let go");
+    assert_eq!(latest(store, runs[3]).await.held_by, None, "let go");
+    let claimed = claim(store, &[&WORKFLOW_THREE], 8).await;
+    let ids: Vec<RunId> = claimed.iter().map(|c| c.run_id).collect();
+    assert_eq!(ids, [runs[2]], "three in flight under the new limit");
+    assert!(latest(store, runs[3]).await.held_by.is_some());
+    store
+        .act(runs[3], Action::Cancel, "ops", "enough")
+        .await
+        .expect("a cancel");
+    let row = latest(store, runs[3]).await;
+    assert_eq!(
+        (row.status, row.held_by),
+        (pgbus_runtime::StepStatus::Cancelled, None)
+    );
+}
+
 both_stores!(
+    a_changed_limit_lets_held_rows_go,
     a_key_limit_of_one_is_strict,
     a_key_limit_of_three_is_strict,
     a_workflow_limit_holds_the_rest,

@@ -158,10 +158,7 @@ async fn a_step_rate_throttles_its_step_only<C: Clocked>(clocked: C) {
     let ids: Vec<RunId> = twos.iter().map(|c| c.run_id).collect();
     assert_eq!(ids, [a]);
     let row = latest(store, b).await;
-    assert_eq!(
-        (row.step_name.as_str(), row.scheduled_at),
-        ("two", at(60))
-    );
+    assert_eq!((row.step_name.as_str(), row.scheduled_at), ("two", at(60)));
     assert_eq!(row.throttled_by.as_deref(), Some("step:contract.flow/two"));
 }
 

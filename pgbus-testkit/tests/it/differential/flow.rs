@@ -5,9 +5,7 @@
 //! handoffs offered.
 
 use pgbus_runtime::workflow::StepFuture;
-use pgbus_runtime::{
-    FanOut, FlowControl, GuardRef, HandlerRef, Rate, Signal, WorkflowDefinition,
-};
+use pgbus_runtime::{FanOut, FlowControl, GuardRef, HandlerRef, Rate, Signal, WorkflowDefinition};
 
 use super::*;
 
