@@ -387,11 +387,12 @@ pub enum Admission {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Admitted {
     /// The slots the step holds while in progress (`steps.slot_*`): every
-    /// key it meets, a run-held one included (while the step runs it counts
-    /// the slot, its run counting it between steps).
+    /// key it meets, a run-held one included (a run paused while its step
+    /// runs holds the slot by that step until it ends).
     pub step_slots: Vec<SlotKey>,
     /// The slots its run holds until it finishes, is cancelled or pauses
-    /// (`runs.slot_*`, `slot = "run"`), counted while the run is `ready`.
+    /// (`runs.slot_*`, `slot = "run"`). A run holding a key by its step and
+    /// as a run holds one slot.
     pub run_slots: Vec<SlotKey>,
     /// The rate windows its start is written in.
     pub starts: Vec<RateKey>,
@@ -404,9 +405,8 @@ pub struct Admitted {
 /// each see those before them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FlowState {
-    /// Slots held, by key: steps in progress holding it, and `ready` runs
-    /// holding it as a run (a run whose step is in progress is counted by
-    /// that step, so once).
+    /// Slots held, by key: the runs holding it, by a step in progress or as
+    /// a run (`slot = "run"`), each run once.
     pub holders: BTreeMap<SlotKey, usize>,
     /// The start times of the last `count` starts, oldest first, by key.
     pub windows: BTreeMap<RateKey, Vec<DateTime<Utc>>>,

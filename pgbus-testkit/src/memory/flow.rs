@@ -3,6 +3,7 @@
 //! and the limits workers register; each decision `engine::flow`'s, as the
 //! Postgres store's `flow_admit` and `flow_release` make it in SQL.
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
@@ -14,16 +15,17 @@ use pgbus_runtime::engine::flow::{
     to_wake,
 };
 
-use super::{Rows, Step, StepStatus, due_key, is_open};
+use super::{ClaimOrder, Rows, Step, StepStatus, due_key, is_open};
 
 /// Where a row stands in the indexes: due, held back by a key, waiting for
 /// a rate's window, holding slots (in progress).
 #[derive(Debug, Default)]
 pub(super) struct Placed {
-    due: Option<(i16, DateTime<Utc>, i64)>,
-    held: Option<(SlotKey, (i16, DateTime<Utc>, i64))>,
+    due: Option<ClaimOrder>,
+    held: Option<(SlotKey, ClaimOrder)>,
     throttled: Option<(RateKey, (DateTime<Utc>, i64))>,
     pub(super) slots: Vec<SlotKey>,
+    run: i64,
 }
 
 impl Placed {
@@ -46,6 +48,7 @@ impl Placed {
             } else {
                 Vec::new()
             },
+            run: step.run_id.0,
         }
     }
 }
@@ -73,7 +76,7 @@ impl Rows {
             }
         }
         for key in &placed.slots {
-            self.give_back(key);
+            self.give_back(key, placed.run);
         }
     }
 
@@ -92,18 +95,42 @@ impl Rows {
                 .insert(*order);
         }
         for key in &placed.slots {
-            *self.holders.entry(key.clone()).or_default() += 1;
+            self.hold(key, placed.run);
         }
     }
 
-    /// One slot of `key` fewer held (the release is the caller's).
-    fn give_back(&mut self, key: &SlotKey) {
-        if let Some(count) = self.holders.get_mut(key) {
+    /// Run `run` holds `key` by one thing more (a step in progress, or as
+    /// a run).
+    fn hold(&mut self, key: &SlotKey, run: i64) {
+        *self
+            .holders
+            .entry(key.clone())
+            .or_default()
+            .entry(run)
+            .or_default() += 1;
+    }
+
+    /// Run `run` holds `key` by one thing fewer (the release is the
+    /// caller's).
+    fn give_back(&mut self, key: &SlotKey, run: i64) {
+        let Some(runs) = self.holders.get_mut(key) else {
+            return;
+        };
+        if let Some(count) = runs.get_mut(&run) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                self.holders.remove(key);
+                runs.remove(&run);
             }
         }
+        if runs.is_empty() {
+            self.holders.remove(key);
+        }
+    }
+
+    /// The slots of `key` held: the runs holding it, each once (as
+    /// `flow_in_flight`).
+    fn in_flight(&self, key: &SlotKey) -> usize {
+        self.holders.get(key).map_or(0, BTreeMap::len)
     }
 
     /// As `flow_admit`, for the claim's candidate row `id`: admitted (what
@@ -129,8 +156,7 @@ impl Rows {
         }
         let mut state = FlowState::default();
         for (key, _) in &limits.concurrency {
-            let held = self.holders.get(key).copied().unwrap_or(0);
-            state.holders.insert(key.clone(), held);
+            state.holders.insert(key.clone(), self.in_flight(key));
         }
         for (key, _) in &limits.rates {
             if let Some(log) = self.windows.get(key) {
@@ -164,14 +190,12 @@ impl Rows {
         }
     }
 
-    /// The run of an admitted step holds its run slots (`slot = "run"`),
-    /// counted while it is `ready` (between steps; its step in progress
-    /// counts them otherwise).
+    /// The run of an admitted step holds its run slots (`slot = "run"`,
+    /// `runs.slot_held`) from now until it leaves `ready` and `performing`.
     pub(super) fn take_run_slots(&mut self, run_id: RunId, slots: Vec<SlotKey>) {
         let Some(run) = self.runs.get_mut(&run_id.0) else {
             return;
         };
-        let counted = run.summary.status == RunStatus::Ready;
         let mut added = Vec::new();
         for key in slots {
             if !run.slots.contains(&key) {
@@ -179,10 +203,8 @@ impl Rows {
                 added.push(key);
             }
         }
-        if counted {
-            for key in added {
-                *self.holders.entry(key).or_default() += 1;
-            }
+        for key in added {
+            self.hold(&key, run_id.0);
         }
     }
 
@@ -193,8 +215,7 @@ impl Rows {
         let Some(rows) = self.held.get(key) else {
             return;
         };
-        let held = self.holders.get(key).copied().unwrap_or(0);
-        let free = free_slots(self.flow.concurrency(key), held);
+        let free = free_slots(self.flow.concurrency(key), self.in_flight(key));
         if free == 0 {
             return;
         }
@@ -216,12 +237,12 @@ impl Rows {
         }
     }
 
-    /// Sets a run's status, as every path that changes one does: the run's
-    /// slots (`slot = "run"`) count while it is `ready`; a run that leaves
-    /// `ready` and `performing` (paused, finished, cancelled) gives them
-    /// back, waking the rows they held (a step of it still in progress keeps
-    /// counting them until it ends); a run resumed from a pause lets go of
-    /// its held rows, for its claim to decide again.
+    /// Sets a run's status, as every path that changes one does: a run that
+    /// leaves `ready` and `performing` (paused, finished, cancelled) gives
+    /// back the slots it holds as a run (`slot = "run"`), waking the rows
+    /// they held (a step of it still in progress holds them until it ends);
+    /// a run resumed from a pause lets go of its held rows, for its claim to
+    /// decide again.
     pub(super) fn set_run_status(&mut self, run_id: RunId, status: RunStatus) {
         let Some(run) = self.runs.get_mut(&run_id.0) else {
             return;
@@ -234,16 +255,8 @@ impl Rows {
         } else {
             std::mem::take(&mut run.slots)
         };
-        let kept = run.slots.clone();
-        if was == RunStatus::Ready {
-            for key in dropped.iter().chain(&kept) {
-                self.give_back(key);
-            }
-        }
-        if status == RunStatus::Ready {
-            for key in kept {
-                *self.holders.entry(key).or_default() += 1;
-            }
+        for key in &dropped {
+            self.give_back(key, run_id.0);
         }
         for key in &dropped {
             self.release(key);
@@ -267,8 +280,7 @@ impl Rows {
         definitions: &[&'static WorkflowDefinition],
         queue_limits: &[(String, u32)],
     ) {
-        let definitions: Vec<&WorkflowDefinition> = definitions.iter().copied().collect();
-        let changed = self.flow.register(&definitions, queue_limits);
+        let changed = self.flow.register(definitions, queue_limits);
         let let_go: Vec<i64> = self
             .held
             .iter()

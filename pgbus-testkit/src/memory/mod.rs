@@ -102,6 +102,9 @@ impl Step {
     }
 }
 
+/// Where a due row stands in the claim's order: (priority, due time, id).
+type ClaimOrder = (i16, DateTime<Utc>, i64);
+
 /// A fan_out batch row.
 #[derive(Debug, Clone)]
 struct BatchRow {
@@ -131,16 +134,17 @@ pub(crate) struct Rows {
     steps: BTreeMap<i64, Step>,
     /// The rows a claim may take (`scheduled` and `waiting`, not held), as
     /// (priority, due time, id): the order claims take them in.
-    due: BTreeSet<(i16, DateTime<Utc>, i64)>,
+    due: BTreeSet<ClaimOrder>,
     /// The limits in force (`flow_limits`, `rate_limits`), as workers
     /// registered them.
     flow: LimitTable,
-    /// The slots held of each concurrency key: steps in progress holding
-    /// it, and runs holding it (`slot = "run"`).
-    holders: BTreeMap<SlotKey, usize>,
+    /// The runs holding a slot of each concurrency key, by a step in
+    /// progress or as a run (`slot = "run"`), each with how many of those
+    /// it holds it by: a key's slots held are its runs, each once.
+    holders: BTreeMap<SlotKey, BTreeMap<i64, usize>>,
     /// The due rows held back, by the key holding them, as (priority, due
     /// time, id): the order a release wakes them in.
-    held: BTreeMap<SlotKey, BTreeSet<(i16, DateTime<Utc>, i64)>>,
+    held: BTreeMap<SlotKey, BTreeSet<ClaimOrder>>,
     /// The rows throttled, by the rate whose window they wait for, as (due
     /// time, id).
     throttled: BTreeMap<RateKey, BTreeSet<(DateTime<Utc>, i64)>>,
@@ -366,7 +370,7 @@ impl Rows {
 /// Where a row stands in the due index: rows a claim may take (`scheduled`
 /// and `waiting`, not held back) by priority, due time and id; others are
 /// not in it.
-fn due_key(id: i64, step: &Step) -> Option<(i16, DateTime<Utc>, i64)> {
+fn due_key(id: i64, step: &Step) -> Option<ClaimOrder> {
     (is_open(step) && step.held.is_none()).then_some((
         step.view.priority,
         step.view.scheduled_at,

@@ -275,32 +275,32 @@ async fn a_queue_limit_counts_every_workflow<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let defs = [Flowing::DEFINITION, Other::DEFINITION];
     register(store, &defs, &[(QUEUE.to_owned(), 2)]).await;
-    let a = start(store, Flowing::DEFINITION, None).await;
-    let b = start(store, Other::DEFINITION, None).await;
-    let c = start(store, Other::DEFINITION, None).await;
+    let flowing = start(store, Flowing::DEFINITION, None).await;
+    let first = start(store, Other::DEFINITION, None).await;
+    let second = start(store, Other::DEFINITION, None).await;
     let claimed = claim(store, &defs, 8).await;
     let ids: Vec<RunId> = claimed.iter().map(|c| c.run_id).collect();
-    assert_eq!(ids, [a, b]);
+    assert_eq!(ids, [flowing, first]);
     assert_eq!(
-        latest(store, c).await.held_by.as_deref(),
+        latest(store, second).await.held_by.as_deref(),
         Some("queue:contract_flow")
     );
     complete(store, Other::DEFINITION, &claimed[1]).await;
     let next = claim(store, &defs, 8).await;
     let ids: Vec<RunId> = next.iter().map(|c| c.run_id).collect();
-    assert_eq!(ids, [c]);
+    assert_eq!(ids, [second]);
     // A worker that declares no queue limit leaves it in force.
     register(store, &defs, &[]).await;
     complete(store, Other::DEFINITION, &next[0]).await;
-    let d = start(store, Other::DEFINITION, None).await;
-    let e = start(store, Other::DEFINITION, None).await;
+    let third = start(store, Other::DEFINITION, None).await;
+    let fourth = start(store, Other::DEFINITION, None).await;
     let ids: Vec<RunId> = claim(store, &defs, 8)
         .await
         .iter()
         .map(|c| c.run_id)
         .collect();
-    assert_eq!(ids, [d], "`a` holds one slot, `d` the other");
-    assert!(latest(store, e).await.held_by.is_some());
+    assert_eq!(ids, [third], "`flowing` holds one slot, `third` the other");
+    assert!(latest(store, fourth).await.held_by.is_some());
 }
 
 /// Rows held back leave the claim's way: the rows behind them (another
