@@ -164,3 +164,34 @@ async fn a_rate_limit_leaves_the_same_history() {
         assert!(projection.steps.iter().all(|s| s.throttled_by.is_none()));
     }
 }
+
+/// Under `rate_limit = "2/1m"`, two runs start at once; their second steps
+/// wait a minute. A run started ten seconds later waits behind those two:
+/// its first step is due when the window has let them in and a minute more
+/// has passed (two minutes after the first starts), not at the first
+/// opening they took. The histories end with the rows throttled.
+async fn a_rate_with_rows_waiting<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
+    h.announce().await;
+    let mut runs = vec![
+        h.start::<RateLimited>(&0).await,
+        h.start::<RateLimited>(&1).await,
+    ];
+    h.run_until_idle().await;
+    h.advance(Duration::from_secs(10));
+    runs.push(h.start::<RateLimited>(&2).await);
+    h.run_until_idle().await;
+    runs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_rows_wait_in_turn_on_both_stores() {
+    let projections = both!(|h| h.register(RateLimited), a_rate_with_rows_waiting());
+    let due: Vec<Vec<i64>> = projections
+        .iter()
+        .map(|p| p.steps.iter().map(|s| s.times_ms.0 / 1_000).collect())
+        .collect();
+    // From each run's start: the third run started at 10 s.
+    assert_eq!(due, [vec![0, 60], vec![0, 60], vec![110]]);
+    let throttled = projections[2].steps[0].throttled_by.as_deref();
+    assert_eq!(throttled, Some("workflow:diff.paced"));
+}
