@@ -3,7 +3,8 @@
 
 use std::borrow::Borrow;
 
-use pgbus_runtime::start_options::new_runs;
+use pgbus_core::flow::MAX_CONCURRENCY;
+use pgbus_runtime::start_options::{check_queue, new_runs};
 use pgbus_runtime::{Error, StartOptions, Started, Workflow};
 
 use super::TestEnv;
@@ -28,22 +29,39 @@ impl TestEnv {
     /// workflow, as `WorkerBuilder::queue_concurrency` declares for a fleet:
     /// the claim holds a due step of the queue back while `limit` are in
     /// progress, and lets it go when one ends. Registered with the
-    /// environment's worker, so it is in force at once; a second call for
-    /// the same queue replaces the limit. `limit` is taken within 1 to
-    /// 100,000 (`pgbus_core::flow::MAX_CONCURRENCY`), as a registration
-    /// takes it.
+    /// environment's worker, so it is in force at once; given again for the
+    /// same queue, the last limit wins.
     ///
     /// The environment runs one step at a time, so a limit shows when steps
     /// stay in progress: an attempt claimed by [`TestEnv::crash_next`] until
     /// the sweep takes it, or a body that is still running while another
     /// task claims.
-    #[must_use]
-    pub fn queue_concurrency(mut self, queue: impl Into<String>, limit: u32) -> Self {
+    ///
+    /// # Errors
+    /// [`Error::InvalidSetting`] (setting `TestEnv::queue_concurrency`), as
+    /// the worker's build refuses them: a limit of 0 or over 100,000
+    /// (`pgbus_core::flow::MAX_CONCURRENCY`), a queue name a start would
+    /// refuse.
+    pub fn queue_concurrency(
+        mut self,
+        queue: impl Into<String>,
+        limit: u32,
+    ) -> Result<Self, Error> {
         let queue = queue.into();
+        let invalid = |problem: String| Error::InvalidSetting {
+            setting: "TestEnv::queue_concurrency".to_owned(),
+            problem,
+        };
+        check_queue(&queue).map_err(|problem| invalid(format!("the queue {problem}")))?;
+        if limit == 0 || limit > MAX_CONCURRENCY {
+            return Err(invalid(format!(
+                "the limit of queue `{queue}` is 1 to {MAX_CONCURRENCY} steps in progress; got {limit}"
+            )));
+        }
         self.queue_limits.retain(|(named, _)| *named != queue);
         self.queue_limits.push((queue, limit));
         self.announce();
-        self
+        Ok(self)
     }
 
     /// The environment claiming from the registered workflows' queues (their

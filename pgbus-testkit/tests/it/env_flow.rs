@@ -106,6 +106,7 @@ limited!(
 async fn a_queue_limit_holds_steps_while_one_is_in_progress() {
     let env = TestEnv::new()
         .queue_concurrency("mail", 1)
+        .expect("a limit")
         .register(Mailer)
         .lost_worker_threshold(Duration::from_secs(30));
     let a = env.start::<Mailer>(&1).expect("a start").run_id;
@@ -190,4 +191,22 @@ async fn runs_of_one_key_go_one_at_a_time_with_a_run_slot() {
         .map(|(run, step)| (run, step.to_owned()))
         .collect();
     assert_eq!(order, expected);
+}
+
+/// A queue limit the worker's build would refuse is refused here too.
+#[test]
+fn a_bad_queue_limit_is_refused() {
+    for (queue, limit) in [("mail", 0), ("mail", 100_001), ("", 1), ("two words", 1)] {
+        let refused = TestEnv::new().queue_concurrency(queue, limit);
+        assert!(
+            matches!(
+                &refused,
+                Err(pgbus_runtime::Error::InvalidSetting { setting, .. })
+                    if setting == "TestEnv::queue_concurrency"
+            ),
+            "{queue:?} {limit}: {:?}",
+            refused.err()
+        );
+    }
+    assert!(TestEnv::new().queue_concurrency("mail", 100_000).is_ok());
 }
