@@ -115,6 +115,9 @@ pub struct TestEnv {
     /// Queues claimed from beside those of the registered workflows
     /// ([`TestEnv::queue`]).
     queues: Vec<String>,
+    /// The queue concurrency limits registered with the workflows
+    /// ([`TestEnv::queue_concurrency`]).
+    queue_limits: Vec<(String, u32)>,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -167,6 +170,7 @@ impl TestEnv {
             undefined_step_grace: Some(pgbus_runtime::worker::DEFAULT_UNDEFINED_STEP_GRACE),
             limits: Limits::default(),
             queues: Vec::new(),
+            queue_limits: Vec::new(),
         }
     }
 
@@ -277,11 +281,20 @@ impl TestEnv {
     pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
         self.runner = self.runner.register(workflow);
         let this = self.claim_queues();
-        this.store()
-            .rows()
-            .register_worker(TESTKIT_WORKER, &this.runner.definitions());
+        this.announce();
         this.declare_schedules();
         this
+    }
+
+    /// Registers the environment's worker in the store's registry: the
+    /// registered definitions (their limits replacing their workflows') and
+    /// the queue limits, as a worker does before its first claim.
+    pub(super) fn announce(&self) {
+        self.store().rows().register_worker(
+            TESTKIT_WORKER,
+            &self.runner.definitions(),
+            &self.queue_limits,
+        );
     }
 
     /// [`Error::WorkflowNotRegistered`] unless `W` is registered.

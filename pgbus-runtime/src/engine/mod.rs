@@ -10,6 +10,7 @@ use crate::definition::{Entry, EntryKind};
 mod deadline;
 mod deploy;
 mod event;
+pub mod flow;
 mod handoff;
 mod operator;
 mod outcome;

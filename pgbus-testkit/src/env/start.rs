@@ -3,7 +3,8 @@
 
 use std::borrow::Borrow;
 
-use pgbus_runtime::start_options::new_runs;
+use pgbus_core::flow::MAX_CONCURRENCY;
+use pgbus_runtime::start_options::{check_queue, new_runs};
 use pgbus_runtime::{Error, StartOptions, Started, Workflow};
 
 use super::TestEnv;
@@ -22,6 +23,45 @@ impl TestEnv {
             self.queues.push(queue);
         }
         self.claim_queues()
+    }
+
+    /// At most `limit` steps of `queue` in progress at once, whatever their
+    /// workflow, as `WorkerBuilder::queue_concurrency` declares for a fleet:
+    /// the claim holds a due step of the queue back while `limit` are in
+    /// progress, and lets it go when one ends. Registered with the
+    /// environment's worker, so it is in force at once; given again for the
+    /// same queue, the last limit wins.
+    ///
+    /// The environment runs one step at a time, so a limit shows when steps
+    /// stay in progress: an attempt claimed by [`TestEnv::crash_next`] until
+    /// the sweep takes it, or a body that is still running while another
+    /// task claims.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSetting`] (setting `TestEnv::queue_concurrency`), as
+    /// the worker's build refuses them: a limit of 0 or over 100,000
+    /// (`pgbus_core::flow::MAX_CONCURRENCY`), a queue name a start would
+    /// refuse.
+    pub fn queue_concurrency(
+        mut self,
+        queue: impl Into<String>,
+        limit: u32,
+    ) -> Result<Self, Error> {
+        let queue = queue.into();
+        let invalid = |problem: String| Error::InvalidSetting {
+            setting: "TestEnv::queue_concurrency".to_owned(),
+            problem,
+        };
+        check_queue(&queue).map_err(|problem| invalid(format!("the queue {problem}")))?;
+        if limit == 0 || limit > MAX_CONCURRENCY {
+            return Err(invalid(format!(
+                "the limit of queue `{queue}` is 1 to {MAX_CONCURRENCY} steps in progress; got {limit}"
+            )));
+        }
+        self.queue_limits.retain(|(named, _)| *named != queue);
+        self.queue_limits.push((queue, limit));
+        self.announce();
+        Ok(self)
     }
 
     /// The environment claiming from the registered workflows' queues (their
@@ -63,11 +103,12 @@ impl TestEnv {
         options: &StartOptions,
     ) -> Result<Started, Error> {
         self.registered::<W>()?;
+        let options = keyed::<W>(input, options);
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self
             .store()
             .rows()
-            .start_run(W::DEFINITION, input, options)?;
+            .start_run(W::DEFINITION, input, &options)?;
         Ok(Started::new(run_id, created))
     }
 
@@ -85,6 +126,10 @@ impl TestEnv {
         starts: impl IntoIterator<Item = (impl Borrow<W::Input>, StartOptions)>,
     ) -> Result<Vec<Started>, Error> {
         self.registered::<W>()?;
+        let starts = starts.into_iter().map(|(input, options)| {
+            let options = keyed::<W>(input.borrow(), &options);
+            (input, options)
+        });
         let runs = new_runs::<W>(starts)?;
         Ok(self
             .store()
@@ -93,5 +138,15 @@ impl TestEnv {
             .into_iter()
             .map(|(run_id, created)| Started::new(run_id, created))
             .collect())
+    }
+}
+
+/// `options` with the run's concurrency key: the one given at start, else
+/// the one the workflow's `key` method derives from `input`, as the client
+/// computes it.
+fn keyed<W: Workflow>(input: &W::Input, options: &StartOptions) -> StartOptions {
+    match (options.run_concurrency_key(), W::concurrency_key(input)) {
+        (None, Some(key)) => options.clone().concurrency_key(key),
+        _ => options.clone(),
     }
 }

@@ -11,21 +11,30 @@ use super::{CRASHED_WORKER, Rows, Run, Step};
 impl Rows {
     /// As `claim.sql`, one row: the due step a claim takes first, for
     /// `claimer`'s workflows and queues: lowest priority number, then earliest
-    /// due, then oldest row; runs `ready`.
+    /// due, then oldest row; runs `ready`. Each candidate goes through the
+    /// flow control's admission first: one held back or throttled leaves the
+    /// claim's way and the next is decided, so no row waits behind it.
     pub(crate) fn claim(&mut self, claimer: &Claimer<'_>) -> Option<Claim> {
         let now = self.now;
         let worker = claimer.worker_id;
-        let step_id = self.next_claimable(claimer.registered, Some(claimer.queues))?;
+        let (step_id, admitted) = loop {
+            let step_id = self.next_claimable(claimer.registered, Some(claimer.queues))?;
+            if let Some(admitted) = self.admit(step_id) {
+                break (step_id, admitted);
+            }
+        };
         let step = self.update_step(step_id, |step| {
             step.view.status = StepStatus::InProgress;
             step.view.started_at = Some(now);
             step.view.worker_id = Some(worker.to_owned());
             let stall_ms = step.timeout_ms.unwrap_or(claimer.stall_threshold_ms);
             step.view.stall_at = now.checked_add_signed(chrono::Duration::milliseconds(stall_ms));
+            step.slots = admitted.step_slots;
             step.clone()
         })?;
+        self.set_run_status(step.run_id, RunStatus::Performing);
+        self.take_run_slots(step.run_id, admitted.run_slots);
         let run = self.runs.get_mut(&step.run_id.0)?;
-        run.summary.status = RunStatus::Performing;
         run.summary.updated_at = now;
         let input = run.input.clone();
         // As claim.sql: a worker of another digest takes the run over, with
@@ -199,13 +208,16 @@ impl Rows {
     /// waiting one at the end of its `wait_timeout`. A row parked with no end of
     /// its own (a signal without a timeout, a batch) is not counted: only a
     /// signal or its children wake it, and a clock jumped to its far due time
-    /// would only park it again. Only rows of steps `registered` holds count.
+    /// would only park it again. A row held back by a concurrency limit is
+    /// not counted either: a release wakes it, not the clock. Only rows of
+    /// steps `registered` holds count.
     pub(crate) fn next_due(&self, registered: &Registered) -> Option<DateTime<Utc>> {
         self.steps
             .values()
             .filter(|step| {
                 (step.view.status == StepStatus::Scheduled
                     || (step.view.status == StepStatus::Waiting && !step.open_ended))
+                    && step.held.is_none()
                     && registered.has_step(&step.workflow, &step.view.step_name)
                     && self
                         .runs
@@ -228,6 +240,7 @@ impl Rows {
             .filter(|step| {
                 (step.view.status == StepStatus::Scheduled
                     || (step.view.status == StepStatus::Waiting && !step.open_ended))
+                    && step.held.is_none()
                     && !registered.has_step(&step.workflow, &step.view.step_name)
                     && self
                         .runs

@@ -135,8 +135,11 @@ impl Store for MemoryStore {
     }
 
     async fn register_worker(&self, registration: &Registration<'_>) -> Result<(), Error> {
-        self.rows()
-            .register_worker(registration.worker_id, registration.definitions);
+        self.rows().register_worker(
+            registration.worker_id,
+            registration.definitions,
+            registration.queue_limits,
+        );
         Ok(())
     }
 

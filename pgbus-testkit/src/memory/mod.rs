@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use pgbus_runtime::context::CancellationToken;
+use pgbus_runtime::engine::flow::{LimitTable, RateKey, SlotKey};
 use pgbus_runtime::engine::{
     ErrorRecord, EventSpec, NewStep, PlannedStep, RunStatus, StepOutcome, StepStatus,
 };
@@ -18,6 +19,7 @@ mod act;
 mod claim;
 mod contract;
 mod deadline;
+mod flow;
 mod outcome;
 mod park;
 mod read;
@@ -39,6 +41,11 @@ struct Run {
     options_digest: String,
     input: Value,
     idempotency_key: Option<String>,
+    /// Its concurrency key (`runs.concurrency_key`).
+    concurrency_key: Option<String>,
+    /// The slots it holds while it runs, `slot = "run"` (`runs.slot_*`);
+    /// none once it pauses or ends.
+    slots: Vec<SlotKey>,
     error_class: Option<String>,
     error_message: Option<String>,
     paused_at: Option<DateTime<Utc>>,
@@ -75,7 +82,33 @@ struct Step {
     open_ended: bool,
     /// The highest signal id its gate turned down (`steps.signals_seen_to`).
     signals_seen_to: Option<i64>,
+    /// The slots it holds while `in_progress` (`steps.slot_*`), written by
+    /// its claim.
+    slots: Vec<SlotKey>,
+    /// The concurrency limit holding it back (`steps.held_by`): out of the
+    /// due index while set.
+    held: Option<SlotKey>,
+    /// The rate whose window it waits for (`steps.throttled_by`).
+    throttled: Option<RateKey>,
 }
+
+impl Step {
+    /// Holds the row back for `key` (`None`: lets it go), in the view too.
+    fn set_held(&mut self, key: Option<SlotKey>) {
+        self.view.held_by = key.as_ref().map(ToString::to_string);
+        self.held = key;
+    }
+
+    /// Marks the row as waiting for `key`'s window (`None`: not), in the
+    /// view too.
+    fn set_throttled(&mut self, key: Option<RateKey>) {
+        self.view.throttled_by = key.as_ref().map(ToString::to_string);
+        self.throttled = key;
+    }
+}
+
+/// Where a due row stands in the claim's order: (priority, due time, id).
+type ClaimOrder = (i16, DateTime<Utc>, i64);
 
 /// A fan_out batch row.
 #[derive(Debug, Clone)]
@@ -104,9 +137,25 @@ pub(crate) struct Rows {
     pub(crate) now: DateTime<Utc>,
     runs: BTreeMap<i64, Run>,
     steps: BTreeMap<i64, Step>,
-    /// The rows a claim may take (`scheduled` and `waiting`), as (priority,
-    /// due time, id): the order claims take them in.
-    due: BTreeSet<(i16, DateTime<Utc>, i64)>,
+    /// The rows a claim may take (`scheduled` and `waiting`, not held), as
+    /// (priority, due time, id): the order claims take them in.
+    due: BTreeSet<ClaimOrder>,
+    /// The limits in force (`flow_limits`, `rate_limits`), as workers
+    /// registered them.
+    flow: LimitTable,
+    /// The runs holding a slot of each concurrency key, by a step in
+    /// progress or as a run (`slot = "run"`), each with how many of those
+    /// it holds it by: a key's slots held are its runs, each once.
+    holders: BTreeMap<SlotKey, BTreeMap<i64, usize>>,
+    /// The due rows held back, by the key holding them, as (priority, due
+    /// time, id): the order a release wakes them in.
+    held: BTreeMap<SlotKey, BTreeSet<ClaimOrder>>,
+    /// The rows throttled, by the rate whose window they wait for, as (due
+    /// time, id).
+    throttled: BTreeMap<RateKey, BTreeSet<(DateTime<Utc>, i64)>>,
+    /// Each rate's log: the start times of its last `count` starts, oldest
+    /// first (`rate_windows`).
+    windows: BTreeMap<RateKey, Vec<DateTime<Utc>>>,
     /// The run of the last event written, for [`Rows::set_details`].
     last_event: Option<RunId>,
     next_run: i64,
@@ -139,6 +188,11 @@ impl Rows {
             runs: BTreeMap::new(),
             steps: BTreeMap::new(),
             due: BTreeSet::new(),
+            flow: LimitTable::default(),
+            holders: BTreeMap::new(),
+            held: BTreeMap::new(),
+            throttled: BTreeMap::new(),
+            windows: BTreeMap::new(),
             last_event: None,
             next_run: 1,
             next_step: 1,
@@ -155,15 +209,28 @@ impl Rows {
         }
     }
 
-    /// Changes step row `id`, keeping the due index in step with it.
+    /// Changes step row `id`, keeping the indexes in step with it (due,
+    /// held and throttled rows, slots held): every change of a row goes
+    /// through here, so a row that leaves `in_progress` gives its slots back
+    /// and wakes the rows they held, whatever the path (an outcome, a park,
+    /// the sweep, a cancel), as the Postgres store's row triggers do.
     fn update_step<R>(&mut self, id: i64, change: impl FnOnce(&mut Step) -> R) -> Option<R> {
         let step = self.steps.get_mut(&id)?;
-        if let Some(key) = due_key(id, step) {
-            self.due.remove(&key);
-        }
+        let before = flow::Placed::of(id, step);
+        let status = step.view.status;
         let changed = change(step);
-        if let Some(key) = due_key(id, step) {
-            self.due.insert(key);
+        if step.view.status != status {
+            // A held or throttled row that changes status (claimed, woken by
+            // a signal or its batch, cancelled, skipped) is neither any
+            // more: back in the queue, the next claim decides on it again.
+            step.set_held(None);
+            step.set_throttled(None);
+        }
+        let after = flow::Placed::of(id, step);
+        self.unplace(&before);
+        self.place(&after);
+        for key in before.slots.iter().filter(|key| !after.slots.contains(key)) {
+            self.release(key);
         }
         Some(changed)
     }
@@ -262,10 +329,13 @@ impl Rows {
                 timeout_ms: new.timeout_ms,
                 open_ended: false,
                 signals_seen_to: None,
+                slots: Vec::new(),
+                held: None,
+                throttled: None,
             },
         );
-        if let Some(key) = self.steps.get(&id).and_then(|step| due_key(id, step)) {
-            self.due.insert(key);
+        if let Some(placed) = self.steps.get(&id).map(|step| flow::Placed::of(id, step)) {
+            self.place(&placed);
         }
         if let Some(run) = self.runs.get_mut(&run_id.0) {
             run.step_ids.push(id);
@@ -303,11 +373,20 @@ impl Rows {
 }
 
 /// Where a row stands in the due index: rows a claim may take (`scheduled`
-/// and `waiting`) by priority, due time and id; others are not in it.
-fn due_key(id: i64, step: &Step) -> Option<(i16, DateTime<Utc>, i64)> {
+/// and `waiting`, not held back) by priority, due time and id; others are
+/// not in it.
+fn due_key(id: i64, step: &Step) -> Option<ClaimOrder> {
+    (is_open(step) && step.held.is_none()).then_some((
+        step.view.priority,
+        step.view.scheduled_at,
+        id,
+    ))
+}
+
+/// Whether a row is due or will be: `scheduled` or `waiting`.
+fn is_open(step: &Step) -> bool {
     matches!(
         step.view.status,
         StepStatus::Scheduled | StepStatus::Waiting
     )
-    .then_some((step.view.priority, step.view.scheduled_at, id))
 }

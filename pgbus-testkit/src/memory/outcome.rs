@@ -53,32 +53,39 @@ impl Rows {
                 .park(claim, result, park, worker, &state)
                 .map_or(Ended::Late, Ended::Parked);
         }
-        let fenced = self.steps.get_mut(&claim.step_id).filter(|step| {
+        let fenced = self.steps.get(&claim.step_id).is_some_and(|step| {
             step.view.status == StepStatus::InProgress
                 && step.view.attempt == claim.attempt
                 && step.view.worker_id.as_deref() == Some(worker)
         });
-        let Some(step) = fenced else {
+        let ended = fenced
+            .then(|| {
+                self.update_step(claim.step_id, |step| {
+                    step.view.status = plan.step_status;
+                    step.view.outcome = Some(plan.step_outcome);
+                    if result.output.is_some() {
+                        // A fan_out attempt that recorded none keeps the
+                        // output it parked with.
+                        step.view.output.clone_from(&result.output);
+                    }
+                    step.view.error_class = result.error.as_ref().map(|e| e.class.clone());
+                    step.view.error_message = result.error.as_ref().map(|e| e.message.clone());
+                    step.view.error_causes = result
+                        .error
+                        .as_ref()
+                        .map(|e| e.causes.clone())
+                        .unwrap_or_default();
+                    step.view.finished_at = Some(now);
+                    step.clone()
+                })
+            })
+            .flatten();
+        let Some(step) = ended else {
             if detection.is_none() {
                 self.late(claim, result);
             }
             return Ended::Late;
         };
-        step.view.status = plan.step_status;
-        step.view.outcome = Some(plan.step_outcome);
-        if result.output.is_some() {
-            // A fan_out attempt that recorded none keeps the output it parked with.
-            step.view.output.clone_from(&result.output);
-        }
-        step.view.error_class = result.error.as_ref().map(|e| e.class.clone());
-        step.view.error_message = result.error.as_ref().map(|e| e.message.clone());
-        step.view.error_causes = result
-            .error
-            .as_ref()
-            .map(|e| e.causes.clone())
-            .unwrap_or_default();
-        step.view.finished_at = Some(now);
-        let step = step.clone();
         self.tokens.remove(&claim.step_id);
         if let Some(Gate::Signal { id, fresh: true }) = result.gate
             && let Some(signal) = self.runs.get_mut(&claim.run_id.0).and_then(|run| {
@@ -129,6 +136,7 @@ impl Rows {
             return Ended::Applied(plan);
         };
         if !hands_off(&plan, Some(&run.step_plan), handoff.queues, definition)
+            || !self.flow_hands_off(&claim.workflow, &next.step_name, &next.queue)
             || !carries_over(claim, result)
             // A run past its deadline starts no step (as a claim).
             || self.past_deadline(claim.run_id)
@@ -149,9 +157,7 @@ impl Rows {
         }) else {
             return Ended::Applied(plan);
         };
-        if let Some(run) = self.runs.get_mut(&claim.run_id.0) {
-            run.summary.status = RunStatus::Performing;
-        }
+        self.set_run_status(claim.run_id, RunStatus::Performing);
         self.event(
             claim.run_id,
             Some(&step),
@@ -198,12 +204,12 @@ impl Rows {
             if change.run_status == RunStatus::Finished {
                 run.summary.finished_at = Some(now);
             }
-            run.summary.status = change.run_status;
             run.summary.current_step = change.current_step.map(str::to_owned);
             run.summary.updated_at = now;
             run.error_class = change.run_error.map(|e| e.class.clone());
             run.error_message = change.run_error.map(|e| e.message.clone());
         }
+        self.set_run_status(run_id, change.run_status);
         for event in change.events {
             let about = if event.about_step { step } else { None };
             self.event(run_id, about, event.event, actor, event.reason.clone());
@@ -248,6 +254,7 @@ impl Rows {
         let due_before = super::upkeep::before(now, grace_ms);
         let fenced = self.steps.get(&step.step_id).is_some_and(|row| {
             matches!(row.view.status, StepStatus::Scheduled | StepStatus::Waiting)
+                && row.held.is_none()
                 && row.view.attempt == step.attempt
                 && row.view.scheduled_at <= due_before
                 && self.undefined(&row.workflow, &row.view.step_name, lost_ms)

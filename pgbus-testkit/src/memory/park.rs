@@ -153,7 +153,7 @@ impl Rows {
                 child.definition,
                 plan,
                 child.input.clone(),
-                None,
+                (None, None),
                 Some(batch_id),
             );
             self.event(
@@ -267,10 +267,10 @@ impl Rows {
                         continue;
                     }
                     if let Some(run) = self.runs.get_mut(&child.0) {
-                        run.summary.status = RunStatus::Cancelled;
                         run.summary.updated_at = now;
                         run.cancelled_at = Some(now);
                     }
+                    self.set_run_status(child, RunStatus::Cancelled);
                     self.cancel_open_steps(child);
                     self.event(
                         child,

@@ -29,7 +29,7 @@ impl Rows {
             step_plan: Some(run.step_plan.clone()),
             input: run.input.clone(),
             idempotency_key: run.idempotency_key.clone(),
-            concurrency_key: None,
+            concurrency_key: run.concurrency_key.clone(),
             deadline_at: run.deadline_at,
             error_class: run.error_class.clone(),
             error_message: run.error_message.clone(),

@@ -19,7 +19,7 @@ impl Rows {
     ) -> Result<(RunId, bool), Error> {
         let plan = plan_start(definition, options, self.now)?;
         self.limits.check_input(&input)?;
-        Ok(self.start_planned(definition, plan, input, options.idempotency_key()))
+        Ok(self.start_planned(definition, plan, input, options))
     }
 
     /// As the Postgres store's `start_many`: every run or none, `(run,
@@ -33,12 +33,9 @@ impl Rows {
         let mut started: Vec<(RunId, bool)> = Vec::with_capacity(runs.len());
         for (run, planned) in runs.iter().zip(planned) {
             let one = match planned {
-                BulkStart::Own(plan) => self.start_planned(
-                    definition,
-                    *plan,
-                    run.input.clone(),
-                    run.options.idempotency_key(),
-                ),
+                BulkStart::Own(plan) => {
+                    self.start_planned(definition, *plan, run.input.clone(), &run.options)
+                }
                 BulkStart::SameAs(index) => match started.get(index) {
                     Some(&(run, _)) => (run, false),
                     None => {
@@ -53,15 +50,17 @@ impl Rows {
         Ok(started)
     }
 
-    /// A start `plan` decided: the run holding `key` if there is one, else a
-    /// new run with a `started` event.
+    /// A start `plan` decided: the run holding the options' key if there is
+    /// one, else a new run with a `started` event and the options'
+    /// concurrency key.
     fn start_planned(
         &mut self,
         definition: &'static WorkflowDefinition,
         plan: StartPlan,
         input: Value,
-        key: Option<&str>,
+        options: &StartOptions,
     ) -> (RunId, bool) {
+        let key = options.idempotency_key();
         if let Some(key) = key
             && let Some(existing) = self.runs.values().find(|run| {
                 run.summary.workflow == definition.name
@@ -70,7 +69,8 @@ impl Rows {
         {
             return (existing.summary.id, false);
         }
-        let id = self.create_run(definition, plan, input, key, None);
+        let keys = (key, options.run_concurrency_key());
+        let id = self.create_run(definition, plan, input, keys, None);
         self.event(id, None, EventKind::Started, "client", None);
         (id, true)
     }
@@ -88,14 +88,14 @@ impl Rows {
             })
     }
 
-    /// A run row and its first step row as `plan` says, without the
-    /// `started` event.
+    /// A run row and its first step row as `plan` says, with its
+    /// idempotency and concurrency keys, without the `started` event.
     pub(super) fn create_run(
         &mut self,
         definition: &'static WorkflowDefinition,
         plan: StartPlan,
         input: Value,
-        key: Option<&str>,
+        (key, concurrency_key): (Option<&str>, Option<&str>),
         parent_batch_id: Option<i64>,
     ) -> RunId {
         let id = RunId(self.next_run);
@@ -120,6 +120,8 @@ impl Rows {
                 options_digest: definition.options_digest.to_owned(),
                 input,
                 idempotency_key: key.map(str::to_owned),
+                concurrency_key: concurrency_key.map(str::to_owned),
+                slots: Vec::new(),
                 error_class: None,
                 error_message: None,
                 paused_at: None,

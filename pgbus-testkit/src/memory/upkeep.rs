@@ -6,7 +6,7 @@ use pgbus_runtime::store::{Claim, Stalled};
 use pgbus_runtime::view::Missing;
 use pgbus_runtime::{RunId, WorkflowDefinition};
 
-use super::{Rows, due_key};
+use super::Rows;
 
 impl Rows {
     /// As `resolve_batches.sql`, for the sweep: open batches whose children all
@@ -120,10 +120,8 @@ impl Rows {
                 continue;
             };
             for step in run.step_ids {
-                if let Some(row) = self.steps.remove(&step)
-                    && let Some(key) = due_key(step, &row)
-                {
-                    self.due.remove(&key);
+                if let Some(row) = self.steps.remove(&step) {
+                    self.unplace(&super::flow::Placed::of(step, &row));
                 }
                 self.tokens.remove(&step);
             }
@@ -134,11 +132,13 @@ impl Rows {
     }
 
     /// As `register_worker.sql`: records (or replaces) `worker`'s definitions,
-    /// and keeps each definition for good.
+    /// and keeps each definition for good; each definition's limits replace
+    /// its workflow's, each of `queue_limits` (`(queue, limit)`) is upserted.
     pub(crate) fn register_worker(
         &mut self,
         worker: &str,
         definitions: &[&'static WorkflowDefinition],
+        queue_limits: &[(String, u32)],
     ) {
         self.workers.insert(worker.to_owned(), definitions.to_vec());
         for definition in definitions {
@@ -146,6 +146,7 @@ impl Rows {
                 .entry(definition.options_digest)
                 .or_insert(definition);
         }
+        self.register_limits(definitions, queue_limits);
     }
 
     /// What no live worker (registered, and not dead for longer than
@@ -233,16 +234,16 @@ impl Rows {
                 .get(id)
                 .is_some_and(|step| step.view.status == StepStatus::InProgress)
         });
-        match in_progress.and_then(|id| self.steps.get_mut(&id).map(|step| (id, step))) {
-            Some((id, step)) => {
-                step.view.worker_id = Some("elsewhere".to_owned());
-                if let Some(token) = self.tokens.remove(&id) {
-                    token.cancel();
-                }
-                true
-            }
-            None => false,
+        let Some(id) = in_progress else {
+            return false;
+        };
+        self.update_step(id, |step| {
+            step.view.worker_id = Some("elsewhere".to_owned());
+        });
+        if let Some(token) = self.tokens.remove(&id) {
+            token.cancel();
         }
+        true
     }
 }
 

@@ -431,3 +431,6 @@ mod starts;
 mod results;
 // Run deadlines (issue 21).
 mod deadlines;
+// Flow control: concurrency and rate limits (issue 21).
+mod flow;
+mod flow_rates;

@@ -247,10 +247,14 @@ impl<R: Rig> Harness<R> {
     }
 
     async fn start_run<W: Workflow>(&self, input: &W::Input, key: Option<&str>) -> RunId {
-        let input = serde_json::to_value(input).expect("an input");
-        let options = key.map_or_else(pgbus_runtime::StartOptions::new, |key| {
+        let mut options = key.map_or_else(pgbus_runtime::StartOptions::new, |key| {
             pgbus_runtime::StartOptions::new().key(key)
         });
+        // The concurrency key the client derives from the input.
+        if let Some(key) = W::concurrency_key(input) {
+            options = options.concurrency_key(key);
+        }
+        let input = serde_json::to_value(input).expect("an input");
         let (run, _) = self
             .store()
             .start_run(W::DEFINITION, &input, &options)

@@ -21,6 +21,7 @@ mod harness;
 mod bounded_reads;
 mod crashes;
 mod fan_out;
+mod flow;
 mod rigs;
 mod signals;
 mod timeouts;
@@ -208,6 +209,9 @@ struct StepLine {
     error: (Option<String>, Option<String>, Vec<String>),
     waiting_for: Option<String>,
     waiting_since_ms: Option<i64>,
+    /// The concurrency limit holding it back, the rate it waits for.
+    held_by: Option<String>,
+    throttled_by: Option<String>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -374,6 +378,8 @@ fn step_line(
         ),
         waiting_for: s.waiting_for.clone(),
         waiting_since_ms: s.waiting_since.map(&offset),
+        held_by: s.held_by.clone(),
+        throttled_by: s.throttled_by.clone(),
     }
 }
 
