@@ -399,10 +399,9 @@ pub struct Admitted {
 }
 
 /// What the claim counts for the keys of its candidates, read fresh: the
-/// slots held of each concurrency key, each rate's log of starts, and the
-/// rows already waiting for each rate's window. [`FlowState::decide`]
-/// updates it as it admits and throttles, so candidates decided in a row
-/// each see those before them.
+/// slots held of each concurrency key and each rate's log of starts.
+/// [`FlowState::decide`] updates it as it admits, so candidates decided in
+/// a row each see those before them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FlowState {
     /// Slots held, by key: the runs holding it, by a step in progress or as
@@ -410,8 +409,6 @@ pub struct FlowState {
     pub holders: BTreeMap<SlotKey, usize>,
     /// The start times of the last `count` starts, oldest first, by key.
     pub windows: BTreeMap<RateKey, Vec<DateTime<Utc>>>,
-    /// Rows throttled by the key and not yet due (`scheduled_at` after now).
-    pub waiting: BTreeMap<RateKey, usize>,
 }
 
 impl FlowState {
@@ -422,9 +419,11 @@ impl FlowState {
     /// slot holds it, a run-held key its run holds being passed over (and
     /// not counted again). Then rates:
     /// each window holding `count` starts after `now - period` opens for it
-    /// at [`opening`], its place being one behind the rows already waiting
-    /// for that window; it is throttled until the latest of those. Else
-    /// admitted.
+    /// at [`opening`] (its first place: every row a full window throttles
+    /// waits for the same opening, as `flow_admit` in migration 0016
+    /// decides; the claim at that opening admits what the window then has
+    /// room for and throttles the rest again); it is throttled until the
+    /// latest of those. Else admitted.
     pub fn decide(
         &mut self,
         limits: &Limits,
@@ -450,15 +449,13 @@ impl FlowState {
         let mut latest: Option<(&RateKey, DateTime<Utc>)> = None;
         for (key, rate) in &limits.rates {
             let log = self.windows.get(key).map_or(&[][..], Vec::as_slice);
-            let place = self.waiting.get(key).copied().unwrap_or(0) + 1;
-            if let Some(until) = opening(log, *rate, place, now)
+            if let Some(until) = opening(log, *rate, 1, now)
                 && latest.is_none_or(|(_, at)| until > at)
             {
                 latest = Some((key, until));
             }
         }
         if let Some((key, until)) = latest {
-            *self.waiting.entry(key.clone()).or_default() += 1;
             return Admission::Throttle {
                 key: key.clone(),
                 until,

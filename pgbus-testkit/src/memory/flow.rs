@@ -4,7 +4,6 @@
 //! Postgres store's `flow_admit` and `flow_release` make it in SQL.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
 use pgbus_runtime::RunId;
@@ -162,11 +161,6 @@ impl Rows {
             if let Some(log) = self.windows.get(key) {
                 state.windows.insert(key.clone(), log.clone());
             }
-            let waiting = self.throttled.get(key).map_or(0, |rows| {
-                rows.range((Bound::Excluded((now, i64::MAX)), Bound::Unbounded))
-                    .count()
-            });
-            state.waiting.insert(key.clone(), waiting);
         }
         let run_slots = run.slots.clone();
         match state.decide(&limits, &run_slots, now) {

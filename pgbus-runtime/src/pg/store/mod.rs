@@ -153,8 +153,8 @@ pub(crate) fn check_count(statement: &'static str, expected: i64, found: i64) ->
 mod act;
 mod claim;
 mod contract;
-mod flow;
 mod deadline;
+mod flow;
 mod outcome;
 mod park;
 mod result;

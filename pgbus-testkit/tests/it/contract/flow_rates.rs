@@ -81,9 +81,11 @@ fn at(seconds: i64) -> chrono::DateTime<chrono::Utc> {
     default_start() + chrono::Duration::seconds(seconds)
 }
 
-/// `rate_limit = "2/1m"`: two starts in the minute; the third row waits
-/// for the first start to leave the window, the fourth for the second; a
-/// throttled row keeps its attempt, no `step_started` written for it.
+/// `rate_limit = "2/1m"`: two starts in the minute; the third and fourth
+/// rows wait for the first start to leave the window (both due then: the
+/// claim at that opening admits one and throttles the other again, to the
+/// second start's leaving); a throttled row keeps its attempt, no
+/// `step_started` written for it.
 async fn a_rate_throttles_to_the_window_opening<C: Clocked>(clocked: C) {
     let store = clocked.store();
     let def = &WORKFLOW_RATED;
@@ -98,7 +100,7 @@ async fn a_rate_throttles_to_the_window_opening<C: Clocked>(clocked: C) {
     let claimed = claim(store, &[def], 8).await;
     let ids: Vec<RunId> = claimed.iter().map(|c| c.run_id).collect();
     assert_eq!(ids, [runs[1]]);
-    for (run, due) in [(runs[2], 60), (runs[3], 70)] {
+    for (run, due) in [(runs[2], 60), (runs[3], 60)] {
         let row = latest(store, run).await;
         assert_eq!(
             (row.status, row.attempt, row.scheduled_at),
@@ -128,8 +130,10 @@ async fn a_rate_throttles_to_the_window_opening<C: Clocked>(clocked: C) {
         (started.status, started.throttled_by),
         (StepStatus::InProgress, None)
     );
-    // Run 0's second step, due at 10 s, waits behind run 3 (due at 70 s),
-    // which was throttled first.
+    // Run 3, throttled again to the second start's leaving (70 s), and run
+    // 0's second step (due at 10 s, a later row) both wait for that opening;
+    // run 3 goes first, in claim order.
+    assert_eq!(latest(store, runs[3]).await.scheduled_at, at(70));
     assert_eq!(
         latest(store, runs[0]).await.throttled_by.as_deref(),
         Some("workflow:contract.flow")

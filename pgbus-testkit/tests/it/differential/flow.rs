@@ -166,10 +166,10 @@ async fn a_rate_limit_leaves_the_same_history() {
 }
 
 /// Under `rate_limit = "2/1m"`, two runs start at once; their second steps
-/// wait a minute. A run started ten seconds later waits behind those two:
-/// its first step is due when the window has let them in and a minute more
-/// has passed (two minutes after the first starts), not at the first
-/// opening they took. The histories end with the rows throttled.
+/// wait a minute. A run started ten seconds later waits for the same
+/// opening (a minute after the first starts, 50 s after its own): a full
+/// window sends every row it throttles to its next opening, on both
+/// stores. The histories end with the rows throttled.
 async fn a_rate_with_rows_waiting<R: Rig>(h: &Harness<R>) -> Vec<RunId> {
     h.announce().await;
     let mut runs = vec![
@@ -191,7 +191,7 @@ async fn throttled_rows_wait_in_turn_on_both_stores() {
         .map(|p| p.steps.iter().map(|s| s.times_ms.0 / 1_000).collect())
         .collect();
     // From each run's start: the third run started at 10 s.
-    assert_eq!(due, [vec![0, 60], vec![0, 60], vec![110]]);
+    assert_eq!(due, [vec![0, 60], vec![0, 60], vec![50]]);
     let throttled = projections[2].steps[0].throttled_by.as_deref();
     assert_eq!(throttled, Some("workflow:diff.paced"));
 }
