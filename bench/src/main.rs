@@ -8,12 +8,16 @@
 //!    and with 10,000 runs parked waiting on a signal;
 //! 4. this process's peak and current resident memory;
 //! 5. the compile time of a 100-step `#[workflow]` against plain methods;
-//! 6. starts per second: 10,000 runs one by one and with `start_many`.
+//! 6. starts per second: 10,000 runs one by one and with `start_many`;
+//! 7. flow control: steps per second beside 10,000 concurrency keys at
+//!    their limit, and what holding back the rows at the head of the queue
+//!    costs the claim.
 //!
 //! ```sh
 //! cargo run --release -p pgbus-bench                    # the full run, under 5 minutes
 //! cargo run --release -p pgbus-bench -- --quick         # a smoke run of everything
 //! cargo run --release -p pgbus-bench -- --only-starts   # section 6 alone
+//! cargo run --release -p pgbus-bench -- --only-flow     # section 7 alone
 //! ```
 //!
 //! It prints a table and writes the same figures as JSON to
@@ -24,6 +28,7 @@
 
 mod baseline;
 mod cpu;
+mod flow;
 mod history;
 mod latency;
 mod machine;
@@ -94,6 +99,7 @@ fn main() -> ExitCode {
 
     let began = Instant::now();
     let mut report = Report::new(&args, options.scale(), options.only_starts);
+    report.only_flow = options.only_flow;
     let outcome = runtime.block_on(async {
         tokio::select! {
             outcome = measure(&options, &mut report) => outcome,
@@ -113,6 +119,8 @@ fn main() -> ExitCode {
     if report.machine.is_some() {
         let file = if options.only_starts {
             "starts.json"
+        } else if options.only_flow {
+            "flow.json"
         } else {
             "latest.json"
         };
@@ -146,6 +154,11 @@ async fn measure(options: &Options, report: &mut Report) -> Result<(), BoxError>
     if options.only_starts {
         eprintln!("pgbus-bench: starts per second");
         report.starts = Some(starts::measure(url, scale.start_runs).await?);
+        return Ok(());
+    }
+    if options.only_flow {
+        eprintln!("pgbus-bench: flow control");
+        report.flow = Some(flow::measure(url, scale.waiting_runs, scale.measure_secs).await?);
         return Ok(());
     }
     report
@@ -194,6 +207,9 @@ async fn measure(options: &Options, report: &mut Report) -> Result<(), BoxError>
 
     eprintln!("pgbus-bench: starts per second");
     report.starts = Some(starts::measure(url, scale.start_runs).await?);
+
+    eprintln!("pgbus-bench: flow control");
+    report.flow = Some(flow::measure(url, scale.waiting_runs, scale.measure_secs).await?);
 
     if options.macro_cost {
         eprintln!("pgbus-bench: macro cost (cargo builds)");

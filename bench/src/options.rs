@@ -14,6 +14,9 @@ usage: cargo run --release -p pgbus-bench [-- options]
                     built with cargo three times in each of two variants)
   --only-starts     only starts per second (section 6), one by one and with
                     start_many; its JSON goes to target/bench/starts.json
+  --only-flow       only flow control (section 7): steps per second beside
+                    10,000 keys at their limit; its JSON goes to
+                    target/bench/flow.json
 
 Environment:
   PGBUS_BENCH_DATABASE_URL   where to measure (default postgres://127.0.0.1:5432/test);
@@ -35,6 +38,8 @@ pub(crate) struct Options {
     pub(crate) macro_cost: bool,
     /// Only the starts-per-second section.
     pub(crate) only_starts: bool,
+    /// Only the flow control section.
+    pub(crate) only_flow: bool,
     pub(crate) url: String,
 }
 
@@ -45,6 +50,7 @@ impl Options {
             quick: false,
             macro_cost: true,
             only_starts: false,
+            only_flow: false,
             url: std::env::var("PGBUS_BENCH_DATABASE_URL")
                 .unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned()),
         };
@@ -54,6 +60,7 @@ impl Options {
                 "--quick" => options.quick = true,
                 "--no-macro-cost" => options.macro_cost = false,
                 "--only-starts" => options.only_starts = true,
+                "--only-flow" => options.only_flow = true,
                 other => return Err(format!("unknown option `{other}`; see --help")),
             }
         }

@@ -39,6 +39,10 @@ pub(crate) struct Report {
     pub(crate) starts: Option<Starts>,
     /// Whether only section 6 ran (`--only-starts`).
     pub(crate) only_starts: bool,
+    /// 7. Flow control: steps per second beside keys at their limit.
+    pub(crate) flow: Option<crate::flow::FlowFigures>,
+    /// Whether only section 7 ran (`--only-flow`).
+    pub(crate) only_flow: bool,
     /// The whole run, seconds.
     pub(crate) wall_s: f64,
     /// What stopped the run early, if anything did.
@@ -104,6 +108,8 @@ impl Report {
             macro_cost: None,
             starts: None,
             only_starts,
+            flow: None,
+            only_flow: false,
             wall_s: 0.0,
             error: None,
         }
@@ -125,14 +131,19 @@ impl fmt::Display for Report {
         writeln!(f, "pgbus benchmark (issue 7)")?;
         self.fmt_machine(f)?;
         writeln!(f, "  command    {}", self.command)?;
-        if !self.only_starts {
+        if !self.only_starts && !self.only_flow {
             self.fmt_throughput(f)?;
             self.fmt_latency(f)?;
             self.fmt_history(f)?;
             self.fmt_memory(f)?;
             self.fmt_macro_cost(f)?;
         }
-        self.fmt_starts(f)?;
+        if !self.only_flow {
+            self.fmt_starts(f)?;
+        }
+        if !self.only_starts {
+            self.fmt_flow(f)?;
+        }
         writeln!(f)?;
         writeln!(f, "wall time  {:.0} s", self.wall_s)?;
         if let Some(error) = &self.error {
@@ -424,6 +435,41 @@ target dir; each timed build follows a warm-up build and touches only the crate'
 Client::start_many in calls of MAX_STARTS_PER_CALL (a transaction of two statements at most
 each). Each of the four in a fresh schema, after one warm-up start; no worker runs. Keys:
 each run its own idempotency key (`start-<n>`), none taken before.",
+        )
+    }
+
+    fn fmt_flow(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f)?;
+        let Some(flow) = &self.flow else {
+            return writeln!(f, "7. Flow control: not measured (an earlier phase failed)");
+        };
+        writeln!(
+            f,
+            "7. Flow control: steps per second at concurrency {} beside {} keys at their limit",
+            flow.empty.concurrency, flow.keys
+        )?;
+        writeln!(
+            f,
+            "   empty schema                 {:>9.0} steps/s",
+            flow.empty.steps_per_s
+        )?;
+        writeln!(
+            f,
+            "   beside {:>6} keys held      {:>9.0} steps/s   {:.1}% of empty",
+            flow.keys, flow.beside.steps_per_s, flow.pct_of_empty
+        )?;
+        writeln!(
+            f,
+            "   holding back {} due rows at the head of the queue: {:.2} s, {:.0} rows/s",
+            flow.keys, flow.hold_s, flow.held_per_s
+        )?;
+        note(
+            f,
+            "Each key: one run of `key_concurrency = 1, slot = \"run\"` parked on a signal that
+never comes (it holds the slot), and a second run whose first row is due at priority -1, ahead
+of the measured rows, and held back by the claim (out of the due index). The measured workflow
+has no limit. Holding back: from the second runs' start until all are held, by a worker of
+concurrency 16 that has the workflow.",
         )
     }
 }

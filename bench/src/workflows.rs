@@ -59,3 +59,32 @@ impl Started {
     #[step]
     async fn only(&self, _cx: &mut StepCx<u64>) {}
 }
+
+/// The signal [`KeyHolder`] waits for. Nothing sends it.
+pub(crate) const NEVER_KEYED: &str = "never_keyed";
+
+/// One step that waits for a signal that never comes, one run per key of its
+/// input, `slot = "run"` and `key_concurrency = 1`: a run claimed once holds
+/// its key's slot for good, so a second run of the same key is held back
+/// (`held_by`). Priority -1, ahead of [`FiveSteps`] in the due index: the
+/// rows a limit holds back are at the head of the queue.
+pub(crate) struct KeyHolder;
+
+impl KeyHolder {
+    fn key(input: &u32) -> String {
+        format!("customer-{input}")
+    }
+}
+
+#[workflow(
+    name = "bench.key_holder",
+    input = u32,
+    priority = -1,
+    key = Self::key,
+    key_concurrency = 1,
+    slot = "run"
+)]
+impl KeyHolder {
+    #[step(wait_for = "never_keyed")]
+    async fn wait(&self, _cx: &mut StepCx<u32>) {}
+}
