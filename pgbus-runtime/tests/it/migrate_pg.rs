@@ -63,7 +63,8 @@ async fn a_fresh_schema_gets_every_table_and_a_bookkeeping_row() {
     assert_eq!(applied, expected);
 
     // The due queue is a partial index (scheduled rows, and parked rows whose
-    // wait ends), so history never enters a claim.
+    // wait ends, neither held back by a concurrency limit), so history never
+    // enters a claim, nor does a key at its limit.
     let due_index: String = t
         .query(
             "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'steps_due_or_waiting'",
@@ -72,7 +73,9 @@ async fn a_fresh_schema_gets_every_table_and_a_bookkeeping_row() {
         .await[0]
         .get(0);
     assert!(
-        due_index.contains("WHERE (status = ANY (ARRAY['scheduled'::text, 'waiting'::text]))"),
+        due_index.contains(
+            "WHERE ((status = ANY (ARRAY['scheduled'::text, 'waiting'::text])) AND (held_by IS NULL))"
+        ),
         "{due_index}"
     );
 }
