@@ -104,7 +104,9 @@ impl PgStore {
                     ],
                 )
                 .await?;
-            let applies = rows.first().is_some_and(|row| row.get::<_, bool>("limited"));
+            let applies = rows
+                .first()
+                .is_some_and(|row| row.get::<_, bool>("limited"));
             if applies != limited {
                 self.flow_limited.store(applies, Ordering::Relaxed);
                 limited = applies;

@@ -262,7 +262,10 @@ async fn a_limit_registered_between_two_claims_applies_to_the_second() {
     // No limit yet: the store claims as it did before flow control.
     register(&t, "w1", &[Steps::DEFINITION], &[]).await;
     let first = start::<KeyedOne>(&t, "k").await;
-    assert_eq!(runs_of(&claim(&store, "w1", &[Steps::DEFINITION], 4).await), [first]);
+    assert_eq!(
+        runs_of(&claim(&store, "w1", &[Steps::DEFINITION], 4).await),
+        [first]
+    );
 
     // Another deploy registers a per-key limit: the same store's next claim
     // admits under it (the first run's step holds no slot: it was claimed
@@ -272,10 +275,19 @@ async fn a_limit_registered_between_two_claims_applies_to_the_second() {
         start::<KeyedOne>(&t, "k").await,
         start::<KeyedOne>(&t, "k").await,
     ];
-    assert_eq!(runs_of(&claim(&store, "w1", &[Steps::DEFINITION], 4).await), [more[0]]);
-    assert_eq!(held_by(&t, more[1]).await.as_deref(), Some("key:flow.steps:k"));
+    assert_eq!(
+        runs_of(&claim(&store, "w1", &[Steps::DEFINITION], 4).await),
+        [more[0]]
+    );
+    assert_eq!(
+        held_by(&t, more[1]).await.as_deref(),
+        Some("key:flow.steps:k")
+    );
 
     // The limit gone, the store claims without one again.
     register(&t, "w2", &[Steps::DEFINITION], &[]).await;
-    assert_eq!(runs_of(&claim(&store, "w1", &[Steps::DEFINITION], 4).await), [more[1]]);
+    assert_eq!(
+        runs_of(&claim(&store, "w1", &[Steps::DEFINITION], 4).await),
+        [more[1]]
+    );
 }
