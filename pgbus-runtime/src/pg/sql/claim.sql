@@ -34,13 +34,13 @@
 -- Flow control (migration 0016): this is the claim when no limit applies to
 -- what the worker claims (`lim`: no `flow_limits` row of its workflows or
 -- queues, no `rate_limits` row of its workflows; `flow_applies`, one call of
--- three index probes). When
--- one does, it claims nothing and says so (`limited`), and the store claims
--- with claim_limited.sql instead, which admits under the limits; held rows
--- (`held_by`) are out of the due index and of this scan either way. A row
--- claimed here holds no slot (its `slot_*` cleared). The result has one row
--- per claimed step, or one row of NULLs when none was claimed; every row
--- carries `limited`, and `flow` (always `[]` here; see claim_limited.sql).
+-- three index probes). When one does, it claims nothing and says so
+-- (`limited`), and the store claims with claim_limited.sql instead, which
+-- admits under the limits; held rows (`held_by`) are out of the due index and
+-- of this scan either way. A row claimed here holds no slot (its `slot_*`
+-- cleared). The result has one row per claimed step, or one row of NULLs when
+-- none was claimed; every row carries `limited`, and `flow` (always `[]`
+-- here; see claim_limited.sql).
 -- $1 queues, $2 what the worker runs, as JSON {"<workflow>": {"digest": "<hex>",
 -- "steps": ["<step>", ...]}}, $3 limit, $4 worker id, $5 stall threshold (ms),
 -- $6 now (NULL = clock_timestamp())
