@@ -98,6 +98,27 @@ AS $flow_lock_id$
     SELECT pg_catalog.hashtextextended('{schema}:' || key, 0)
 $flow_lock_id$;
 
+-- Whether any limit applies to what a worker claims: a concurrency limit of
+-- one of its workflows (the keys of `registered`, the claim's JSON of what it
+-- runs) or of one of its `queues`, or a rate of one of its workflows. What
+-- every claim asks first (three index probes): without one, the claim is the
+-- claim as before flow control. PL/pgSQL, so its plans are kept for the
+-- session and the claim's own plan stays as small as it was; no `SET` clause
+-- (a call of every claim: its names are schema-qualified, built-ins come
+-- from `pg_catalog`, searched first).
+CREATE FUNCTION {schema}.flow_applies(queues text[], registered jsonb) RETURNS boolean
+LANGUAGE plpgsql STABLE
+AS $flow_applies$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM {schema}.flow_limits f
+                   WHERE f.workflow IN (SELECT jsonb_object_keys(registered)))
+        OR EXISTS (SELECT 1 FROM {schema}.flow_limits f
+                   WHERE f.key IN (SELECT 'queue:' || q.name FROM unnest(queues) AS q(name)))
+        OR EXISTS (SELECT 1 FROM {schema}.rate_limits r
+                   WHERE r.workflow IN (SELECT jsonb_object_keys(registered)));
+END
+$flow_applies$;
+
 -- The slots of concurrency key `key` held now: the runs holding it, by a
 -- step in progress or as a run (`slot = "run"`: from its first claimed step
 -- until it finishes, is cancelled or pauses), each run once (a run's step in

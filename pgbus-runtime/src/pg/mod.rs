@@ -125,6 +125,7 @@ statements! {
     start_many => "start_many.sql",
     find_runs_by_keys => "find_runs_by_keys.sql",
     claim => "claim.sql",
+    claim_limited => "claim_limited.sql",
     next_due => "next_due.sql",
     lock_run => "lock_run.sql",
     end_attempt => "end_attempt.sql",

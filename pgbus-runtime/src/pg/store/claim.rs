@@ -1,6 +1,7 @@
 //! Claiming due steps, with what their gates read.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
@@ -34,8 +35,7 @@ pub(super) fn claim_of_step_row(row: &tokio_postgres::Row) -> Claim {
 /// How many times one claim asks again at once, in its transaction, when the
 /// statement held back or throttled rows and claimed fewer than asked: the
 /// rows behind a key at its limit are never left for the next poll (see
-/// `claim.sql`, which also looks 100 rows ahead per queue when a limit
-/// applies).
+/// `claim_limited.sql`, which also looks 100 rows ahead per queue).
 const CLAIM_ROUNDS: usize = 4;
 
 impl PgStore {
@@ -75,11 +75,21 @@ impl PgStore {
         stall_threshold_ms: i64,
         now: Option<DateTime<Utc>>,
     ) -> Result<(Vec<Claim>, HeldBack), Error> {
-        let statement = self.prep.in_tx(tx, &self.sql.claim).await?;
         let mut claimed = Vec::new();
         let mut gated = Vec::new();
         let mut held = HeldBack::default();
-        for _ in 0..CLAIM_ROUNDS {
+        // `claim.sql` while no limit applies (the claim as it was before flow
+        // control, plus three index probes); once it says one does (claiming
+        // nothing), `claim_limited.sql`, until that one says none does.
+        let mut limited = self.flow_limited.load(Ordering::Relaxed);
+        let mut rounds = 0;
+        while rounds < CLAIM_ROUNDS {
+            let sql = if limited {
+                &self.sql.claim_limited
+            } else {
+                &self.sql.claim
+            };
+            let statement = self.prep.in_tx(tx, sql).await?;
             let wanted = limit.saturating_sub(i64::try_from(claimed.len()).unwrap_or(i64::MAX));
             let rows = statement
                 .query(
@@ -94,6 +104,18 @@ impl PgStore {
                     ],
                 )
                 .await?;
+            let applies = rows
+                .first()
+                .is_some_and(|row| row.get::<_, bool>("limited"));
+            if applies != limited {
+                self.flow_limited.store(applies, Ordering::Relaxed);
+                limited = applies;
+                if applies {
+                    // `claim.sql` claimed nothing: claim under the limits.
+                    continue;
+                }
+            }
+            rounds += 1;
             let before = claimed.len();
             let held_now = read_claim_rows(&rows, &mut claimed, &mut gated, &mut held)?;
             if i64::try_from(claimed.len() - before).unwrap_or(i64::MAX) > wanted {

@@ -72,6 +72,10 @@ pub struct PgStore {
     pub(crate) connector: Option<Arc<crate::connection::Connector>>,
     /// The sizes of inputs and signal payloads accepted.
     pub(crate) limits: crate::context::Limits,
+    /// Whether the last claim found a flow limit that applies to what it
+    /// claims: the next one then starts with `claim_limited.sql` instead of
+    /// `claim.sql` (see `claim.rs`). Shared by the clones of the store.
+    pub(crate) flow_limited: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PgStore {
@@ -85,6 +89,7 @@ impl PgStore {
             clock,
             connector: None,
             limits: crate::context::Limits::default(),
+            flow_limited: Arc::default(),
         }
     }
 

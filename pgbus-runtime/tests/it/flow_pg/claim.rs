@@ -254,3 +254,40 @@ async fn rows_held_back_or_throttled_are_counted_by_workflow_and_scope() {
         "{counted:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_registered_between_two_claims_applies_to_the_second() {
+    let t = TestDb::new().await;
+    let store = t.db.store();
+    // No limit yet: the store claims as it did before flow control.
+    register(&t, "w1", &[Steps::DEFINITION], &[]).await;
+    let first = start::<KeyedOne>(&t, "k").await;
+    assert_eq!(
+        runs_of(&claim(&store, "w1", &[Steps::DEFINITION], 4).await),
+        [first]
+    );
+
+    // Another deploy registers a per-key limit: the same store's next claim
+    // admits under it (the first run's step holds no slot: it was claimed
+    // without one, so one more of the key is admitted, and no more).
+    register(&t, "w2", &[KeyedOne::DEFINITION], &[]).await;
+    let more = [
+        start::<KeyedOne>(&t, "k").await,
+        start::<KeyedOne>(&t, "k").await,
+    ];
+    assert_eq!(
+        runs_of(&claim(&store, "w1", &[Steps::DEFINITION], 4).await),
+        [more[0]]
+    );
+    assert_eq!(
+        held_by(&t, more[1]).await.as_deref(),
+        Some("key:flow.steps:k")
+    );
+
+    // The limit gone, the store claims without one again.
+    register(&t, "w2", &[Steps::DEFINITION], &[]).await;
+    assert_eq!(
+        runs_of(&claim(&store, "w1", &[Steps::DEFINITION], 4).await),
+        [more[1]]
+    );
+}

@@ -290,3 +290,40 @@ async fn end_own_claim(
         .expect("the run's step claimed");
     end_offering_handoff(t, definition, own).await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_runs_held_row_is_passed_over_by_a_release_and_freed_by_its_resume() {
+    let t = TestDb::new().await;
+    let (store, client) = (t.db.store(), t.client());
+    let defs = [KeyedOne::DEFINITION];
+    register(&t, "w1", &defs, &[]).await;
+    let a = start::<KeyedOne>(&t, "k").await;
+    let b = start::<KeyedOne>(&t, "k").await;
+    let c = start::<KeyedOne>(&t, "k").await;
+    let claimed = claim(&store, "w1", &defs, 4).await;
+    assert_eq!(runs_of(&claimed), [a]);
+    assert_eq!(held_by(&t, b).await.as_deref(), HELD);
+
+    // B paused: the slot A gives back goes to C, the oldest held row of a
+    // ready run.
+    client.pause(b, "ops", "wait").await.expect("pause");
+    end(
+        &store,
+        KeyedOne::DEFINITION,
+        &claimed[0],
+        "w1",
+        Verb::Complete,
+    )
+    .await;
+    assert_eq!(held_by(&t, b).await.as_deref(), HELD);
+    assert_eq!(held_by(&t, c).await, None);
+
+    // Resumed, B's row is freed for the next claim to decide, which admits
+    // the oldest due row of the key (B's) and holds the others back again.
+    client.resume(b, "ops", "go").await.expect("resume");
+    assert_eq!(held_by(&t, b).await, None);
+    let next = claim(&store, "w1", &defs, 4).await;
+    assert_eq!(runs_of(&next), [b]);
+    assert_eq!(held_by(&t, c).await.as_deref(), HELD);
+    assert_eq!(held_by(&t, a).await.as_deref(), HELD, "A's next step");
+}
