@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use pgbus_runtime::{NewRun, StartOptions};
+use pgbus_runtime::StartOptions;
 
 use crate::BoxError;
 use crate::runner::{RunningWorker, await_count};
@@ -56,16 +56,14 @@ async fn start_keyed(bench: &BenchSchema, keys: u32) -> Result<(), BoxError> {
     let all: Vec<u32> = (0..keys).collect();
     for chunk in all.chunks(pgbus_runtime::MAX_STARTS_PER_CALL) {
         // The key the workflow's method derives, given outright.
-        let runs: Vec<NewRun> = chunk
-            .iter()
-            .map(|i| {
-                NewRun::new(
-                    serde_json::json!(i),
+        client
+            .start_many::<KeyHolder>(chunk.iter().map(|&i| {
+                (
+                    i,
                     StartOptions::new().concurrency_key(format!("customer-{i}")),
                 )
-            })
-            .collect();
-        client.start_many::<KeyHolder>(&runs).await?;
+            }))
+            .await?;
     }
     Ok(())
 }
