@@ -33,6 +33,7 @@ pub(crate) const DEFAULT_DATABASE_URL: &str = "postgres://127.0.0.1:5432/test";
 
 /// The parsed command line.
 #[derive(Debug, Clone)]
+#[allow(clippy::struct_excessive_bools)] // one per command-line switch
 pub(crate) struct Options {
     pub(crate) quick: bool,
     pub(crate) macro_cost: bool,

@@ -70,12 +70,6 @@ pub(crate) const NEVER_KEYED: &str = "never_keyed";
 /// rows a limit holds back are at the head of the queue.
 pub(crate) struct KeyHolder;
 
-impl KeyHolder {
-    fn key(input: &u32) -> String {
-        format!("customer-{input}")
-    }
-}
-
 #[workflow(
     name = "bench.key_holder",
     input = u32,
@@ -85,6 +79,10 @@ impl KeyHolder {
     slot = "run"
 )]
 impl KeyHolder {
+    fn key(input: &u32) -> String {
+        format!("customer-{input}")
+    }
+
     #[step(wait_for = "never_keyed")]
     async fn wait(&self, _cx: &mut StepCx<u32>) {}
 }
