@@ -9,7 +9,8 @@
 //! the workflow claims them: each claim holds back what it meets (`held_by`,
 //! out of the due index), and the time until all 10,000 are held is the
 //! claim's cost when every due row at the head of the queue is held by a
-//! limit. Then [`FiveSteps`] is measured beside them as in section 1.
+//! limit. Then [`FiveSteps`](crate::workflows::FiveSteps) is measured
+//! beside them as in section 1.
 
 use std::time::{Duration, Instant};
 
