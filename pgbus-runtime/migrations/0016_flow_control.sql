@@ -294,11 +294,14 @@ BEGIN
             CONTINUE;
         END IF;
 
-        -- Concurrency: a key the run holds as a run is its own.
+        -- Concurrency: a key the run holds as a run is its own, whatever
+        -- the holder now (a deploy may have turned `run` into `step` while
+        -- the run held it: counted, it would hold the run back behind
+        -- itself for good).
         blocked := NULL;
         FOR j IN 1 .. cardinality(ck) LOOP
             k := ck[j];
-            CONTINUE WHEN crun[j] AND k IN (run_workflow_slots[i], run_key_slots[i]);
+            CONTINUE WHEN k IN (run_workflow_slots[i], run_key_slots[i]);
             p := array_position(c_keys, k);
             IF p IS NULL THEN
                 -- A statement of its own: a snapshot taken under the lock.
@@ -358,7 +361,7 @@ BEGIN
             IF crun[j] THEN
                 IF split_part(k, ':', 1) = 'workflow' THEN run_workflow := k; ELSE run_key := k; END IF;
             END IF;
-            CONTINUE WHEN crun[j] AND k IN (run_workflow_slots[i], run_key_slots[i]);
+            CONTINUE WHEN k IN (run_workflow_slots[i], run_key_slots[i]);
             p := array_position(c_keys, k);
             c_count[p] := c_count[p] + 1;
         END LOOP;
