@@ -327,7 +327,11 @@ BEGIN
             k := rk[j];
             p := array_position(w_keys, k);
             IF p IS NULL THEN
-                SELECT count(*), min(s.t) INTO cnt, oldest
+                -- `oldest`: the start whose leaving opens the window, the
+                -- `count - max + 1`-th oldest inside it (the oldest, but
+                -- for a log longer than a count lowered at registration).
+                SELECT count(*), (array_agg(s.t ORDER BY s.t))[greatest(count(*) - rmax[j] + 1, 1)]
+                INTO cnt, oldest
                 FROM {schema}.rate_windows w
                 CROSS JOIN LATERAL unnest(w.starts) AS s(t)
                 WHERE w.key = k AND s.t > claim_at - rper[j] * interval '1 millisecond';
