@@ -294,11 +294,14 @@ BEGIN
             CONTINUE;
         END IF;
 
-        -- Concurrency: a key the run holds as a run is its own.
+        -- Concurrency: a key the run holds as a run is its own, whatever
+        -- the holder now (a deploy may have turned `run` into `step` while
+        -- the run held it: counted, it would hold the run back behind
+        -- itself for good).
         blocked := NULL;
         FOR j IN 1 .. cardinality(ck) LOOP
             k := ck[j];
-            CONTINUE WHEN crun[j] AND k IN (run_workflow_slots[i], run_key_slots[i]);
+            CONTINUE WHEN k IN (run_workflow_slots[i], run_key_slots[i]);
             p := array_position(c_keys, k);
             IF p IS NULL THEN
                 -- A statement of its own: a snapshot taken under the lock.
@@ -324,7 +327,11 @@ BEGIN
             k := rk[j];
             p := array_position(w_keys, k);
             IF p IS NULL THEN
-                SELECT count(*), min(s.t) INTO cnt, oldest
+                -- `oldest`: the start whose leaving opens the window, the
+                -- `count - max + 1`-th oldest inside it (the oldest, but
+                -- for a log longer than a count lowered at registration).
+                SELECT count(*), (array_agg(s.t ORDER BY s.t))[greatest(count(*) - rmax[j] + 1, 1)]
+                INTO cnt, oldest
                 FROM {schema}.rate_windows w
                 CROSS JOIN LATERAL unnest(w.starts) AS s(t)
                 WHERE w.key = k AND s.t > claim_at - rper[j] * interval '1 millisecond';
@@ -358,7 +365,7 @@ BEGIN
             IF crun[j] THEN
                 IF split_part(k, ':', 1) = 'workflow' THEN run_workflow := k; ELSE run_key := k; END IF;
             END IF;
-            CONTINUE WHEN crun[j] AND k IN (run_workflow_slots[i], run_key_slots[i]);
+            CONTINUE WHEN k IN (run_workflow_slots[i], run_key_slots[i]);
             p := array_position(c_keys, k);
             c_count[p] := c_count[p] + 1;
         END LOOP;

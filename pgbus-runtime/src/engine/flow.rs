@@ -416,8 +416,8 @@ impl FlowState {
     /// `run_slots` already (`slot = "run"`), and counts what it took.
     ///
     /// Concurrency first: the first key (workflow, key, queue) with no free
-    /// slot holds it, a run-held key its run holds being passed over (and
-    /// not counted again). Then rates:
+    /// slot holds it, a key its run holds as a run being passed over (and
+    /// not counted again), whatever the limit's holder is now. Then rates:
     /// each window holding `count` starts after `now - period` opens for it
     /// at [`opening`] (its first place: every row a full window throttles
     /// waits for the same opening, as `flow_admit` in migration 0016
@@ -434,7 +434,11 @@ impl FlowState {
         let mut counted = Vec::new();
         for (key, limit) in &limits.concurrency {
             let by_run = limit.holder == SlotHolder::Run && !matches!(key, SlotKey::Queue(_));
-            if !(by_run && run_slots.contains(key)) {
+            // A key the run holds as a run is its own slot, whatever the
+            // holder now (a deploy may have turned `slot = "run"` into
+            // `"step"` while the run held it: counting it would hold the
+            // run's own next step back behind itself, for good).
+            if !run_slots.contains(key) {
                 let held = self.holders.get(key).copied().unwrap_or(0);
                 if held >= usize::try_from(limit.max_in_flight).unwrap_or(usize::MAX) {
                     return Admission::Hold(key.clone());

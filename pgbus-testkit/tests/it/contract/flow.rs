@@ -483,6 +483,29 @@ async fn a_changed_limit_lets_held_rows_go<C: Clocked>(clocked: C) {
     );
 }
 
+/// A deploy that turns `slot = "run"` into `"step"` while a run holds the
+/// key's slot: that run's next step is its own slot (the run counts once),
+/// so it goes on and the others wait for it to end, rather than the run
+/// being held back behind itself for good.
+async fn a_run_holding_its_slot_goes_on_when_the_slot_becomes_a_step<C: Clocked>(clocked: C) {
+    let store = clocked.store();
+    register(store, &[&RUN_KEY_ONE], &[]).await;
+    let first = start(store, &RUN_KEY_ONE, Some("k")).await;
+    let second = start(store, &RUN_KEY_ONE, Some("k")).await;
+    let claimed = claim(store, &[&RUN_KEY_ONE], 8).await;
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].run_id, first);
+    complete(store, &RUN_KEY_ONE, &claimed[0]).await;
+    register(store, &[&KEY_ONE], &[]).await;
+    let claimed = claim(store, &[&KEY_ONE], 8).await;
+    let got: Vec<(RunId, &str)> = claimed
+        .iter()
+        .map(|c| (c.run_id, c.step_name.as_str()))
+        .collect();
+    assert_eq!(got, [(first, "two")], "the run holding the key goes on");
+    assert!(latest(store, second).await.held_by.is_some());
+}
+
 both_stores!(
     a_changed_limit_lets_held_rows_go,
     a_key_limit_of_one_is_strict,
@@ -492,4 +515,5 @@ both_stores!(
     a_held_row_blocks_nothing_behind_it,
     a_run_slot_is_held_across_steps,
     a_paused_runs_held_row_waits_for_its_resume,
+    a_run_holding_its_slot_goes_on_when_the_slot_becomes_a_step,
 );

@@ -28,6 +28,17 @@ static WORKFLOW_RATED: WorkflowDefinition = WorkflowDefinition {
     ..*<Flowing as Workflow>::DEFINITION
 };
 
+static WORKFLOW_RATED_FIVE: WorkflowDefinition = WorkflowDefinition {
+    flow: FlowControl {
+        rate_limit: Some(Rate {
+            count: 5,
+            period_ms: PER_MINUTE,
+        }),
+        ..FlowControl::NONE
+    },
+    ..*<Flowing as Workflow>::DEFINITION
+};
+
 static KEY_RATED: WorkflowDefinition = WorkflowDefinition {
     flow: FlowControl {
         has_key: true,
@@ -184,8 +195,29 @@ async fn a_key_rate_throttles_each_key<C: Clocked>(clocked: C) {
     assert_eq!(row.scheduled_at, at(60));
 }
 
+/// A rate lowered at registration (`5/1m` to `2/1m`) over a window holding
+/// five starts (at 0 to 4 s): the next row waits until only one start is
+/// left inside, when the fourth (3 s) leaves it, at 63 s, on both stores.
+async fn a_lowered_rate_opens_when_the_window_has_room<C: Clocked>(clocked: C) {
+    let store = clocked.store();
+    register(store, &[&WORKFLOW_RATED_FIVE], &[]).await;
+    for _ in 0..5 {
+        start(store, &WORKFLOW_RATED_FIVE, None).await;
+        assert_eq!(claim(store, &[&WORKFLOW_RATED_FIVE], 1).await.len(), 1);
+        clocked.advance(Duration::from_secs(1));
+    }
+    register(store, &[&WORKFLOW_RATED], &[]).await;
+    let run = start(store, &WORKFLOW_RATED, None).await;
+    clocked.advance(Duration::from_secs(5));
+    assert!(claim(store, &[&WORKFLOW_RATED], 8).await.is_empty());
+    let row = latest(store, run).await;
+    assert_eq!(row.throttled_by.as_deref(), Some("workflow:contract.flow"));
+    assert_eq!(row.scheduled_at, at(63));
+}
+
 both_stores!(
     a_rate_throttles_to_the_window_opening,
     a_step_rate_throttles_its_step_only,
     a_key_rate_throttles_each_key,
+    a_lowered_rate_opens_when_the_window_has_room,
 );
