@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
-use pgbus_runtime::{Database, ErrorReport, RunStatus, WaitTimedOut, Worker};
+use pgbus_runtime::{Database, ErrorReport, RunStatus, StartOptions, WaitTimedOut, Worker};
 use serde_json::json;
 
 use super::{keep_signal, named, polling};
@@ -255,10 +255,13 @@ async fn a_signal_committed_while_the_claim_locks_its_run_beats_a_passed_timeout
         .expect("worker");
     let mut raced = 0;
     for _ in 0..BOUNDARY_ROUNDS {
-        let mut runs = Vec::new();
-        for _ in 0..BOUNDARY_RUNS {
-            runs.push(client.start::<OnPause>(&()).await.expect("start").run_id);
-        }
+        let runs: Vec<RunId> = client
+            .start_many::<OnPause>((0..BOUNDARY_RUNS).map(|_| ((), StartOptions::new())))
+            .await
+            .expect("start")
+            .iter()
+            .map(|s| s.run_id)
+            .collect();
         worker.run_until_idle().await.expect("park them all");
         t.clock.advance(Duration::from_secs(10));
 
