@@ -14,6 +14,7 @@ mod deadlines;
 mod deploy;
 mod differential;
 mod env;
+mod env_checks;
 mod env_flow;
 mod gates;
 mod harness;
