@@ -40,6 +40,7 @@ mod runner;
 mod schema;
 mod starts;
 mod throughput;
+mod wire;
 mod workflows;
 
 use std::path::{Path, PathBuf};

@@ -238,6 +238,7 @@ impl Report {
             "WAL: pg_current_wal_lsn() across the batch over its steps, the full-page images after",
         )?;
         note(f, "the batch's CHECKPOINT included.")?;
+        write_wire(f, &self.throughput)?;
         for row in &self.throughput {
             if let Some(error) = &row.raw_sql_error {
                 writeln!(
@@ -472,4 +473,49 @@ has no limit. Holding back: from the second runs' start until all are held, by a
 concurrency 16 that has the workflow.",
         )
     }
+}
+
+/// The wire counts per step of each concurrency (`throughput::WirePerStep`).
+fn write_wire(f: &mut std::fmt::Formatter<'_>, rows: &[ThroughputRow]) -> std::fmt::Result {
+    writeln!(f)?;
+    note(
+        f,
+        "on the wire, per step   round trips   statements   commits   (steps counted)",
+    )?;
+    for row in rows {
+        let e = &row.engine;
+        match e.wire {
+            Some(w) => writeln!(
+                f,
+                "   C = {:<15} {:>11.2} {:>12.2} {:>9.2}   ({})",
+                e.concurrency, w.round_trips, w.statements, w.commits, w.steps
+            )?,
+            None => writeln!(
+                f,
+                "   C = {:<15} not counted (the server is not on TCP)",
+                e.concurrency
+            )?,
+        }
+    }
+    note(
+        f,
+        "Counted by a proxy between a worker's pool and the server in a batch of its own (pilot-sized,",
+    )?;
+    note(
+        f,
+        "untimed): a round trip is the client speaking after the server; statements are CommandCompletes",
+    )?;
+    note(
+        f,
+        "(BEGIN and COMMIT included); commits are transactions that committed. Heartbeats, LISTEN and",
+    )?;
+    note(
+        f,
+        "sweeps are in; connection start-up is not. The raw-SQL floor's script takes 5 round trips,",
+    )?;
+    note(
+        f,
+        "5 statements and 2 commits a step (pgbench sends each statement alone).",
+    )?;
+    Ok(())
 }

@@ -35,6 +35,32 @@ impl BenchSchema {
         Ok(self.0.connect_again().await?)
     }
 
+    /// Another pgbus database on this schema whose connections go to
+    /// 127.0.0.1:`port` (a [`crate::wire::WireProxy`] in front of the
+    /// server) without TLS, as the same user, to the same database.
+    pub(crate) async fn connect_via(&self, port: u16) -> Result<Database, BoxError> {
+        let config = pgbus_testkit::raw_config(self.0.url())?;
+        let user = config.get_user().unwrap_or("postgres");
+        let dbname = config.get_dbname().unwrap_or(user);
+        let url = format!("postgres://{user}@127.0.0.1:{port}/{dbname}?sslmode=disable");
+        Ok(
+            Database::connect_with(&url, self.0.schema().clone(), self.db().clock().clone())
+                .await?,
+        )
+    }
+
+    /// Where the server is, when the URL names it over TCP: the first host
+    /// and port.
+    pub(crate) fn tcp_server(&self) -> Option<std::net::SocketAddr> {
+        use std::net::ToSocketAddrs;
+        let config = pgbus_testkit::raw_config(self.0.url()).ok()?;
+        let tokio_postgres::config::Host::Tcp(host) = config.get_hosts().first()? else {
+            return None;
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        (host.as_str(), port).to_socket_addrs().ok()?.next()
+    }
+
     /// `sql` with `{schema}` replaced by the quoted schema name (a validated
     /// `bench_<hex>` identifier, safe to splice).
     pub(crate) fn sql(&self, sql: &str) -> String {

@@ -10,6 +10,7 @@ use crate::BoxError;
 use crate::cpu::{CpuShare, Ticks};
 use crate::runner::{Progress, RunningWorker, await_count, await_ended, start_runs};
 use crate::schema::{BenchSchema, checkpoint};
+use crate::wire::{WireCounts, WireProxy};
 use crate::workflows::{FiveSteps, Parked};
 
 /// Steps per run of [`FiveSteps`].
@@ -73,6 +74,24 @@ pub(crate) struct Throughput {
     pub(crate) cpu: CpuShare,
     /// WAL Postgres wrote over the same span, per completed step.
     pub(crate) wal_bytes_per_step: f64,
+    /// What the worker said to Postgres per step, counted on the wire in a
+    /// batch of its own (see [`wire_batch`]); `None` when the server is not
+    /// on a TCP address.
+    pub(crate) wire: Option<WirePerStep>,
+}
+
+/// Round trips, statements and commits per completed step, counted by a
+/// [`WireProxy`] between a worker's pool and the server (`crate::wire`).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(crate) struct WirePerStep {
+    /// Steps the counted batch completed.
+    pub(crate) steps: i64,
+    /// Client turns per step.
+    pub(crate) round_trips: f64,
+    /// Statements (`CommandComplete`s, `BEGIN` and `COMMIT` included) per step.
+    pub(crate) statements: f64,
+    /// Committed transactions per step.
+    pub(crate) commits: f64,
 }
 
 /// Measures steps per second at `concurrency` in `bench`'s schema. A pilot
@@ -94,7 +113,64 @@ pub(crate) async fn measure(
     // either way.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let runs = (wanted as u32).clamp(pilot_runs, MAX_RUNS);
-    batch(bench, &admin, concurrency, runs, with_parked).await
+    let mut measured = batch(bench, &admin, concurrency, runs, with_parked).await?;
+    measured.wire = wire_batch(bench, &admin, concurrency, pilot_runs, with_parked).await?;
+    Ok(measured)
+}
+
+/// A batch of `runs` runs whose worker talks to Postgres through a
+/// [`WireProxy`]: its counts from the worker's start to the last run
+/// finished, over the steps completed. The runs are started outside the
+/// proxy (the starts are not steps). Not timed: the proxy adds a hop.
+async fn wire_batch(
+    bench: &BenchSchema,
+    admin: &tokio_postgres::Client,
+    concurrency: usize,
+    runs: u32,
+    with_parked: bool,
+) -> Result<Option<WirePerStep>, BoxError> {
+    let Some(server) = bench.tcp_server() else {
+        return Ok(None);
+    };
+    let proxy = WireProxy::start(server).await?;
+    let db = bench.connect_via(proxy.port()).await?;
+    let started = start_runs::<FiveSteps>(&bench.db().client(), runs).await?;
+    let (ended_tx, mut ended) = mpsc::unbounded_channel::<RunId>();
+    let mut builder = db
+        .worker()
+        .register(FiveSteps { ended: ended_tx })
+        .concurrency(concurrency);
+    if with_parked {
+        builder = builder.register(Parked);
+    }
+    let from: WireCounts = proxy.counts();
+    let worker = RunningWorker::spawn(builder.build()?);
+    let range = [started.first.0, started.last.0];
+    let progress = Progress {
+        admin,
+        query: bench.sql(COMPLETED_STEPS),
+        params: vec![&range[0], &range[1]],
+    };
+    await_ended(&mut ended, runs, &progress).await?;
+    await_count(
+        admin,
+        &bench.sql(FINISHED_RUNS),
+        &[&range[0], &range[1]],
+        i64::from(runs),
+        FINISH_POLL,
+    )
+    .await?;
+    let counted = proxy.counts().since(from);
+    worker.stop().await?;
+    let steps = i64::from(runs * STEPS_PER_RUN);
+    #[allow(clippy::cast_precision_loss)] // counts far below 2^52
+    let per_step = |count: u64| count as f64 / steps as f64;
+    Ok(Some(WirePerStep {
+        steps,
+        round_trips: per_step(counted.round_trips),
+        statements: per_step(counted.statements),
+        commits: per_step(counted.commits),
+    }))
 }
 
 /// Starts `runs` runs, then runs a fresh worker until all of them finished,
@@ -170,6 +246,7 @@ async fn batch(
         cpu,
         #[allow(clippy::cast_precision_loss)] // bytes and steps far below 2^52
         wal_bytes_per_step: (wal_to - wal_from) as f64 / steps as f64,
+        wire: None,
     })
 }
 
