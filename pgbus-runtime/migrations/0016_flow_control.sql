@@ -518,17 +518,39 @@ CREATE TRIGGER runs_slot_dropped
 
 -- After a run's change: the slots it gave back as a run are released, and a
 -- run resumed from a pause has its held rows cleared (its next claim decides
--- again, and a release while it was paused passed them over).
+-- again, and a release while it was paused passed them over). A run that
+-- leaves `ready` between steps (cancelled, paused, finished by a skip) may
+-- have a row a release let go for a free slot and no claim took: that slot
+-- is still free, so its keys (the workflow's, the run's key's, its steps'
+-- queues') are released again, those with held rows only; otherwise the
+-- next held row would wait with the slot free and nothing in progress left
+-- to release it.
 CREATE FUNCTION {schema}.flow_run_changed() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $flow_run_changed$
 DECLARE
     notified bigint;
+    keys text[];
 BEGIN
     IF OLD.slot_held AND NOT NEW.slot_held THEN
         PERFORM {schema}.flow_release(OLD.workflow, ARRAY[OLD.slot_workflow, OLD.slot_key],
                                       'pgbus_' || TG_TABLE_SCHEMA);
+    END IF;
+    IF OLD.status = 'ready' AND NEW.status NOT IN ('ready', 'performing') THEN
+        -- In lock order: workflow, key, queues.
+        SELECT coalesce(array_agg(c.k ORDER BY c.o, c.k), '{}') INTO keys
+        FROM (SELECT 1 AS o, 'workflow:' || OLD.workflow AS k
+              UNION ALL
+              SELECT 2, 'key:' || OLD.workflow || ':' || OLD.concurrency_key
+              WHERE OLD.concurrency_key IS NOT NULL
+              UNION
+              SELECT 3, 'queue:' || s.queue FROM {schema}.steps s WHERE s.run_id = OLD.id) AS c
+        WHERE EXISTS (SELECT 1 FROM {schema}.steps h
+                      WHERE h.held_by = c.k AND h.status IN ('scheduled', 'waiting'));
+        IF cardinality(keys) > 0 THEN
+            PERFORM {schema}.flow_release(OLD.workflow, keys, 'pgbus_' || TG_TABLE_SCHEMA);
+        END IF;
     END IF;
     IF OLD.status = 'paused' AND NEW.status IN ('ready', 'performing') THEN
         WITH cleared AS (
@@ -549,5 +571,6 @@ CREATE TRIGGER runs_flow_changed
     AFTER UPDATE ON {schema}.runs
     FOR EACH ROW
     WHEN ((OLD.slot_held AND NOT NEW.slot_held)
-          OR (OLD.status = 'paused' AND NEW.status IN ('ready', 'performing')))
+          OR (OLD.status = 'paused' AND NEW.status IN ('ready', 'performing'))
+          OR (OLD.status = 'ready' AND NEW.status NOT IN ('ready', 'performing')))
     EXECUTE FUNCTION {schema}.flow_run_changed();

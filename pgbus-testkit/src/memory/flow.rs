@@ -236,7 +236,11 @@ impl Rows {
     /// back the slots it holds as a run (`slot = "run"`), waking the rows
     /// they held (a step of it still in progress holds them until it ends);
     /// a run resumed from a pause lets go of its held rows, for its claim to
-    /// decide again.
+    /// decide again. A run that leaves `ready` between steps (cancelled,
+    /// paused, finished by a skip) may have a row a release let go and no
+    /// claim took: its keys (the workflow's, its key's, its steps' queues')
+    /// are released again, as `flow_run_changed` does, so the slot that row
+    /// never took goes to the next held row.
     pub(super) fn set_run_status(&mut self, run_id: RunId, status: RunStatus) {
         let Some(run) = self.runs.get_mut(&run_id.0) else {
             return;
@@ -244,13 +248,16 @@ impl Rows {
         let was = run.summary.status;
         run.summary.status = status;
         let going = matches!(status, RunStatus::Ready | RunStatus::Performing);
-        let dropped = if going {
+        let mut dropped = if going {
             Vec::new()
         } else {
             std::mem::take(&mut run.slots)
         };
         for key in &dropped {
             self.give_back(key, run_id.0);
+        }
+        if was == RunStatus::Ready && !going {
+            dropped.extend(self.keys_of_run(run_id));
         }
         for key in &dropped {
             self.release(key);
@@ -262,6 +269,31 @@ impl Rows {
                 }
             }
         }
+    }
+
+    /// The concurrency keys a run's rows may meet: its workflow's, its
+    /// key's, and the queue of each of its steps.
+    fn keys_of_run(&self, run_id: RunId) -> Vec<SlotKey> {
+        let Some(run) = self.runs.get(&run_id.0) else {
+            return Vec::new();
+        };
+        let workflow = run.summary.workflow.clone();
+        let mut keys = vec![SlotKey::Workflow(workflow.clone())];
+        if let Some(key) = &run.concurrency_key {
+            keys.push(SlotKey::Key {
+                workflow,
+                key: key.clone(),
+            });
+        }
+        for id in &run.step_ids {
+            if let Some(step) = self.steps.get(id) {
+                let queue = SlotKey::Queue(step.view.queue.clone());
+                if !keys.contains(&queue) {
+                    keys.push(queue);
+                }
+            }
+        }
+        keys
     }
 
     /// As `register_worker.sql`'s limits: each registered workflow's limits

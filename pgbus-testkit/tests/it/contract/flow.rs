@@ -506,6 +506,49 @@ async fn a_run_holding_its_slot_goes_on_when_the_slot_becomes_a_step<C: Clocked>
     assert!(latest(store, second).await.held_by.is_some());
 }
 
+/// A row a release let go but whose run leaves before a claim takes it
+/// (cancelled, or paused) took no slot: the slot it was woken for goes to
+/// the next held row, which would otherwise wait with the key's slots free
+/// and nothing left in progress to release one.
+async fn a_woken_rows_run_leaving_wakes_the_next<C: Clocked>(clocked: C) {
+    let store = clocked.store();
+    let def = &KEY_ONE;
+    register(store, &[def], &[]).await;
+    let first = start(store, def, Some("k")).await;
+    let second = start(store, def, Some("k")).await;
+    let third = start(store, def, Some("k")).await;
+    let fourth = start(store, def, Some("k")).await;
+    let claimed = claim(store, &[def], 8).await;
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].run_id, first);
+    store
+        .act(first, Action::Cancel, "ops", "enough")
+        .await
+        .expect("a cancel");
+    assert_eq!(latest(store, second).await.held_by, None, "woken");
+    store
+        .act(second, Action::Cancel, "ops", "enough")
+        .await
+        .expect("a cancel");
+    assert_eq!(
+        latest(store, third).await.held_by,
+        None,
+        "the slot second never took goes to third"
+    );
+    store
+        .act(third, Action::Pause, "ops", "look")
+        .await
+        .expect("a pause");
+    assert_eq!(
+        latest(store, fourth).await.held_by,
+        None,
+        "the slot a paused run's woken row never took goes to fourth"
+    );
+    let claimed = claim(store, &[def], 8).await;
+    let ids: Vec<RunId> = claimed.iter().map(|c| c.run_id).collect();
+    assert_eq!(ids, [fourth]);
+}
+
 both_stores!(
     a_changed_limit_lets_held_rows_go,
     a_key_limit_of_one_is_strict,
@@ -516,4 +559,5 @@ both_stores!(
     a_run_slot_is_held_across_steps,
     a_paused_runs_held_row_waits_for_its_resume,
     a_run_holding_its_slot_goes_on_when_the_slot_becomes_a_step,
+    a_woken_rows_run_leaving_wakes_the_next,
 );
