@@ -549,6 +549,40 @@ async fn a_woken_rows_run_leaving_wakes_the_next<C: Clocked>(clocked: C) {
     assert_eq!(ids, [fourth]);
 }
 
+/// A row let go for a free slot whose run then passes its deadline: the
+/// claim starts no step of it, and the sweep's cancel hands the slot on.
+async fn a_woken_row_past_its_deadline_hands_the_slot_on<C: Clocked>(clocked: C) {
+    let store = clocked.store();
+    let def = &KEY_ONE;
+    register(store, &[def], &[]).await;
+    let first = start(store, def, Some("k")).await;
+    let options = StartOptions::new()
+        .concurrency_key("k")
+        .deadline_after(std::time::Duration::from_mins(10));
+    let (late, _) = store
+        .start_run(def, &serde_json::json!(0), &options)
+        .await
+        .expect("a start");
+    let third = start(store, def, Some("k")).await;
+    assert_eq!(claim(store, &[def], 8).await.len(), 1);
+    store
+        .act(first, Action::Cancel, "ops", "enough")
+        .await
+        .expect("a cancel");
+    assert_eq!(latest(store, late).await.held_by, None, "woken");
+    clocked.advance(std::time::Duration::from_mins(11));
+    assert!(
+        claim(store, &[def], 8).await.is_empty(),
+        "past its deadline"
+    );
+    assert!(latest(store, third).await.held_by.is_some());
+    store.expire_deadlines(10).await.expect("the pass");
+    assert_eq!(status(store, late).await, RunStatus::Cancelled);
+    let claimed = claim(store, &[def], 8).await;
+    let ids: Vec<RunId> = claimed.iter().map(|c| c.run_id).collect();
+    assert_eq!(ids, [third]);
+}
+
 both_stores!(
     a_changed_limit_lets_held_rows_go,
     a_key_limit_of_one_is_strict,
@@ -560,4 +594,5 @@ both_stores!(
     a_paused_runs_held_row_waits_for_its_resume,
     a_run_holding_its_slot_goes_on_when_the_slot_becomes_a_step,
     a_woken_rows_run_leaving_wakes_the_next,
+    a_woken_row_past_its_deadline_hands_the_slot_on,
 );
