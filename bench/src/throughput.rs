@@ -134,32 +134,9 @@ async fn wire_batch(
     };
     let proxy = WireProxy::start(server).await?;
     let db = bench.connect_via(proxy.port()).await?;
-    let started = start_runs::<FiveSteps>(&bench.db().client(), runs).await?;
-    let (ended_tx, mut ended) = mpsc::unbounded_channel::<RunId>();
-    let mut builder = db
-        .worker()
-        .register(FiveSteps { ended: ended_tx })
-        .concurrency(concurrency);
-    if with_parked {
-        builder = builder.register(Parked);
-    }
+    let prepared = prepare(&bench.db().client(), &db, concurrency, runs, with_parked).await?;
     let from: WireCounts = proxy.counts();
-    let worker = RunningWorker::spawn(builder.build()?);
-    let range = [started.first.0, started.last.0];
-    let progress = Progress {
-        admin,
-        query: bench.sql(COMPLETED_STEPS),
-        params: vec![&range[0], &range[1]],
-    };
-    await_ended(&mut ended, runs, &progress).await?;
-    await_count(
-        admin,
-        &bench.sql(FINISHED_RUNS),
-        &[&range[0], &range[1]],
-        i64::from(runs),
-        FINISH_POLL,
-    )
-    .await?;
+    let worker = prepared.run_to_end(bench, admin, runs).await?;
     let counted = proxy.counts().since(from);
     worker.stop().await?;
     let steps = i64::from(runs * STEPS_PER_RUN);
@@ -190,34 +167,12 @@ async fn batch(
     with_parked: bool,
 ) -> Result<Throughput, BoxError> {
     let db = bench.connect_again().await?;
-    let started = start_runs::<FiveSteps>(&db.client(), runs).await?;
-    let (ended_tx, mut ended) = mpsc::unbounded_channel::<RunId>();
-    let mut builder = db
-        .worker()
-        .register(FiveSteps { ended: ended_tx })
-        .concurrency(concurrency);
-    if with_parked {
-        builder = builder.register(Parked);
-    }
+    let prepared = prepare(&db.client(), &db, concurrency, runs, with_parked).await?;
+    let range = prepared.range;
     checkpoint(admin).await;
     let wal_from: i64 = admin.query_one(WAL_POSITION, &[]).await?.get(0);
     let ticks = Ticks::read();
-    let worker = RunningWorker::spawn(builder.build()?);
-    let range = [started.first.0, started.last.0];
-    let progress = Progress {
-        admin,
-        query: bench.sql(COMPLETED_STEPS),
-        params: vec![&range[0], &range[1]],
-    };
-    await_ended(&mut ended, runs, &progress).await?;
-    await_count(
-        admin,
-        &bench.sql(FINISHED_RUNS),
-        &[&range[0], &range[1]],
-        i64::from(runs),
-        FINISH_POLL,
-    )
-    .await?;
+    let worker = prepared.run_to_end(bench, admin, runs).await?;
     let cpu = ticks.share_until(Ticks::read());
     let wal_to: i64 = admin.query_one(WAL_POSITION, &[]).await?.get(0);
     worker.stop().await?;
@@ -248,6 +203,68 @@ async fn batch(
         wal_bytes_per_step: (wal_to - wal_from) as f64 / steps as f64,
         wire: None,
     })
+}
+
+/// A batch's runs started and its worker built, not yet running.
+struct Prepared {
+    /// The first and last run id.
+    range: [i64; 2],
+    ended: mpsc::UnboundedReceiver<RunId>,
+    builder: pgbus_runtime::WorkerBuilder,
+}
+
+/// Starts `runs` runs of [`FiveSteps`] through `starter` and builds a
+/// worker on `db` at `concurrency` (with [`Parked`] when `with_parked`).
+async fn prepare(
+    starter: &pgbus_runtime::Client,
+    db: &pgbus_runtime::Database,
+    concurrency: usize,
+    runs: u32,
+    with_parked: bool,
+) -> Result<Prepared, BoxError> {
+    let started = start_runs::<FiveSteps>(starter, runs).await?;
+    let (ended_tx, ended) = mpsc::unbounded_channel::<RunId>();
+    let mut builder = db
+        .worker()
+        .register(FiveSteps { ended: ended_tx })
+        .concurrency(concurrency);
+    if with_parked {
+        builder = builder.register(Parked);
+    }
+    Ok(Prepared {
+        range: [started.first.0, started.last.0],
+        ended,
+        builder,
+    })
+}
+
+impl Prepared {
+    /// Runs the worker until every run of the batch finished (its bodies
+    /// ran and its outcomes are committed); returns it still running.
+    async fn run_to_end(
+        mut self,
+        bench: &BenchSchema,
+        admin: &tokio_postgres::Client,
+        runs: u32,
+    ) -> Result<RunningWorker, BoxError> {
+        let worker = RunningWorker::spawn(self.builder.build()?);
+        let range = self.range;
+        let progress = Progress {
+            admin,
+            query: bench.sql(COMPLETED_STEPS),
+            params: vec![&range[0], &range[1]],
+        };
+        await_ended(&mut self.ended, runs, &progress).await?;
+        await_count(
+            admin,
+            &bench.sql(FINISHED_RUNS),
+            &[&range[0], &range[1]],
+            i64::from(runs),
+            FINISH_POLL,
+        )
+        .await?;
+        Ok(worker)
+    }
 }
 
 /// `count / secs`, or 0 for an empty span (a batch too small to have one).
