@@ -4,11 +4,7 @@
 use std::time::Duration;
 
 use pgbus_runtime::prelude::*;
-use pgbus_runtime::workflow::StepFuture;
-use pgbus_runtime::{
-    FanOut, FlowControl, GuardRef, HandlerRef, Rate, RunStatus, Signal, SlotHolder, StartOptions,
-    WorkflowDefinition,
-};
+use pgbus_runtime::{FlowControl, Rate, RunStatus, SlotHolder, StartOptions};
 use pgbus_testkit::{TestEnv, default_start};
 
 struct Mailer;
@@ -22,63 +18,11 @@ impl Mailer {
     async fn log(&self, _cx: &mut StepCx<u8>) {}
 }
 
-/// `Mailer` under a definition with `flow` set and a key method (`c<n>`
-/// for input `n`), delegating its bodies.
-macro_rules! limited {
-    ($name:ident, $definition:ident, $flow:expr) => {
-        static $definition: WorkflowDefinition = WorkflowDefinition {
-            flow: $flow,
-            ..*<Mailer as Workflow>::DEFINITION
-        };
-
-        struct $name;
-
-        impl Workflow for $name {
-            type Input = u8;
-            type Output = ();
-            const DEFINITION: &'static WorkflowDefinition = &$definition;
-
-            fn concurrency_key(input: &u8) -> Option<String> {
-                Some(format!("c{input}"))
-            }
-
-            fn run_step<'a>(
-                &'a self,
-                entry: usize,
-                cx: &'a mut StepCx<u8>,
-                fan: &'a mut FanOut,
-            ) -> StepFuture<'a> {
-                Mailer.run_step(entry, cx, fan)
-            }
-
-            fn check_guard(&self, guard: GuardRef, cx: &StepCx<u8>) -> Result<bool, StepError> {
-                Mailer.check_guard(guard, cx)
-            }
-
-            fn signal_matches(
-                &self,
-                guard: GuardRef,
-                cx: &StepCx<u8>,
-                signal: &Signal,
-            ) -> Result<bool, StepError> {
-                Mailer.signal_matches(guard, cx, signal)
-            }
-
-            fn handle_error(
-                &self,
-                handler: HandlerRef,
-                cx: &StepCx<u8>,
-                error: &StepError,
-            ) -> Result<Option<Flow>, StepError> {
-                Mailer.handle_error(handler, cx, error)
-            }
-        }
-    };
-}
-
-limited!(
+with_flow!(
     Rated,
     RATED,
+    Mailer,
+    "c",
     FlowControl {
         rate_limit: Some(Rate {
             count: 1,
@@ -88,9 +32,11 @@ limited!(
     }
 );
 
-limited!(
+with_flow!(
     Exclusive,
     EXCLUSIVE,
+    Mailer,
+    "c",
     FlowControl {
         has_key: true,
         key_concurrency: Some(1),

@@ -4,8 +4,7 @@
 //! memory store claiming one row at a time and Postgres eight, with
 //! handoffs offered.
 
-use pgbus_runtime::workflow::StepFuture;
-use pgbus_runtime::{FanOut, FlowControl, GuardRef, HandlerRef, Rate, Signal, WorkflowDefinition};
+use pgbus_runtime::{FlowControl, Rate};
 
 use super::*;
 
@@ -21,63 +20,11 @@ impl Paced {
     async fn second(&self, _cx: &mut StepCx<u8>) {}
 }
 
-/// `Paced` under a definition with `flow` set and a key method (`k<n>` for
-/// input `n`), its bodies delegated.
-macro_rules! paced {
-    ($name:ident, $definition:ident, $flow:expr) => {
-        static $definition: WorkflowDefinition = WorkflowDefinition {
-            flow: $flow,
-            ..*<Paced as Workflow>::DEFINITION
-        };
-
-        struct $name;
-
-        impl Workflow for $name {
-            type Input = u8;
-            type Output = ();
-            const DEFINITION: &'static WorkflowDefinition = &$definition;
-
-            fn concurrency_key(input: &u8) -> Option<String> {
-                Some(format!("k{input}"))
-            }
-
-            fn run_step<'a>(
-                &'a self,
-                entry: usize,
-                cx: &'a mut StepCx<u8>,
-                fan: &'a mut FanOut,
-            ) -> StepFuture<'a> {
-                Paced.run_step(entry, cx, fan)
-            }
-
-            fn check_guard(&self, guard: GuardRef, cx: &StepCx<u8>) -> Result<bool, StepError> {
-                Paced.check_guard(guard, cx)
-            }
-
-            fn signal_matches(
-                &self,
-                guard: GuardRef,
-                cx: &StepCx<u8>,
-                signal: &Signal,
-            ) -> Result<bool, StepError> {
-                Paced.signal_matches(guard, cx, signal)
-            }
-
-            fn handle_error(
-                &self,
-                handler: HandlerRef,
-                cx: &StepCx<u8>,
-                error: &StepError,
-            ) -> Result<Option<Flow>, StepError> {
-                Paced.handle_error(handler, cx, error)
-            }
-        }
-    };
-}
-
-paced!(
+with_flow!(
     KeyLimited,
     KEY_LIMITED,
+    Paced,
+    "k",
     FlowControl {
         has_key: true,
         key_concurrency: Some(1),
@@ -85,9 +32,11 @@ paced!(
     }
 );
 
-paced!(
+with_flow!(
     RateLimited,
     RATE_LIMITED,
+    Paced,
+    "k",
     FlowControl {
         rate_limit: Some(Rate {
             count: 2,
