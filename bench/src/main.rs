@@ -16,6 +16,7 @@
 //! ```sh
 //! cargo run --release -p pgbus-bench                    # the full run, under 5 minutes
 //! cargo run --release -p pgbus-bench -- --quick         # a smoke run of everything
+//! cargo run --release -p pgbus-bench -- --only-steps    # section 1 alone
 //! cargo run --release -p pgbus-bench -- --only-starts   # section 6 alone
 //! cargo run --release -p pgbus-bench -- --only-flow     # section 7 alone
 //! ```
@@ -101,6 +102,7 @@ fn main() -> ExitCode {
     let began = Instant::now();
     let mut report = Report::new(&args, options.scale(), options.only_starts);
     report.only_flow = options.only_flow;
+    report.only_steps = options.only_steps;
     let outcome = runtime.block_on(async {
         tokio::select! {
             outcome = measure(&options, &mut report) => outcome,
@@ -118,7 +120,9 @@ fn main() -> ExitCode {
     print!("{report}");
     // A run that never reached the server leaves the last figures in place.
     if report.machine.is_some() {
-        let file = if options.only_starts {
+        let file = if options.only_steps {
+            "steps.json"
+        } else if options.only_starts {
             "starts.json"
         } else if options.only_flow {
             "flow.json"
@@ -185,6 +189,9 @@ async fn measure(options: &Options, report: &mut Report) -> Result<(), BoxError>
         report.memory.push(memory::Memory::read(&format!(
             "steps per second at concurrency {concurrency}"
         )));
+    }
+    if options.only_steps {
+        return Ok(());
     }
 
     eprintln!(

@@ -12,6 +12,9 @@ usage: cargo run --release -p pgbus-bench [-- options]
                     (its figures are not for comparison)
   --no-macro-cost   leave out the macro compile cost (a generated crate
                     built with cargo three times in each of two variants)
+  --only-steps      only steps per second beside the raw-SQL floor (section
+                    1), with the wire counts; its JSON goes to
+                    target/bench/steps.json
   --only-starts     only starts per second (section 6), one by one and with
                     start_many; its JSON goes to target/bench/starts.json
   --only-flow       only flow control (section 7): steps per second beside
@@ -37,6 +40,8 @@ pub(crate) const DEFAULT_DATABASE_URL: &str = "postgres://127.0.0.1:5432/test";
 pub(crate) struct Options {
     pub(crate) quick: bool,
     pub(crate) macro_cost: bool,
+    /// Only the steps-per-second section.
+    pub(crate) only_steps: bool,
     /// Only the starts-per-second section.
     pub(crate) only_starts: bool,
     /// Only the flow control section.
@@ -50,6 +55,7 @@ impl Options {
         let mut options = Self {
             quick: false,
             macro_cost: true,
+            only_steps: false,
             only_starts: false,
             only_flow: false,
             url: std::env::var("PGBUS_BENCH_DATABASE_URL")
@@ -60,6 +66,7 @@ impl Options {
                 "--help" | "-h" => return Ok(None),
                 "--quick" => options.quick = true,
                 "--no-macro-cost" => options.macro_cost = false,
+                "--only-steps" => options.only_steps = true,
                 "--only-starts" => options.only_starts = true,
                 "--only-flow" => options.only_flow = true,
                 other => return Err(format!("unknown option `{other}`; see --help")),

@@ -37,6 +37,8 @@ pub(crate) struct Report {
     pub(crate) macro_cost: Option<MacroCost>,
     /// 6. Starts per second, one by one and in bulk.
     pub(crate) starts: Option<Starts>,
+    /// Whether only section 1 ran (`--only-steps`).
+    pub(crate) only_steps: bool,
     /// Whether only section 6 ran (`--only-starts`).
     pub(crate) only_starts: bool,
     /// 7. Flow control: steps per second beside keys at their limit.
@@ -110,6 +112,7 @@ impl Report {
             only_starts,
             flow: None,
             only_flow: false,
+            only_steps: false,
             wall_s: 0.0,
             error: None,
         }
@@ -131,17 +134,19 @@ impl fmt::Display for Report {
         writeln!(f, "pgbus benchmark (issue 7)")?;
         self.fmt_machine(f)?;
         writeln!(f, "  command    {}", self.command)?;
-        if !self.only_starts && !self.only_flow {
+        if self.only_steps {
+            self.fmt_throughput(f)?;
+        } else if !self.only_starts && !self.only_flow {
             self.fmt_throughput(f)?;
             self.fmt_latency(f)?;
             self.fmt_history(f)?;
             self.fmt_memory(f)?;
             self.fmt_macro_cost(f)?;
         }
-        if !self.only_flow {
+        if !self.only_flow && !self.only_steps {
             self.fmt_starts(f)?;
         }
-        if !self.only_starts {
+        if !self.only_starts && !self.only_steps {
             self.fmt_flow(f)?;
         }
         writeln!(f)?;
