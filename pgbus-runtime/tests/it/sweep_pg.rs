@@ -138,6 +138,19 @@ async fn a_worker_that_stopped_heartbeating_loses_its_attempts_which_are_reattem
 
     gate.release.notify_one();
     hung.await.expect("join");
+    // The late body's outcome went out with its writes in one pipeline
+    // behind a fence that missed: none of them stayed.
+    let late = t.run(run).await;
+    assert_eq!(
+        late.steps
+            .iter()
+            .map(|s| (s.step_name.as_str(), s.attempt))
+            .collect::<Vec<_>>(),
+        [("slow", 1), ("slow", 2)],
+        "no next step from the late body"
+    );
+    assert_eq!(late.run.status, RunStatus::Ready);
+    assert!(!late.events.iter().any(|e| e.event == "step_completed"));
     // The new attempt runs on the sweeper after its wait; the gate lets it through.
     t.clock.advance(Duration::from_secs(1));
     gate.release.notify_one();
@@ -148,6 +161,11 @@ async fn a_worker_that_stopped_heartbeating_loses_its_attempts_which_are_reattem
         done.events
             .iter()
             .any(|e| e.event == "late_completion_ignored")
+    );
+    assert_eq!(
+        done.steps.iter().filter(|s| s.step_name == "next").count(),
+        1,
+        "the next step ran once"
     );
 }
 

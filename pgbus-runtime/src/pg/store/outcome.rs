@@ -32,9 +32,52 @@ impl PgStore {
     ) -> Result<Ended, Error> {
         let now = self.clock.now();
         let ending = Ending::Outcome { retrying };
-        in_tx!(self.pool, |tx| self.end_attempt_in(
-            &tx, definition, claimed, worker_id, result, now, ending, handoff
+        let mut client = self.pool.get().await?;
+        // First with the fence pipelined with the writes; when the fence did
+        // not hold, or Postgres asks for the transaction again, once more
+        // with the fence first (and up to `TX_ATTEMPTS` times).
+        let first = {
+            let tx = client.transaction().await?;
+            match self
+                .end_attempt_in(
+                    &tx,
+                    definition,
+                    claimed,
+                    worker_id,
+                    result,
+                    now,
+                    ending,
+                    handoff,
+                    Fence::Pipelined,
+                )
+                .await
+            {
+                Ok(Some(ended)) => tx.commit().await.map(|()| Some(ended)).map_err(Error::from),
+                Ok(None) => tx.rollback().await.map(|()| None).map_err(Error::from),
+                Err(error) => {
+                    let _ = tx.rollback().await;
+                    Err(error)
+                }
+            }
+        };
+        match first {
+            Ok(Some(ended)) => return Ok(ended),
+            Err(Error::Database(db)) if retryable(&db) => {}
+            Ok(None) => {}
+            Err(error) => return Err(error),
+        }
+        in_tx!(@on client, |tx| self.end_attempt_in(
+            &tx,
+            definition,
+            claimed,
+            worker_id,
+            result,
+            now,
+            ending,
+            handoff,
+            Fence::First
         ))
+        .map(fenced_first)
     }
 
     /// Ends a stalled attempt for the sweep: fenced on the row's own claim, with a
@@ -57,8 +100,10 @@ impl PgStore {
             result,
             now,
             Ending::Sweep { detection },
-            None
+            None,
+            Fence::First
         ))
+        .map(fenced_first)
     }
 
     /// Ends a due row no live worker can run, for the sweep's grace rule:
@@ -82,8 +127,10 @@ impl PgStore {
             result,
             now,
             Ending::Undefined { grace_ms, lost_ms },
-            None
+            None,
+            Fence::First
         ))
+        .map(fenced_first)
     }
 
     #[allow(clippy::too_many_arguments)] // one transaction, its parts named
@@ -97,37 +144,29 @@ impl PgStore {
         now: Option<DateTime<Utc>>,
         ending: Ending<'_>,
         handoff: Option<Handoff<'_>>,
-    ) -> Result<Ended, Error> {
+        fence: Fence,
+    ) -> Result<Option<Ended>, Error> {
         let sweep = match ending {
             Ending::Sweep { detection } => Some(detection),
             Ending::Outcome { .. } | Ending::Undefined { .. } => None,
         };
         let Some(run) = self.lock_run(tx, claimed.run_id, now).await? else {
             // The run was deleted (retention) while the step ran.
-            return Ok(Ended::Late);
+            return Ok(Some(Ended::Late));
         };
         let run_status = self.settle_ended(tx, claimed.run_id, &run).await?;
         if let (Some(park), Ending::Outcome { retrying }) = (&result.park, ending) {
             return self
                 .park_in(tx, &run, claimed, worker_id, result, park, retrying, now)
-                .await;
+                .await
+                .map(Some);
         }
-        let step_names: Option<Vec<String>> = run.get("step_names");
-        let step_plan = read_step_plan(&run);
         let state = AttemptState {
             step_name: claimed.step_name.clone(),
             attempt: claimed.attempt,
             reattempts: claimed.reattempts,
         };
-        let run_state = RunState {
-            status: run_status,
-            step_names,
-            step_plan,
-            overrides: RunOverrides {
-                queue: run.try_get("queue_override")?,
-                priority: run.try_get("priority_override")?,
-            },
-        };
+        let run_state = run_state_of(&run, run_status)?;
         let mut plan = plan_outcome(definition, &run_state, &state, result);
         // A retry never hands on: it cannot tell whether the try whose reply
         // was lost did (see `fenced_off`).
@@ -153,57 +192,112 @@ impl PgStore {
             plan.events.insert(0, stall_event(detection));
         }
 
-        let fenced = self
-            .fence(tx, claimed, worker_id, &plan, result, now, ending)
-            .await?;
-        // The fence's `finished_at` is the time the whole transition uses: one
-        // reading of the store's clock, no extra round trip.
-        let Some(fenced) = fenced else {
-            return self
-                .fenced_off(tx, claimed, worker_id, result, ending, now, offered)
-                .await
-                .map(|recorded| {
-                    if recorded {
-                        Ended::Applied(Box::new(plan))
-                    } else {
-                        Ended::Late
-                    }
-                });
-        };
-        let db_now: DateTime<Utc> = fenced.get(0);
-        let kept_output: Option<Value> = fenced.get("kept_output");
-
         let actor = match ending {
             Ending::Outcome { .. } => worker_id,
             Ending::Sweep { .. } | Ending::Undefined { .. } => "sweep",
         };
-        if let Some(Gate::Signal { id, fresh: true }) = result.gate {
-            self.consume_signal(tx, id, claimed.step_id, db_now).await?;
-        }
+        // The time of the whole transition: the lock's reading of the store's
+        // clock, taken once the lock was held.
+        let db_now: DateTime<Utc> = run.get("now");
         let step = StepRef {
             id: claimed.step_id,
             name: &claimed.step_name,
             attempt: claimed.attempt,
         };
-        let change = RunChange {
-            run_id: claimed.run_id.0,
-            parent_batch_id: run.get("parent_batch_id"),
-            workflow: &claimed.workflow,
-            cancel_open_steps: plan.cancel_open_steps,
-            next: plan.next.as_ref(),
-            run_status: plan.run_status,
-            current_step: plan.current_step.as_deref(),
-            run_error: plan.run_error.as_ref(),
-            events: &plan.events,
-            claim_next: handoff.map(|h| (worker_id, h.stall_threshold_ms)),
+        let change = RunChange::of_outcome(
+            claimed,
+            run.get("parent_batch_id"),
+            &plan,
+            handoff.map(|h| (worker_id, h.stall_threshold_ms)),
+        );
+        let pipelined = fence == Fence::Pipelined
+            && matches!(ending, Ending::Outcome { .. })
+            && change.pipelines();
+        let attempt = Attempt {
+            claimed,
+            worker_id,
+            plan: &plan,
+            result,
+            ending,
+            actor,
+            now: db_now,
         };
-        let next_id = self.apply_change(tx, &change, &step, actor, db_now).await?;
+        let (fenced, next_id) = match self
+            .fence_and_apply(tx, &attempt, &change, &step, pipelined)
+            .await?
+        {
+            Fenced::Held(fenced, next_id) => (fenced, next_id),
+            Fenced::MissedAfterWrites => return Ok(None),
+            Fenced::Missed => {
+                return self
+                    .fenced_off(tx, claimed, worker_id, result, ending, now, offered)
+                    .await
+                    .map(|recorded| {
+                        Some(if recorded {
+                            Ended::Applied(Box::new(plan))
+                        } else {
+                            Ended::Late
+                        })
+                    });
+            }
+        };
+        let kept_output: Option<Value> = fenced.get("kept_output");
         // A step id comes back only when `plan.next` was handed on.
         let (Some(next_id), Some(next)) = (next_id, plan.next.as_ref()) else {
-            return Ok(Ended::Applied(Box::new(plan)));
+            return Ok(Some(Ended::Applied(Box::new(plan))));
         };
         let continued = continued_claim(claimed, &plan, next, result, kept_output, next_id, db_now);
-        Ok(Ended::Continued(Box::new(plan), Box::new(continued)))
+        Ok(Some(Ended::Continued(Box::new(plan), Box::new(continued))))
+    }
+
+    /// The fence of an ending, the signal its attempt consumed and `change`
+    /// written. `pipelined`: all of it in one pipeline, one round trip where
+    /// awaiting the fence first takes two; the writes assume the fence holds,
+    /// and when it does not (a late completion, or a retried outcome whose
+    /// first try committed) `MissedAfterWrites` says the transaction must be
+    /// rolled back. Every statement is prepared before any is sent, so they go
+    /// out in the order polled: the fence first.
+    async fn fence_and_apply(
+        &self,
+        tx: &Transaction<'_>,
+        e: &Attempt<'_>,
+        change: &RunChange<'_>,
+        step: &StepRef<'_>,
+        pipelined: bool,
+    ) -> Result<Fenced, Error> {
+        let consume = async {
+            match e.result.gate {
+                Some(Gate::Signal { id, fresh: true }) => {
+                    self.consume_signal(tx, id, e.claimed.step_id, e.now).await
+                }
+                _ => Ok(()),
+            }
+        };
+        let fence = self.fence(
+            tx,
+            e.claimed,
+            e.worker_id,
+            e.plan,
+            e.result,
+            e.now,
+            e.ending,
+        );
+        if pipelined {
+            self.prepare_pipeline(tx, e.result).await?;
+            let apply = self.apply_change(tx, change, step, e.actor, e.now);
+            let (fenced, consumed, applied) = tokio::join!(biased; fence, consume, apply);
+            let Some(fenced) = fenced? else {
+                return Ok(Fenced::MissedAfterWrites);
+            };
+            consumed?;
+            return Ok(Fenced::Held(fenced, applied?));
+        }
+        let Some(fenced) = fence.await? else {
+            return Ok(Fenced::Missed);
+        };
+        consume.await?;
+        let next_id = self.apply_change(tx, change, step, e.actor, e.now).await?;
+        Ok(Fenced::Held(fenced, next_id))
     }
 
     /// The fence of an ending: the attempt's own claim (`end_attempt.sql`), or
@@ -217,7 +311,7 @@ impl PgStore {
         worker_id: &str,
         plan: &crate::engine::Plan,
         result: &AttemptResult,
-        now: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
         ending: Ending<'_>,
     ) -> Result<Option<tokio_postgres::Row>, Error> {
         let error = result.error.as_ref();
@@ -279,6 +373,28 @@ impl PgStore {
             statement.execute(tx, &[&run_id.0, &now]).await?;
         }
         Ok(status)
+    }
+
+    /// Prepares every statement a pipelined ending of `change` sends, so that
+    /// none waits on a prepare while a later one goes out.
+    async fn prepare_pipeline(
+        &self,
+        tx: &Transaction<'_>,
+        result: &AttemptResult,
+    ) -> Result<(), Error> {
+        self.prep.in_tx(tx, &self.sql.end_attempt).await?;
+        if matches!(result.gate, Some(Gate::Signal { fresh: true, .. })) {
+            self.prep.in_tx(tx, &self.sql.consume_signal).await?;
+        }
+        for sql in [
+            &self.sql.insert_events,
+            &self.sql.insert_step,
+            &self.sql.update_run,
+            &self.sql.notify,
+        ] {
+            self.prep.in_tx(tx, sql).await?;
+        }
+        Ok(())
     }
 
     /// Records that attempt `step_id` consumed signal `id`.
@@ -508,6 +624,62 @@ impl PgStore {
     }
 }
 
+/// The locked run (a `lock_run.sql` row) as the engine plans with it.
+fn run_state_of(run: &tokio_postgres::Row, status: RunStatus) -> Result<RunState, Error> {
+    Ok(RunState {
+        status,
+        step_names: run.try_get("step_names")?,
+        step_plan: read_step_plan(run),
+        overrides: RunOverrides {
+            queue: run.try_get("queue_override")?,
+            priority: run.try_get("priority_override")?,
+        },
+    })
+}
+
+/// What an ending fences and writes with: the attempt, its plan and result,
+/// who ends it, and the time of the transition.
+pub(super) struct Attempt<'a> {
+    claimed: &'a Claim,
+    worker_id: &'a str,
+    plan: &'a crate::engine::Plan,
+    result: &'a AttemptResult,
+    ending: Ending<'a>,
+    actor: &'a str,
+    now: DateTime<Utc>,
+}
+
+/// What [`PgStore::fence_and_apply`] found.
+enum Fenced {
+    /// The fence held (its row), and the change was written (the id of the
+    /// next step, when it was handed on).
+    Held(tokio_postgres::Row, Option<i64>),
+    /// The fence did not hold, and nothing was written.
+    Missed,
+    /// The fence did not hold, and the writes sent with it must be rolled
+    /// back.
+    MissedAfterWrites,
+}
+
+/// When an ending sends its fence.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fence {
+    /// In one pipeline with the writes that assume it holds, where the
+    /// change allows ([`RunChange::pipelines`]); `None` from
+    /// `end_attempt_in` when it did not hold, and the transaction must be
+    /// rolled back.
+    Pipelined,
+    /// Alone, awaited before anything else is written.
+    First,
+}
+
+/// What an ending with [`Fence::First`] gave, which is always an ending.
+#[allow(clippy::unnecessary_wraps)] // the shape `end_attempt_in` returns
+fn fenced_first(ended: Option<Ended>) -> Ended {
+    // `None` comes only from a pipelined fence that did not hold.
+    ended.unwrap_or(Ended::Late)
+}
+
 /// Who ends an attempt.
 #[derive(Clone, Copy)]
 pub(super) enum Ending<'a> {
@@ -575,4 +747,38 @@ pub(super) struct RunChange<'a> {
     /// Claim `next` for this worker id, with this stall threshold (ms),
     /// instead of scheduling it (see [`Handoff`]).
     pub(super) claim_next: Option<(&'a str, i64)>,
+}
+
+impl<'a> RunChange<'a> {
+    /// The change of an attempt's outcome `plan`; `parent_batch_id` is the
+    /// run's (a fan_out child's batch).
+    fn of_outcome(
+        claimed: &'a Claim,
+        parent_batch_id: Option<i64>,
+        plan: &'a crate::engine::Plan,
+        claim_next: Option<(&'a str, i64)>,
+    ) -> Self {
+        Self {
+            run_id: claimed.run_id.0,
+            parent_batch_id,
+            workflow: &claimed.workflow,
+            cancel_open_steps: plan.cancel_open_steps,
+            next: plan.next.as_ref(),
+            run_status: plan.run_status,
+            current_step: plan.current_step.as_deref(),
+            run_error: plan.run_error.as_ref(),
+            events: &plan.events,
+            claim_next,
+        }
+    }
+
+    /// Whether [`PgStore::apply_change`] sends every statement of this change
+    /// in one pipeline, none awaited before the next is sent: no open steps
+    /// to cancel, and nothing of a fan-out (a cancel's tree, a child's count
+    /// toward its batch), which read before they write.
+    fn pipelines(&self) -> bool {
+        !self.cancel_open_steps
+            && self.run_status != RunStatus::Cancelled
+            && !(self.run_status.is_terminal() && self.parent_batch_id.is_some())
+    }
 }
