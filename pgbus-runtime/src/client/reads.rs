@@ -50,8 +50,8 @@ impl Client {
                 .read_only(true)
                 .start()
                 .await?;
-            let sql = &self.store.sql;
-            let statement = self.store.prep.in_tx(&client, &sql.get_run).await?;
+            let (sql, prep) = (&self.store.sql, &self.store.prep);
+            let statement = prep.in_driver_tx(&client, &sql.get_run).await?;
             let Some(row) = statement
                 .query_opt(&client, &[&run_id.0, &value_bytes, &now, &lost_ms])
                 .await?
@@ -71,7 +71,7 @@ impl Client {
             let _ = left_out(&row, "input_bytes", ValueOf::Input);
             let mut view = run_view(&row)?;
 
-            let statement = self.store.prep.in_tx(&client, &sql.run_steps).await?;
+            let statement = prep.in_driver_tx(&client, &sql.run_steps).await?;
             for row in statement
                 .query(&client, &[&run_id.0, &last, &value_bytes])
                 .await?
@@ -93,7 +93,7 @@ impl Client {
             }
 
             let first_step = view.steps.first().map_or(i64::MAX, |step| step.id);
-            let statement = self.store.prep.in_tx(&client, &sql.run_events).await?;
+            let statement = prep.in_driver_tx(&client, &sql.run_events).await?;
             for row in statement
                 .query(&client, &[&run_id.0, &last, &first_step, &pause_marks])
                 .await?
@@ -101,7 +101,7 @@ impl Client {
                 view.events.push(event_view(&row)?);
             }
 
-            let statement = self.store.prep.in_tx(&client, &sql.run_signals).await?;
+            let statement = prep.in_driver_tx(&client, &sql.run_signals).await?;
             for row in statement
                 .query(&client, &[&run_id.0, &last, &value_bytes])
                 .await?
@@ -118,7 +118,7 @@ impl Client {
                 });
             }
 
-            let statement = self.store.prep.in_tx(&client, &sql.run_batches).await?;
+            let statement = prep.in_driver_tx(&client, &sql.run_batches).await?;
             let checked = BatchView::CHILDREN_CHECKED;
             for row in statement
                 .query(&client, &[&run_id.0, &last, &now, &lost_ms, &checked])

@@ -142,7 +142,7 @@ pub async fn migrate_schema(pool: &Pool, schema: &Schema) -> Result<(), Error> {
     let prep = Preparer::new(StatementMode::Unnamed);
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    prep.in_tx(&tx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+    prep.in_driver_tx(&tx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .await?
         .execute(&tx, &[&format!("pgbus.migrate.{schema}")])
         .await?;
@@ -162,7 +162,11 @@ pub async fn migrate_schema(pool: &Pool, schema: &Schema) -> Result<(), Error> {
 
     let applied_sql = schema
         .render("SELECT version, name, checksum FROM {schema}.pgbus_migrations ORDER BY version");
-    let applied = prep.in_tx(&tx, &applied_sql).await?.query(&tx, &[]).await?;
+    let applied = prep
+        .in_driver_tx(&tx, &applied_sql)
+        .await?
+        .query(&tx, &[])
+        .await?;
     for row in &applied {
         let version: i32 = row.get(0);
         let Some(known) = MIGRATIONS.iter().find(|m| m.version == version) else {
@@ -191,7 +195,7 @@ pub async fn migrate_schema(pool: &Pool, schema: &Schema) -> Result<(), Error> {
             continue;
         }
         tx.batch_execute(&schema.render(migration.sql)).await?;
-        prep.in_tx(&tx, &record_sql)
+        prep.in_driver_tx(&tx, &record_sql)
             .await?
             .execute(
                 &tx,

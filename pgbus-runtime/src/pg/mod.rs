@@ -7,6 +7,7 @@ mod start;
 mod start_many;
 pub(crate) mod statement;
 pub(crate) mod store;
+pub(crate) mod tx;
 
 use std::fmt;
 

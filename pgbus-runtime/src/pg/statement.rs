@@ -91,6 +91,13 @@ impl<'a> Conn for deadpool_postgres::Transaction<'a> {
     }
 }
 
+impl Conn for crate::pg::tx::Tx<'_> {
+    type Pg = tokio_postgres::Client;
+    fn pg(&self) -> &Self::Pg {
+        self
+    }
+}
+
 /// A caller's own client or transaction, as [`Conn`].
 pub(crate) struct Caller<'c, C>(pub(crate) &'c C);
 
@@ -110,24 +117,41 @@ impl Preparer {
         }
     }
 
-    /// `sql`, ready to run inside transaction `tx`.
+    /// `sql`, ready to run inside the store's transaction `tx`.
     pub(crate) async fn in_tx<'s>(
+        &self,
+        tx: &crate::pg::tx::Tx<'_>,
+        sql: &'s str,
+    ) -> Result<Prepared<'s>, Error> {
+        match self.mode {
+            StatementMode::Cached => Ok(Prepared::Cached(tx.prepare_cached(sql).await?)),
+            StatementMode::Unnamed => self.unnamed_in(tx, sql).await,
+        }
+    }
+
+    /// `sql`, ready to run inside the driver's transaction `tx` (the
+    /// migrations', a read's snapshot).
+    pub(crate) async fn in_driver_tx<'s>(
         &self,
         tx: &deadpool_postgres::Transaction<'_>,
         sql: &'s str,
     ) -> Result<Prepared<'s>, Error> {
         match self.mode {
             StatementMode::Cached => Ok(Prepared::Cached(tx.prepare_cached(sql).await?)),
-            StatementMode::Unnamed => {
-                let types = match self.known(sql) {
-                    Some(types) => types,
-                    // Prepared and closed inside `tx`: the Close goes out before
-                    // whatever ends the transaction.
-                    None => self.learn(tx.prepare(sql).await?, sql),
-                };
-                Ok(Prepared::Unnamed { sql, types })
-            }
+            StatementMode::Unnamed => self.unnamed_in(tx, sql).await,
         }
+    }
+
+    /// `sql` unnamed, its types learned inside transaction `tx` if not known
+    /// yet.
+    async fn unnamed_in<'s>(&self, tx: &impl Conn, sql: &'s str) -> Result<Prepared<'s>, Error> {
+        let types = match self.known(sql) {
+            Some(types) => types,
+            // Prepared and closed inside `tx`: the Close goes out before
+            // whatever ends the transaction.
+            None => self.learn(tx.pg().prepare(sql).await?, sql),
+        };
+        Ok(Prepared::Unnamed { sql, types })
     }
 
     /// `sql`, ready to run on pooled connection `client` outside a transaction.

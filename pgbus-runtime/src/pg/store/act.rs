@@ -1,7 +1,7 @@
 //! Operator actions on a run.
 
+use crate::pg::tx::Tx;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Transaction;
 
 use super::outcome::{RunChange, StepRef};
 use super::{PgStore, TX_ATTEMPTS, check_count, parse_stored, read_step_plan, retryable};
@@ -31,7 +31,7 @@ impl PgStore {
 
     async fn act_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         run_id: RunId,
         action: Action,
         actor: &str,
@@ -56,7 +56,7 @@ impl PgStore {
     /// latest step row.
     pub(super) async fn action_run(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         run_id: RunId,
         run: &tokio_postgres::Row,
     ) -> Result<ActionRun, Error> {
@@ -90,7 +90,7 @@ impl PgStore {
     /// locked `run` row, at the lock's time, recorded as `actor`'s.
     pub(super) async fn apply_action(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         run_id: RunId,
         run: &tokio_postgres::Row,
         state: &ActionRun,

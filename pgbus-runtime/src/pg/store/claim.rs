@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
+use crate::pg::tx::Tx;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Transaction;
 use serde_json::Value;
 
 use super::flow::HeldBack;
@@ -78,7 +78,7 @@ impl PgStore {
     #[allow(clippy::too_many_arguments)]
     async fn claim_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         queues: &[String],
         registered: &Registered,
         limit: i64,
@@ -156,7 +156,7 @@ impl PgStore {
     /// the one that took the locks (see `gate_inputs.sql` for why).
     async fn gate_inputs(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         gated: &[(i64, Option<String>)],
         claimed: &mut [Claim],
     ) -> Result<(), Error> {

@@ -1,8 +1,8 @@
 //! Run deadlines: the sweep's pass over the runs past theirs, each acted on
 //! in a transaction of its own under the run's lock.
 
+use crate::pg::tx::Tx;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Transaction;
 
 use super::{PgStore, TX_ATTEMPTS, retryable};
 use crate::context::RunId;
@@ -46,7 +46,7 @@ impl PgStore {
     /// its deadline spent or moved meanwhile).
     async fn expire_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         run_id: RunId,
         now: Option<DateTime<Utc>>,
     ) -> Result<Option<DeadlineAction>, Error> {

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{Pool, Transaction};
+use deadpool_postgres::Pool;
+
+use crate::pg::tx::Tx;
 use serde_json::Value;
 use tokio_postgres::error::SqlState;
 
@@ -35,7 +37,7 @@ macro_rules! in_tx {
         let mut tries = 0;
         loop {
             tries += 1;
-            let $tx = client.transaction().await?;
+            let $tx = $crate::pg::tx::Tx::begin(&mut *client);
             let result = match $body.await {
                 Ok(value) => $tx.commit().await.map(|()| value).map_err(Error::from),
                 // Roll back now, not on drop: a dropped transaction only queues
@@ -103,7 +105,7 @@ impl PgStore {
     /// returns its row; `None` when it does not exist.
     pub(super) async fn lock_run(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         run_id: RunId,
         now: Option<DateTime<Utc>>,
     ) -> Result<Option<tokio_postgres::Row>, Error> {

@@ -1,7 +1,7 @@
 //! Ending a claimed attempt: fenced, planned with the run locked, and applied.
 
+use crate::pg::tx::Tx;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Transaction;
 use serde_json::Value;
 
 use super::{PgStore, TX_ATTEMPTS, check_count, ms, parse_stored, read_step_plan, retryable};
@@ -37,7 +37,7 @@ impl PgStore {
         // not hold, or Postgres asks for the transaction again, once more
         // with the fence first (and up to `TX_ATTEMPTS` times).
         let first = {
-            let tx = client.transaction().await?;
+            let tx = Tx::begin(&mut client);
             match self
                 .end_attempt_in(
                     &tx,
@@ -136,7 +136,7 @@ impl PgStore {
     #[allow(clippy::too_many_arguments)] // one transaction, its parts named
     async fn end_attempt_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         definition: &'static WorkflowDefinition,
         claimed: &Claim,
         worker_id: &str,
@@ -259,7 +259,7 @@ impl PgStore {
     /// out in the order polled: the fence first.
     async fn fence_and_apply(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         e: &Attempt<'_>,
         change: &RunChange<'_>,
         step: &StepRef<'_>,
@@ -306,7 +306,7 @@ impl PgStore {
     #[allow(clippy::too_many_arguments)] // one statement, its parts named
     async fn fence(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         claimed: &Claim,
         worker_id: &str,
         plan: &crate::engine::Plan,
@@ -362,7 +362,7 @@ impl PgStore {
     /// moving the run.
     async fn settle_ended(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         run_id: RunId,
         run: &tokio_postgres::Row,
     ) -> Result<RunStatus, Error> {
@@ -377,11 +377,7 @@ impl PgStore {
 
     /// Prepares every statement a pipelined ending of `change` sends, so that
     /// none waits on a prepare while a later one goes out.
-    async fn prepare_pipeline(
-        &self,
-        tx: &Transaction<'_>,
-        result: &AttemptResult,
-    ) -> Result<(), Error> {
+    async fn prepare_pipeline(&self, tx: &Tx<'_>, result: &AttemptResult) -> Result<(), Error> {
         self.prep.in_tx(tx, &self.sql.end_attempt).await?;
         if matches!(result.gate, Some(Gate::Signal { fresh: true, .. })) {
             self.prep.in_tx(tx, &self.sql.consume_signal).await?;
@@ -400,7 +396,7 @@ impl PgStore {
     /// Records that attempt `step_id` consumed signal `id`.
     async fn consume_signal(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         id: SignalId,
         step_id: i64,
         now: DateTime<Utc>,
@@ -416,7 +412,7 @@ impl PgStore {
     #[allow(clippy::too_many_arguments)] // one transaction, its parts named
     pub(super) async fn fenced_off(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         claimed: &Claim,
         worker_id: &str,
         result: &AttemptResult,
@@ -468,7 +464,7 @@ impl PgStore {
     /// and wakes the workers of its queue.
     async fn release_handoff(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         claimed: &Claim,
         worker_id: &str,
     ) -> Result<(), Error> {
@@ -488,7 +484,7 @@ impl PgStore {
 
     pub(super) async fn apply_change(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         change: &RunChange<'_>,
         step: &StepRef<'_>,
         actor: &str,
@@ -590,7 +586,7 @@ impl PgStore {
     /// Appends `rows` (events of run `run_id`) with `statement`
     /// (`insert_events.sql`, prepared); nothing when there are none.
     async fn insert_events(
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         statement: &Prepared<'_>,
         run_id: i64,
         rows: &EventRows,

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::pg::tx::Tx;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Transaction;
 use serde_json::Value;
 
 use super::outcome::{Ending, RunChange, StepRef};
@@ -21,7 +21,7 @@ impl PgStore {
     #[allow(clippy::too_many_arguments)] // one transaction, its parts named
     pub(super) async fn park_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         run: &tokio_postgres::Row,
         claimed: &Claim,
         worker_id: &str,
@@ -125,7 +125,7 @@ impl PgStore {
     /// statement. Returns `(batch id, total)`.
     async fn start_children(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         claimed: &Claim,
         worker_id: &str,
         children: &[ChildRun],
@@ -196,7 +196,7 @@ impl PgStore {
     /// (and theirs) are cancelled; a child counts toward its batch.
     pub(super) async fn fan_out_changes(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         change: &RunChange<'_>,
         actor: &str,
         now: DateTime<Utc>,

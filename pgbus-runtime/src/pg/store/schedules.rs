@@ -1,8 +1,8 @@
 //! Schedules: their rows, locked, fenced and written as the engine decides;
 //! a fire starts its ticks' runs in the transaction that moves the row on.
 
+use crate::pg::tx::Tx;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
 
 use super::{PgStore, TX_ATTEMPTS, check_count, parse_stored, retryable};
@@ -53,11 +53,7 @@ impl PgStore {
         }
     }
 
-    async fn lock_schedule(
-        &self,
-        tx: &Transaction<'_>,
-        name: &str,
-    ) -> Result<Option<Locked>, Error> {
+    async fn lock_schedule(&self, tx: &Tx<'_>, name: &str) -> Result<Option<Locked>, Error> {
         let statement = self.prep.in_tx(tx, &self.sql.lock_schedule).await?;
         let now = self.clock.now();
         statement
@@ -69,7 +65,7 @@ impl PgStore {
 
     async fn write_schedule(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         schedule: &ScheduleView,
         insert: bool,
     ) -> Result<bool, Error> {
@@ -94,11 +90,7 @@ impl PgStore {
         in_tx!(self.pool, |tx| self.declare_in(&tx, specs))
     }
 
-    async fn declare_in(
-        &self,
-        tx: &Transaction<'_>,
-        specs: &[ScheduleSpec],
-    ) -> Result<Vec<String>, Error> {
+    async fn declare_in(&self, tx: &Tx<'_>, specs: &[ScheduleSpec]) -> Result<Vec<String>, Error> {
         let mut left_alone = Vec::new();
         // Rows locked in name order, whoever declares: no two declarations
         // wait on each other's locks.
@@ -133,7 +125,7 @@ impl PgStore {
         Ok(left_alone)
     }
 
-    async fn store_now(&self, tx: &Transaction<'_>) -> Result<DateTime<Utc>, Error> {
+    async fn store_now(&self, tx: &Tx<'_>) -> Result<DateTime<Utc>, Error> {
         let statement = self.prep.in_tx(tx, &self.sql.store_now).await?;
         let now = self.clock.now();
         Ok(statement.query_one(tx, &[&now]).await?.try_get("now")?)
@@ -255,7 +247,7 @@ impl PgStore {
 
     async fn fire_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         definition: &'static WorkflowDefinition,
         name: &str,
         expected: DateTime<Utc>,

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::pg::tx::Tx;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Transaction;
 use serde_json::Value;
 
 use super::{PgStore, TX_ATTEMPTS, check_count, parse_stored, retryable};
@@ -30,7 +30,7 @@ impl PgStore {
 
     async fn signal_in(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         run_id: RunId,
         name: &str,
         payload: &Value,
