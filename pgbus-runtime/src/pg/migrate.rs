@@ -115,6 +115,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0017_deadlines.sql",
         sql: include_str!("../../migrations/0017_deadlines.sql"),
     },
+    Migration {
+        version: 18,
+        name: "0018_run_updates_in_place.sql",
+        sql: include_str!("../../migrations/0018_run_updates_in_place.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

@@ -215,8 +215,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long finished and cancelled runs are kept, counted from their last
-    /// change, before the sweep deletes them with their steps, events and signals
+    /// How long finished and cancelled runs are kept, counted from when they
+    /// ended, before the sweep deletes them with their steps, events and signals
     /// (default [`DEFAULT_RETENTION`], 30 days; at most `36500d`, a longer one is
     /// cut to it); `None` keeps them forever.
     #[must_use]

@@ -564,3 +564,59 @@ async fn bodies_holding_every_pooled_connection_do_not_starve_the_heartbeat() {
     }
     assert_eq!(running.await.expect("join"), 16);
 }
+
+#[tokio::test]
+async fn retention_counts_from_when_a_run_ended_and_a_hand_ended_run_from_its_start() {
+    let t = TestDb::new().await;
+    let gate = Arc::new(Gate::default());
+    let sweeper =
+        t.db.worker()
+            .notifications(false)
+            .retention(Some(Duration::from_hours(1)))
+            .register(Hung {
+                gate: Arc::clone(&gate),
+            })
+            .build()
+            .expect("worker");
+    // Every run started two hours ago.
+    seed_runs(&t, 4, "finished", 7200).await;
+    let ids: Vec<i64> = t
+        .query("SELECT id FROM {schema}.runs ORDER BY id", &[])
+        .await
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let now = t.clock.now();
+    // Ended ten minutes ago: kept, whatever changed last.
+    t.execute(
+        "UPDATE {schema}.runs SET finished_at = $2::timestamptz - interval '10 minutes',
+                                  updated_at = $2::timestamptz - interval '3 hours'
+         WHERE id = $1",
+        &[&ids[0], &now],
+    )
+    .await;
+    // Cancelled ten minutes ago: kept.
+    t.execute(
+        "UPDATE {schema}.runs SET status = 'cancelled', finished_at = NULL,
+                                  cancelled_at = $2::timestamptz - interval '10 minutes'
+         WHERE id = $1",
+        &[&ids[1], &now],
+    )
+    .await;
+    // Ended by hand with no end time: counts from its start, two hours ago.
+    t.execute(
+        "UPDATE {schema}.runs SET status = 'cancelled', finished_at = NULL WHERE id = $1",
+        &[&ids[2]],
+    )
+    .await;
+    // ids[3]: finished two hours ago, as seeded.
+
+    assert_eq!(sweeper.sweep().await.expect("sweep").runs_deleted, 2);
+    let left: Vec<i64> = t
+        .query("SELECT id FROM {schema}.runs ORDER BY id", &[])
+        .await
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(left, ids[..2]);
+}
