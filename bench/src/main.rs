@@ -103,6 +103,7 @@ fn main() -> ExitCode {
     let mut report = Report::new(&args, options.scale(), options.only_starts);
     report.only_flow = options.only_flow;
     report.only_steps = options.only_steps;
+    schema::GROUP_COMMIT.store(options.group_commit, std::sync::atomic::Ordering::Relaxed);
     let outcome = runtime.block_on(async {
         tokio::select! {
             outcome = measure(&options, &mut report) => outcome,

@@ -9,6 +9,14 @@ use pgbus_testkit::TestDatabase;
 
 use crate::BoxError;
 
+/// Whether the engine's databases run with group commit (`--group-commit`).
+pub(crate) static GROUP_COMMIT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+fn group_commit() -> bool {
+    GROUP_COMMIT.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A migrated schema of its own, dropped when this value is dropped.
 pub(crate) struct BenchSchema(TestDatabase);
 
@@ -32,7 +40,12 @@ impl BenchSchema {
     /// Another pgbus database on this schema, on a pool of its own: fresh
     /// connections, whose prepared statements have no plans cached yet.
     pub(crate) async fn connect_again(&self) -> Result<Database, BoxError> {
-        Ok(self.0.connect_again().await?)
+        Ok(Database::builder(self.0.url())
+            .schema(self.0.schema().clone())
+            .clock(self.db().clock().clone())
+            .group_commit(group_commit())
+            .connect()
+            .await?)
     }
 
     /// Another pgbus database on this schema whose connections go to
@@ -43,10 +56,12 @@ impl BenchSchema {
         let user = config.get_user().unwrap_or("postgres");
         let dbname = config.get_dbname().unwrap_or(user);
         let url = format!("postgres://{user}@127.0.0.1:{port}/{dbname}?sslmode=disable");
-        Ok(
-            Database::connect_with(&url, self.0.schema().clone(), self.db().clock().clone())
-                .await?,
-        )
+        Ok(Database::builder(&url)
+            .schema(self.0.schema().clone())
+            .clock(self.db().clock().clone())
+            .group_commit(group_commit())
+            .connect()
+            .await?)
     }
 
     /// Where the server is, when the URL names it over TCP: the first host

@@ -37,6 +37,7 @@ pub struct DatabaseBuilder {
     settings: Settings,
     lookup: EnvLookup,
     limits: crate::context::Limits,
+    group_commit: bool,
 }
 
 /// Reads an environment variable (see [`DatabaseBuilder::env_lookup`]).
@@ -63,6 +64,7 @@ impl DatabaseBuilder {
             settings: Settings::default(),
             lookup: Arc::new(connection::env::process_env),
             limits: crate::context::Limits::default(),
+            group_commit: false,
         }
     }
 
@@ -213,6 +215,24 @@ impl DatabaseBuilder {
         self
     }
 
+    /// Whether the outcomes of several steps that arrive together share one
+    /// transaction and one `COMMIT` (group commit; default off).
+    ///
+    /// Each outcome still locks, fences and writes its own rows; one whose
+    /// fence does not hold, or whose statement fails, sends its group back
+    /// and every outcome of it ends in a transaction of its own, as with
+    /// this off. Fan-out children, cancels and parks always end alone. A
+    /// group runs on one connection, so its members' statements run one
+    /// after another on one server process: it saves the server and the
+    /// worker CPU a step (about a third at concurrency 16 in the benchmark,
+    /// `BENCHMARKS.md` section 1a) but waits longer for each outcome, so it
+    /// pays where CPU, not latency, is short. The idea is the group commit
+    /// of database logs, and River's batched completer.
+    pub fn group_commit(mut self, on: bool) -> Self {
+        self.group_commit = on;
+        self
+    }
+
     /// Runs pgbus's statements on `pool`, a pool of your application's, while
     /// the URL's settings serve the worker's `LISTEN` and upkeep
     /// connections. (Through a transaction-mode pooler: a pool on the pooler,
@@ -265,6 +285,7 @@ impl DatabaseBuilder {
             settings,
             lookup,
             limits,
+            group_commit,
         } = self;
         let (pool, connector) = match source {
             Source::Pool(pool) => {
@@ -308,6 +329,7 @@ impl DatabaseBuilder {
         );
         store.connector.clone_from(&connector);
         store.limits = limits;
+        store.groups = group_commit.then(Arc::default);
         // Behind a transaction-mode pooler a `LISTEN` hears nothing: waits
         // on results poll.
         let listen = if settings.pooler {

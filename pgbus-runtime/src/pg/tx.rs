@@ -28,7 +28,8 @@ use std::task::{Context, Poll, Waker};
 use deadpool_postgres::ClientWrapper;
 
 /// A request sent on the connection whose answer is read later.
-type Pending<'a> = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 'a>>;
+pub(crate) type Pending<'a> =
+    Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 'a>>;
 
 /// A transaction on a pooled connection; see the module docs. Derefs to the
 /// connection, which statements run on as they would on the driver's
@@ -53,6 +54,17 @@ impl<'a> Tx<'a> {
             client,
             begin: Mutex::new(Some(send(client, "BEGIN"))),
             done: false,
+        }
+    }
+
+    /// A view of a transaction another began and ends (a group's, see
+    /// `store/group.rs`): for statements only; dropping it sends nothing, and
+    /// it is not committed or rolled back through it.
+    pub(crate) fn joined(client: &'a ClientWrapper) -> Self {
+        Self {
+            client,
+            begin: Mutex::new(None),
+            done: true,
         }
     }
 
@@ -115,7 +127,7 @@ impl Drop for Tx<'_> {
 /// reads its answer. The first poll queues the request (the driver sends
 /// before it first waits), so it is polled once here with a waker that does
 /// nothing: whoever awaits the future later polls it again with their own.
-fn send<'a>(client: &'a ClientWrapper, sql: &'static str) -> Pending<'a> {
+pub(crate) fn send<'a>(client: &'a ClientWrapper, sql: &'static str) -> Pending<'a> {
     let mut request: Pending<'a> = Box::pin(client.batch_execute(sql));
     match request
         .as_mut()

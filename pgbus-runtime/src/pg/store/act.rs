@@ -3,7 +3,7 @@
 use crate::pg::tx::Tx;
 use chrono::{DateTime, Utc};
 
-use super::outcome::{RunChange, StepRef};
+use super::change::{RunChange, StepRef};
 use super::{PgStore, TX_ATTEMPTS, check_count, parse_stored, read_step_plan, retryable};
 use crate::context::RunId;
 use crate::engine::{
@@ -38,7 +38,7 @@ impl PgStore {
         reason: &str,
         now: Option<DateTime<Utc>>,
     ) -> Result<RunStatus, Error> {
-        let Some(run) = self.lock_run(tx, run_id, now).await? else {
+        let Some(run) = self.lock_run(tx, run_id, now, false).await? else {
             return Err(Error::RunNotFound { run_id });
         };
         let state = self.action_run(tx, run_id, &run).await?;

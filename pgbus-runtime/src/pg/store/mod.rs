@@ -78,6 +78,9 @@ pub struct PgStore {
     /// claims: the next one then starts with `claim_limited.sql` instead of
     /// `claim.sql` (see `claim.rs`). Shared by the clones of the store.
     pub(crate) flow_limited: Arc<std::sync::atomic::AtomicBool>,
+    /// The groups outcomes share transactions in (`group.rs`); `None` when
+    /// each outcome has a transaction of its own. Shared by the clones.
+    pub(crate) groups: Option<Arc<group::Groups>>,
 }
 
 impl PgStore {
@@ -92,6 +95,7 @@ impl PgStore {
             connector: None,
             limits: crate::context::Limits::default(),
             flow_limited: Arc::default(),
+            groups: None,
         }
     }
 
@@ -102,15 +106,17 @@ impl PgStore {
     }
 
     /// Locks run `run_id` (its fan_out parent first, see `lock_run.sql`) and
-    /// returns its row; `None` when it does not exist.
+    /// returns its row; `None` when it does not exist, or, with
+    /// `top_level_only`, when it is a fan_out child (then nothing is locked).
     pub(super) async fn lock_run(
         &self,
         tx: &Tx<'_>,
         run_id: RunId,
         now: Option<DateTime<Utc>>,
+        top_level_only: bool,
     ) -> Result<Option<tokio_postgres::Row>, Error> {
         let lock = self.prep.in_tx(tx, &self.sql.lock_run).await?;
-        let rows = lock.query(tx, &[&run_id.0, &now]).await?;
+        let rows = lock.query(tx, &[&run_id.0, &now, &top_level_only]).await?;
         Ok(rows
             .into_iter()
             .find(|row| row.get::<_, i64>("id") == run_id.0))
@@ -158,10 +164,13 @@ pub(crate) fn check_count(statement: &'static str, expected: i64, found: i64) ->
 }
 
 mod act;
+mod change;
 mod claim;
 mod contract;
 mod deadline;
+mod fence;
 mod flow;
+mod group;
 mod outcome;
 mod park;
 mod result;

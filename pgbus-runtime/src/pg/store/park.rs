@@ -6,7 +6,8 @@ use crate::pg::tx::Tx;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::outcome::{Ending, RunChange, StepRef};
+use super::change::{RunChange, StepRef};
+use super::outcome::Ending;
 use super::{PgStore, check_count, ms, parse_stored};
 use crate::engine::{
     AttemptResult, Park, RunOverrides, RunState, RunStatus, first_attempt, plan_park,

@@ -2,6 +2,7 @@
 //! reach: an outcome retried after its first try committed with the reply lost.
 //! The handoff of an outcome's next step to its worker is tested in `handoff`.
 
+mod group;
 mod handoff;
 
 use super::*;
