@@ -12,8 +12,9 @@
 //! idea is libpq's pipeline mode (PostgreSQL 14), where an application sends
 //! `BEGIN` and its statements without waiting for each result.
 //!
-//! Ending: [`Tx::commit`] and [`Tx::rollback`] await `BEGIN`'s answer, then
-//! their own. A `Tx` dropped before either (its future cancelled) queues a
+//! Ending: [`Tx::commit`] and [`Tx::rollback`] queue their statement at
+//! once, then read `BEGIN`'s answer and their own, so a caller that gives up
+//! while they wait leaves no transaction open. A `Tx` dropped before either (its future cancelled) queues a
 //! `ROLLBACK` in its drop, as the driver's own transaction does, so the
 //! connection goes back to the pool with no transaction open: the pool hands
 //! it out again only after the `ROLLBACK` is queued, and the connection sends
@@ -75,11 +76,15 @@ impl<'a> Tx<'a> {
     /// server refused the commit: a serialization failure in `SERIALIZABLE`,
     /// a deferred constraint).
     pub(crate) async fn commit(mut self) -> Result<(), tokio_postgres::Error> {
+        let begin = self.begin_answer();
+        // Queued before anything is awaited: a caller that gives up from
+        // here on leaves no transaction open.
+        let commit = send(self.client, "COMMIT");
         self.done = true;
-        if let Some(begin) = self.begin_answer() {
+        if let Some(begin) = begin {
             begin.await?;
         }
-        self.client.batch_execute("COMMIT").await
+        commit.await
     }
 
     /// Rolls back: `BEGIN`'s answer (an error there says only that the
@@ -88,11 +93,13 @@ impl<'a> Tx<'a> {
     /// # Errors
     /// The driver's error when `ROLLBACK` failed: the connection is gone.
     pub(crate) async fn rollback(mut self) -> Result<(), tokio_postgres::Error> {
+        let begin = self.begin_answer();
+        let rollback = send(self.client, "ROLLBACK");
         self.done = true;
-        if let Some(begin) = self.begin_answer() {
+        if let Some(begin) = begin {
             let _ = begin.await;
         }
-        self.client.batch_execute("ROLLBACK").await
+        rollback.await
     }
 }
 
@@ -228,5 +235,29 @@ mod tests {
         // And a transaction dropped before any statement.
         drop(Tx::begin(&mut client));
         assert!(!in_transaction(&client).await);
+    }
+
+    #[tokio::test]
+    async fn a_commit_or_rollback_given_up_midway_leaves_no_transaction_open() {
+        let mut client = connection().await;
+        for commit in [true, false] {
+            {
+                // Ended before any answer came back, `BEGIN`'s included.
+                let tx = Tx::begin(&mut client);
+                let mut ending = pin!(async move {
+                    if commit {
+                        tx.commit().await
+                    } else {
+                        tx.rollback().await
+                    }
+                });
+                // Polled once (waiting for the answers), then dropped.
+                let polled = ending
+                    .as_mut()
+                    .poll(&mut Context::from_waker(Waker::noop()));
+                assert!(polled.is_pending());
+            }
+            assert!(!in_transaction(&client).await, "commit: {commit}");
+        }
     }
 }

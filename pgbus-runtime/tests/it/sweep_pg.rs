@@ -169,6 +169,18 @@ async fn a_worker_that_stopped_heartbeating_loses_its_attempts_which_are_reattem
     );
 }
 
+/// A worker that sweeps with `retention`.
+fn retaining(t: &TestDb, retention: Option<Duration>) -> Worker {
+    t.db.worker()
+        .notifications(false)
+        .retention(retention)
+        .register(Hung {
+            gate: Arc::default(),
+        })
+        .build()
+        .expect("worker")
+}
+
 /// Inserts `count` runs of `status` last changed `age` before the pinned clock,
 /// each with a step row, an event and a signal, straight in SQL.
 async fn seed_runs(t: &TestDb, count: i32, status: &str, age_secs: i64) {
@@ -199,16 +211,7 @@ async fn seed_runs(t: &TestDb, count: i32, status: &str, age_secs: i64) {
 #[tokio::test]
 async fn retention_deletes_old_ended_runs_with_their_rows_in_bounded_batches() {
     let t = TestDb::new().await;
-    let gate = Arc::new(Gate::default());
-    let sweeper =
-        t.db.worker()
-            .notifications(false)
-            .retention(Some(Duration::from_hours(1)))
-            .register(Hung {
-                gate: Arc::clone(&gate),
-            })
-            .build()
-            .expect("worker");
+    let sweeper = retaining(&t, Some(Duration::from_hours(1)));
     let per_sweep = pgbus_runtime::worker::RETENTION_BATCH
         * i64::try_from(pgbus_runtime::worker::RETENTION_BATCHES).expect("small");
     let old = i32::try_from(per_sweep + 7).expect("small");
@@ -251,15 +254,7 @@ async fn retention_deletes_old_ended_runs_with_their_rows_in_bounded_batches() {
     }
 
     // Without retention nothing goes.
-    let keeper =
-        t.db.worker()
-            .notifications(false)
-            .retention(None)
-            .register(Hung {
-                gate: Arc::clone(&gate),
-            })
-            .build()
-            .expect("worker");
+    let keeper = retaining(&t, None);
     t.clock.advance(Duration::from_hours(365 * 24));
     assert_eq!(keeper.sweep().await.expect("sweep").runs_deleted, 0);
     // A retention beyond any date is cut to 36500d, not an SQL range error.
@@ -568,16 +563,7 @@ async fn bodies_holding_every_pooled_connection_do_not_starve_the_heartbeat() {
 #[tokio::test]
 async fn retention_counts_from_when_a_run_ended_and_a_hand_ended_run_from_its_start() {
     let t = TestDb::new().await;
-    let gate = Arc::new(Gate::default());
-    let sweeper =
-        t.db.worker()
-            .notifications(false)
-            .retention(Some(Duration::from_hours(1)))
-            .register(Hung {
-                gate: Arc::clone(&gate),
-            })
-            .build()
-            .expect("worker");
+    let sweeper = retaining(&t, Some(Duration::from_hours(1)));
     // Every run started two hours ago.
     seed_runs(&t, 4, "finished", 7200).await;
     let ids: Vec<i64> = t

@@ -191,6 +191,17 @@ pub(super) struct StepRef<'a> {
     pub(super) attempt: i32,
 }
 
+impl<'a> StepRef<'a> {
+    /// The row `claimed` holds.
+    pub(super) fn of(claimed: &'a Claim) -> Self {
+        Self {
+            id: claimed.step_id,
+            name: &claimed.step_name,
+            attempt: claimed.attempt,
+        }
+    }
+}
+
 /// The run-level changes of an outcome plan or an action plan.
 pub(super) struct RunChange<'a> {
     pub(super) run_id: i64,

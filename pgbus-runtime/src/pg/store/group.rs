@@ -20,7 +20,10 @@
 //!   A group therefore takes no two members of the same run, and no fan-out
 //!   child (whose outcome locks its parent, which a sibling may lock too):
 //!   such a member leaves the group before it writes anything and ends alone
-//!   once the group has ended (its run lock is the group's until then).
+//!   once the group has ended (its run lock is the group's until then). A
+//!   claim does not say whether its run is a child, so a child learns it
+//!   from its lock statement, which locks nothing for it in a group
+//!   (`lock_run.sql`), and so waits for its group's end before it ends.
 //! - **Only writes that need no read.** A member whose change reads before it
 //!   writes (a cancel, open steps to cancel, a park, a run that ended) leaves
 //!   the group the same way.
@@ -39,16 +42,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use deadpool_postgres::{ClientWrapper, Object, Pool};
 use tokio::sync::watch;
 
-use chrono::{DateTime, Utc};
-
 use super::PgStore;
 use super::fence::Fence;
-use super::outcome::{Attempted, Ending};
-use crate::definition::WorkflowDefinition;
-use crate::engine::AttemptResult;
+use super::outcome::{AttemptEnd, Attempted};
 use crate::error::Error;
 use crate::pg::tx::Tx;
-use crate::store::{Claim, Ended, Handoff};
+use crate::store::Ended;
 
 /// The most outcomes one group takes. A member waits, at most, for the
 /// statements of the members that joined while it ran its own.
@@ -250,34 +249,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl PgStore {
     /// An outcome in a group (see `group.rs`).
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn end_in_group(
-        &self,
-        groups: &Groups,
-        definition: &'static WorkflowDefinition,
-        claimed: &Claim,
-        worker_id: &str,
-        result: &AttemptResult,
-        now: Option<DateTime<Utc>>,
-        handoff: Option<Handoff<'_>>,
-    ) -> Grouped {
+    pub(super) async fn end_in_group(&self, groups: &Groups, end: AttemptEnd<'_>) -> Grouped {
         let Ok(member) = groups.join(&self.pool).await else {
             return Grouped::Alone;
         };
         let attempted = {
             let tx = Tx::joined(member.client());
-            self.end_attempt_in(
-                &tx,
-                definition,
-                claimed,
-                worker_id,
-                result,
-                now,
-                Ending::Outcome { retrying: false },
-                handoff,
-                Fence::Pipelined,
-                Some(&member),
-            )
-            .await
+            self.end_attempt_in(&tx, end, Fence::Pipelined, Some(&member))
+                .await
         };
         let (ok, ended) = match attempted {
             Ok(Attempted::Ended(ended)) => (true, Some(ended)),

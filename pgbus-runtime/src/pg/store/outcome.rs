@@ -31,41 +31,30 @@ impl PgStore {
         retrying: bool,
         handoff: Option<Handoff<'_>>,
     ) -> Result<Ended, Error> {
-        let now = self.clock.now();
-        let mut retrying = retrying;
+        let mut end = AttemptEnd {
+            definition,
+            claimed,
+            worker_id,
+            result,
+            now: self.clock.now(),
+            ending: Ending::Outcome { retrying },
+            handoff,
+        };
         if !retrying && let Some(groups) = &self.groups {
-            match self
-                .end_in_group(groups, definition, claimed, worker_id, result, now, handoff)
-                .await
-            {
+            match self.end_in_group(groups, end).await {
                 Grouped::Ended(ended) => return Ok(ended),
                 Grouped::Alone => {}
                 // As an outcome retried after a lost reply.
-                Grouped::Unknown => retrying = true,
+                Grouped::Unknown => end.ending = Ending::Outcome { retrying: true },
             }
         }
-        let ending = Ending::Outcome { retrying };
         let mut client = self.pool.get().await?;
         // First with the fence pipelined with the writes; when the fence did
         // not hold, or Postgres asks for the transaction again, once more
         // with the fence first (and up to `TX_ATTEMPTS` times).
         let first = {
             let tx = Tx::begin(&mut client);
-            match self
-                .end_attempt_in(
-                    &tx,
-                    definition,
-                    claimed,
-                    worker_id,
-                    result,
-                    now,
-                    ending,
-                    handoff,
-                    Fence::Pipelined,
-                    None,
-                )
-                .await
-            {
+            match self.end_attempt_in(&tx, end, Fence::Pipelined, None).await {
                 Ok(Attempted::Ended(ended)) => {
                     tx.commit().await.map(|()| Some(ended)).map_err(Error::from)
                 }
@@ -84,19 +73,7 @@ impl PgStore {
             Ok(None) => {}
             Err(error) => return Err(error),
         }
-        in_tx!(@on client, |tx| self.end_attempt_in(
-            &tx,
-            definition,
-            claimed,
-            worker_id,
-            result,
-            now,
-            ending,
-            handoff,
-            Fence::First,
-            None
-        ))
-        .map(fenced_first)
+        in_tx!(@on client, |tx| self.end_attempt_in(&tx, end, Fence::First, None)).map(fenced_first)
     }
 
     /// Ends a stalled attempt for the sweep: fenced on the row's own claim, with a
@@ -113,13 +90,15 @@ impl PgStore {
         let now = self.clock.now();
         in_tx!(self.pool, |tx| self.end_attempt_in(
             &tx,
-            definition,
-            claimed,
-            worker_id,
-            result,
-            now,
-            Ending::Sweep { detection },
-            None,
+            AttemptEnd {
+                definition,
+                claimed,
+                worker_id,
+                result,
+                now,
+                ending: Ending::Sweep { detection },
+                handoff: None,
+            },
             Fence::First,
             None
         ))
@@ -141,37 +120,38 @@ impl PgStore {
         let now = self.clock.now();
         in_tx!(self.pool, |tx| self.end_attempt_in(
             &tx,
-            &crate::__private::STAND_IN_DEFINITION,
-            step,
-            "",
-            result,
-            now,
-            Ending::Undefined { grace_ms, lost_ms },
-            None,
+            AttemptEnd {
+                definition: &crate::__private::STAND_IN_DEFINITION,
+                claimed: step,
+                worker_id: "",
+                result,
+                now,
+                ending: Ending::Undefined { grace_ms, lost_ms },
+                handoff: None,
+            },
             Fence::First,
             None
         ))
         .map(fenced_first)
     }
 
-    #[allow(clippy::too_many_arguments)] // one transaction, its parts named
     pub(super) async fn end_attempt_in(
         &self,
         tx: &Tx<'_>,
-        definition: &'static WorkflowDefinition,
-        claimed: &Claim,
-        worker_id: &str,
-        result: &AttemptResult,
-        now: Option<DateTime<Utc>>,
-        ending: Ending<'_>,
-        handoff: Option<Handoff<'_>>,
+        end: AttemptEnd<'_>,
         fence: Fence,
         group: Option<&Member>,
     ) -> Result<Attempted, Error> {
-        let sweep = match ending {
-            Ending::Sweep { detection } => Some(detection),
-            Ending::Outcome { .. } | Ending::Undefined { .. } => None,
-        };
+        let AttemptEnd {
+            definition,
+            claimed,
+            worker_id,
+            result,
+            now,
+            ending,
+            handoff,
+        } = end;
+        let sweep = ending.detection();
         let Some(run) = self
             .lock_run(tx, claimed.run_id, now, group.is_some())
             .await?
@@ -215,11 +195,7 @@ impl PgStore {
         // The time of the whole transition: the lock's reading of the store's
         // clock, taken once the lock was held.
         let db_now: DateTime<Utc> = run.get("now");
-        let step = StepRef {
-            id: claimed.step_id,
-            name: &claimed.step_name,
-            attempt: claimed.attempt,
-        };
+        let step = StepRef::of(claimed);
         let change = RunChange::of_outcome(
             claimed,
             run.get("parent_batch_id"),
@@ -448,6 +424,20 @@ fn fenced_first(attempted: Attempted) -> Ended {
     }
 }
 
+/// An attempt's end as `end_attempt_in` takes it: the definition it is
+/// planned with, the attempt, who ends it and with what, the pinned time (if
+/// any), and the handoff its worker offers.
+#[derive(Clone, Copy)]
+pub(super) struct AttemptEnd<'a> {
+    pub(super) definition: &'static WorkflowDefinition,
+    pub(super) claimed: &'a Claim,
+    pub(super) worker_id: &'a str,
+    pub(super) result: &'a AttemptResult,
+    pub(super) now: Option<DateTime<Utc>>,
+    pub(super) ending: Ending<'a>,
+    pub(super) handoff: Option<Handoff<'a>>,
+}
+
 /// What `end_attempt_in` did.
 pub(super) enum Attempted {
     /// The attempt ended: commit.
@@ -469,4 +459,14 @@ pub(super) enum Ending<'a> {
     /// The sweep's grace rule, for a due row no live worker can run (not an
     /// attempt anyone claimed).
     Undefined { grace_ms: i64, lost_ms: i64 },
+}
+
+impl<'a> Ending<'a> {
+    /// How the sweep detected the stall it ends, when it is the sweep.
+    fn detection(self) -> Option<&'a str> {
+        match self {
+            Ending::Sweep { detection } => Some(detection),
+            Ending::Outcome { .. } | Ending::Undefined { .. } => None,
+        }
+    }
 }

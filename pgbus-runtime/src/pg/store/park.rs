@@ -97,11 +97,7 @@ impl PgStore {
                 .query_one(tx, &[&self.schema.channel(), &queue])
                 .await?;
         }
-        let step = StepRef {
-            id: claimed.step_id,
-            name: &claimed.step_name,
-            attempt: claimed.attempt,
-        };
+        let step = StepRef::of(claimed);
         let change = RunChange {
             run_id: claimed.run_id.0,
             parent_batch_id: None,

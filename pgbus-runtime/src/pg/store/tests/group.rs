@@ -43,6 +43,23 @@ async fn count(db: &Database, sql: &str) -> i64 {
         .get(0)
 }
 
+/// How many runs have their second step, and how many `step_completed`
+/// events were written.
+async fn moved_on(db: &Database) -> (i64, i64) {
+    (
+        count(
+            db,
+            "SELECT count(*) FROM {schema}.steps WHERE step_name = 'then'",
+        )
+        .await,
+        count(
+            db,
+            "SELECT count(*) FROM {schema}.events WHERE event = 'step_completed'",
+        )
+        .await,
+    )
+}
+
 /// How many transactions wrote the ended first steps.
 async fn ending_transactions(db: &Database) -> i64 {
     count(
@@ -68,21 +85,9 @@ async fn outcomes_that_arrive_together_share_one_transaction_and_each_is_applied
     }
     assert_eq!(ending_transactions(&db).await, 1, "one group, one commit");
     assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM {schema}.steps WHERE step_name = 'then'"
-        )
-        .await,
-        6,
-        "each run moved on once"
-    );
-    assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM {schema}.events WHERE event = 'step_completed'"
-        )
-        .await,
-        6
+        moved_on(&db).await,
+        (6, 6),
+        "each run that ended moved on once"
     );
     drop_schema(&db).await;
 }
@@ -119,20 +124,9 @@ async fn a_late_member_sends_its_group_back_and_each_outcome_ends_alone() {
     assert_eq!(late_events(&db.store, claims[0].run_id).await, 0);
     // Nothing of the late one's writes stayed; the others wrote once each.
     assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM {schema}.steps WHERE step_name = 'then'"
-        )
-        .await,
-        2
-    );
-    assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM {schema}.events WHERE event = 'step_completed'"
-        )
-        .await,
-        2
+        moved_on(&db).await,
+        (2, 2),
+        "each run that ended moved on once"
     );
     drop_schema(&db).await;
 }
@@ -174,13 +168,6 @@ async fn a_member_dropped_midway_leaves_nothing_behind() {
         .await
         .expect("end");
     assert!(matches!(again, Ended::Applied(_)));
-    assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM {schema}.steps WHERE step_name = 'then'"
-        )
-        .await,
-        2
-    );
+    assert_eq!(moved_on(&db).await, (2, 2));
     drop_schema(&db).await;
 }
