@@ -101,15 +101,20 @@ impl Rows {
     }
 
     /// As `delete_expired_runs.sql`: deletes up to `limit` finished and
-    /// cancelled runs last changed more than `retention_ms` ago, with their
-    /// rows. Returns how many.
+    /// cancelled runs that ended more than `retention_ms` ago (a run with no
+    /// end time counts from its start), with their rows. Returns how many.
     pub(crate) fn delete_expired_runs(&mut self, retention_ms: i64, limit: i64) -> u64 {
         let expired_before = before(self.now, retention_ms);
         let expired: Vec<i64> = self
             .runs
             .iter()
             .filter(|(_, run)| {
-                run.summary.status.is_terminal() && run.summary.updated_at < expired_before
+                let ended_at = run
+                    .summary
+                    .finished_at
+                    .or(run.cancelled_at)
+                    .unwrap_or(run.summary.created_at);
+                run.summary.status.is_terminal() && ended_at < expired_before
             })
             .map(|(id, _)| *id)
             .take(usize::try_from(limit).unwrap_or(0))

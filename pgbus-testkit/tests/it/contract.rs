@@ -389,6 +389,52 @@ async fn the_verbs_check_their_input<C: Clocked>(clocked: C) {
     );
 }
 
+/// Retention counts from when a run ended: a run that started two hours
+/// ago and ended just now stays under a retention of one hour, and goes
+/// with its rows once it has been over for more than that; a run still
+/// going stays whatever its age.
+async fn retention_counts_from_when_a_run_ended<C: Clocked>(clocked: C) {
+    let store = clocked.store();
+    let runner = runner(store.clone());
+    let options = pgbus_runtime::StartOptions::new();
+    let (ended, _) = store
+        .start_run(Pair::DEFINITION, &serde_json::json!(1), &options)
+        .await
+        .expect("a start");
+    clocked.advance(Duration::from_hours(2));
+    let done = AttemptResult::ok(Verb::Complete, None);
+    while let Some(claim) = claim_one(&runner).await {
+        store
+            .end_attempt(Pair::DEFINITION, &claim, WORKER, &done, false, None)
+            .await
+            .expect("the outcome");
+    }
+    let view = store.run(ended, RunRead::default()).await.expect("the run");
+    assert_eq!(view.run.status, RunStatus::Finished);
+    let (going, _) = store
+        .start_run(Pair::DEFINITION, &serde_json::json!(2), &options)
+        .await
+        .expect("a start");
+    let hour_ms = 3_600_000;
+    assert_eq!(
+        store
+            .delete_expired_runs(hour_ms, 10)
+            .await
+            .expect("a pass"),
+        0
+    );
+    clocked.advance(Duration::from_mins(61));
+    assert_eq!(
+        store
+            .delete_expired_runs(hour_ms, 10)
+            .await
+            .expect("a pass"),
+        1
+    );
+    assert!(store.run(ended, RunRead::default()).await.is_err(), "gone");
+    assert!(store.run(going, RunRead::default()).await.is_ok(), "kept");
+}
+
 macro_rules! both_stores {
     ($($scenario:ident),* $(,)?) => {
         mod memory_store {
@@ -416,6 +462,7 @@ both_stores!(
     a_handoff_claims_the_next_step,
     a_stalled_attempt_is_swept,
     the_verbs_check_their_input,
+    retention_counts_from_when_a_run_ended,
 );
 
 // The registry's scenarios (issue 19), under the same macro.
