@@ -17,8 +17,8 @@ usage: cargo run --release -p pgbus-bench [-- options]
                     target/bench/steps.json
   --only-starts     only starts per second (section 6), one by one and with
                     start_many; its JSON goes to target/bench/starts.json
-  --group-commit    the engine's outcomes share transactions
-                    (DatabaseBuilder::group_commit)
+  --no-group-commit each outcome in a transaction of its own
+                    (DatabaseBuilder::group_commit(false); on by default)
   --only-flow       only flow control (section 7): steps per second beside
                     10,000 keys at their limit; its JSON goes to
                     target/bench/flow.json
@@ -48,7 +48,8 @@ pub(crate) struct Options {
     pub(crate) only_starts: bool,
     /// Only the flow control section.
     pub(crate) only_flow: bool,
-    /// The engine with group commit.
+    /// The engine with group commit (its default; off with
+    /// `--no-group-commit`).
     pub(crate) group_commit: bool,
     pub(crate) url: String,
 }
@@ -62,7 +63,7 @@ impl Options {
             only_steps: false,
             only_starts: false,
             only_flow: false,
-            group_commit: false,
+            group_commit: true,
             url: std::env::var("PGBUS_BENCH_DATABASE_URL")
                 .unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned()),
         };
@@ -74,7 +75,7 @@ impl Options {
                 "--only-steps" => options.only_steps = true,
                 "--only-starts" => options.only_starts = true,
                 "--only-flow" => options.only_flow = true,
-                "--group-commit" => options.group_commit = true,
+                "--no-group-commit" => options.group_commit = false,
                 other => return Err(format!("unknown option `{other}`; see --help")),
             }
         }

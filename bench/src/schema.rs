@@ -9,7 +9,8 @@ use pgbus_testkit::TestDatabase;
 
 use crate::BoxError;
 
-/// Whether the engine's databases run with group commit (`--group-commit`).
+/// Whether the engine's databases run with group commit (off with
+/// `--no-group-commit`).
 pub(crate) static GROUP_COMMIT: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 

@@ -64,7 +64,7 @@ impl DatabaseBuilder {
             settings: Settings::default(),
             lookup: Arc::new(connection::env::process_env),
             limits: crate::context::Limits::default(),
-            group_commit: false,
+            group_commit: true,
         }
     }
 
@@ -215,19 +215,22 @@ impl DatabaseBuilder {
         self
     }
 
-    /// Whether the outcomes of several steps that arrive together share one
-    /// transaction and one `COMMIT` (group commit; default off).
+    /// Whether the outcomes of several steps that arrive together are
+    /// written by one transaction (group commit; default on).
     ///
-    /// Each outcome still locks, fences and writes its own rows; one whose
-    /// fence does not hold, or whose statement fails, sends its group back
-    /// and every outcome of it ends in a transaction of its own, as with
-    /// this off. Fan-out children, cancels and parks always end alone. A
-    /// group runs on one connection, so its members' statements run one
-    /// after another on one server process: it saves the server and the
-    /// worker CPU a step (about a third at concurrency 16 in the benchmark,
-    /// `BENCHMARKS.md` section 1a) but waits longer for each outcome, so it
-    /// pays where CPU, not latency, is short. The idea is the group commit
-    /// of database logs, and River's batched completer.
+    /// On, an outcome is handed to a group of the store, which starts at
+    /// once if fewer than two groups are running and takes every outcome
+    /// waiting (at most 32); no outcome waits on a timer. A group locks its
+    /// members' runs with one statement and fences and writes them with
+    /// another, each member fenced on its own claim: one whose fence does
+    /// not hold writes nothing and ends alone (a late completion), and the
+    /// others are unaffected. Parks, consumed signals, cancels, fan-out
+    /// children, retried outcomes and the sweep's endings always end alone.
+    /// A lone outcome takes two round trips instead of three; at
+    /// concurrency 16 in the benchmark a step takes under one
+    /// (`BENCHMARKS.md` section 1a). Off, each outcome has a transaction of
+    /// its own. The idea is the group commit of database logs, River's
+    /// batched completer and graphile-worker's batched completions.
     pub fn group_commit(mut self, on: bool) -> Self {
         self.group_commit = on;
         self

@@ -120,6 +120,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0018_run_updates_in_place.sql",
         sql: include_str!("../../migrations/0018_run_updates_in_place.sql"),
     },
+    Migration {
+        version: 19,
+        name: "0019_group_row_counts.sql",
+        sql: include_str!("../../migrations/0019_group_row_counts.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

@@ -129,6 +129,8 @@ statements! {
     claim_limited => "claim_limited.sql",
     next_due => "next_due.sql",
     lock_run => "lock_run.sql",
+    lock_runs => "lock_runs.sql",
+    end_group => "end_group.sql",
     end_attempt => "end_attempt.sql",
     update_run => "update_run.sql",
     insert_step => "insert_step.sql",

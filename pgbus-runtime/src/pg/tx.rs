@@ -58,17 +58,6 @@ impl<'a> Tx<'a> {
         }
     }
 
-    /// A view of a transaction another began and ends (a group's, see
-    /// `store/group.rs`): for statements only; dropping it sends nothing, and
-    /// it is not committed or rolled back through it.
-    pub(crate) fn joined(client: &'a ClientWrapper) -> Self {
-        Self {
-            client,
-            begin: Mutex::new(None),
-            done: true,
-        }
-    }
-
     /// Commits: `BEGIN`'s answer, then `COMMIT`'s.
     ///
     /// # Errors
@@ -85,6 +74,47 @@ impl<'a> Tx<'a> {
             begin.await?;
         }
         commit.await
+    }
+
+    /// Runs the transaction's last statement and commits, `COMMIT` queued
+    /// behind the statement before either answer is read: one round trip for
+    /// both. `last` is given the connection and returns the statement's
+    /// future, which must send its request on its first poll (the driver's
+    /// statements do).
+    ///
+    /// # Errors
+    /// `Statement` with the statement's error: the server then ran `COMMIT`
+    /// in an aborted transaction, so nothing of it stands. `Commit` with
+    /// `COMMIT`'s error: the server refused it (nothing stands) or the
+    /// connection broke (whether it committed is not known); see
+    /// [`tokio_postgres::Error::as_db_error`].
+    pub(crate) async fn commit_after<F, T, E>(
+        mut self,
+        last: impl FnOnce(&'a ClientWrapper) -> F,
+    ) -> Result<T, CommitAfter<E>>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        let begin = self.begin_answer();
+        let mut last = std::pin::pin!(last(self.client));
+        // The first poll queues the statement; only an error comes back at
+        // once (the connection is closed).
+        let early = last.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        let commit = send(self.client, "COMMIT");
+        self.done = true;
+        if let Some(begin) = begin {
+            begin.await.map_err(CommitAfter::Commit)?;
+        }
+        let answered = match early {
+            Poll::Ready(answered) => answered,
+            Poll::Pending => last.await,
+        };
+        // Read even when the statement failed, so the connection's answers
+        // stay in step; then it says only `ROLLBACK`.
+        let committed = commit.await;
+        let value = answered.map_err(CommitAfter::Statement)?;
+        committed.map_err(CommitAfter::Commit)?;
+        Ok(value)
     }
 
     /// Rolls back: `BEGIN`'s answer (an error there says only that the
@@ -128,6 +158,15 @@ impl Drop for Tx<'_> {
             drop(send(self.client, "ROLLBACK"));
         }
     }
+}
+
+/// How [`Tx::commit_after`] failed.
+#[derive(Debug)]
+pub(crate) enum CommitAfter<E> {
+    /// The last statement failed: nothing of the transaction stands.
+    Statement(E),
+    /// `BEGIN` or `COMMIT` failed.
+    Commit(tokio_postgres::Error),
 }
 
 /// `sql` (a simple query) queued on `client`'s connection now; the future

@@ -576,42 +576,44 @@ async fn a_worker_that_began_stopping_takes_no_new_step_eagerly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_group_commit_every_run_finishes_and_each_step_runs_once() {
-    let t = TestDb::new().await;
-    let db = pgbus_runtime::Database::builder(&crate::pg::database_url())
-        .schema(t.db.schema().clone())
-        .clock(t.db.clock().clone())
-        .group_commit(true)
-        .connect()
-        .await
-        .expect("connect");
-    let client = db.client();
-    let mut runs = Vec::new();
-    for _ in 0..16 {
-        runs.push(client.start::<Chain>(&()).await.expect("start").run_id);
-    }
-    let worker = db
-        .worker()
-        .register(Chain)
-        .concurrency(8)
-        .notifications(false)
-        .build()
-        .expect("worker");
-    worker.run_until_idle().await.expect("run");
-    for run in runs {
-        let view = client.run(run).await.expect("view");
-        assert_eq!(view.run.status, RunStatus::Finished);
-        assert_eq!(
-            view.steps
-                .iter()
-                .map(|s| (s.step_name.as_str(), s.attempt))
-                .collect::<Vec<_>>(),
-            [("s1", 1), ("s2", 1), ("s3", 1), ("s4", 1), ("s5", 1)],
-            "each step once"
-        );
-        assert_eq!(
-            view.steps.last().and_then(|s| s.output.clone()),
-            Some(5.into())
-        );
+async fn with_group_commit_or_without_every_run_finishes_and_each_step_runs_once() {
+    for group_commit in [true, false] {
+        let t = TestDb::new().await;
+        let db = pgbus_runtime::Database::builder(&crate::pg::database_url())
+            .schema(t.db.schema().clone())
+            .clock(t.db.clock().clone())
+            .group_commit(group_commit)
+            .connect()
+            .await
+            .expect("connect");
+        let client = db.client();
+        let mut runs = Vec::new();
+        for _ in 0..16 {
+            runs.push(client.start::<Chain>(&()).await.expect("start").run_id);
+        }
+        let worker = db
+            .worker()
+            .register(Chain)
+            .concurrency(8)
+            .notifications(false)
+            .build()
+            .expect("worker");
+        worker.run_until_idle().await.expect("run");
+        for run in runs {
+            let view = client.run(run).await.expect("view");
+            assert_eq!(view.run.status, RunStatus::Finished, "{group_commit}");
+            assert_eq!(
+                view.steps
+                    .iter()
+                    .map(|s| (s.step_name.as_str(), s.attempt))
+                    .collect::<Vec<_>>(),
+                [("s1", 1), ("s2", 1), ("s3", 1), ("s4", 1), ("s5", 1)],
+                "each step once ({group_commit})"
+            );
+            assert_eq!(
+                view.steps.last().and_then(|s| s.output.clone()),
+                Some(5.into())
+            );
+        }
     }
 }

@@ -10,10 +10,8 @@
 -- registered them. `now` is read once the locks are held (the outer query runs
 -- after the materialized one that takes them), so a change made after a wait
 -- for the lock is not dated before the change it waited for; an outcome's
--- fence, events and rows all take this time. With $3 (an outcome in a group,
--- see `store/group.rs`) only a run that is not a fan-out child is locked, and
--- alone: a child locks nothing and comes back with no row. $1 run id, $2 now
--- (NULL = clock_timestamp()), $3 top-level runs only
+-- fence, events and rows all take this time. $1 run id, $2 now (NULL =
+-- clock_timestamp())
 WITH locked AS MATERIALIZED (
     SELECT r.id, r.status, r.workflow, r.step_names, r.step_plan, r.current_step,
            r.error_class, r.error_message, r.parent_batch_id, r.queue_override,
@@ -24,11 +22,10 @@ WITH locked AS MATERIALIZED (
                  SELECT l.key FROM {schema}.rate_limits l WHERE l.workflow = r.workflow) AS flow_keys,
            r.id = $1 AS last
     FROM {schema}.runs r
-    WHERE (r.id = $1 AND ($3::boolean IS NOT TRUE OR r.parent_batch_id IS NULL))
-       OR ($3::boolean IS NOT TRUE
-           AND r.id = (SELECT b.run_id FROM {schema}.runs c
-                       JOIN {schema}.batches b ON b.id = c.parent_batch_id
-                       WHERE c.id = $1))
+    WHERE r.id = $1
+       OR r.id = (SELECT b.run_id FROM {schema}.runs c
+                  JOIN {schema}.batches b ON b.id = c.parent_batch_id
+                  WHERE c.id = $1)
     ORDER BY r.id = $1
     FOR UPDATE OF r
 )

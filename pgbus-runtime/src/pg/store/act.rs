@@ -38,7 +38,7 @@ impl PgStore {
         reason: &str,
         now: Option<DateTime<Utc>>,
     ) -> Result<RunStatus, Error> {
-        let Some(run) = self.lock_run(tx, run_id, now, false).await? else {
+        let Some(run) = self.lock_run(tx, run_id, now).await? else {
             return Err(Error::RunNotFound { run_id });
         };
         let state = self.action_run(tx, run_id, &run).await?;

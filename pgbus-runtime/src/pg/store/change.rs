@@ -151,19 +151,31 @@ impl PgStore {
     }
 }
 
-/// A change's events as the columns `insert_events.sql` takes.
-struct EventRows {
-    step_ids: Vec<Option<i64>>,
-    step_names: Vec<Option<String>>,
-    attempts: Vec<Option<i32>>,
-    events: Vec<&'static str>,
-    reasons: Vec<Option<String>>,
-    details: Vec<Option<Value>>,
+/// A change's events as the columns `insert_events.sql` takes (and
+/// `end_group.sql`, for the changes of a group).
+#[derive(Default)]
+pub(super) struct EventRows {
+    pub(super) step_ids: Vec<Option<i64>>,
+    pub(super) step_names: Vec<Option<String>>,
+    pub(super) attempts: Vec<Option<i32>>,
+    pub(super) events: Vec<&'static str>,
+    pub(super) reasons: Vec<Option<String>>,
+    pub(super) details: Vec<Option<Value>>,
 }
 
 impl EventRows {
+    /// Appends `other`'s rows after these.
+    pub(super) fn extend(&mut self, other: Self) {
+        self.step_ids.extend(other.step_ids);
+        self.step_names.extend(other.step_names);
+        self.attempts.extend(other.attempts);
+        self.events.extend(other.events);
+        self.reasons.extend(other.reasons);
+        self.details.extend(other.details);
+    }
+
     /// `events`, those about a step filled in with `step`.
-    fn of(events: &[EventSpec], step: &StepRef<'_>) -> Self {
+    pub(super) fn of(events: &[EventSpec], step: &StepRef<'_>) -> Self {
         Self {
             step_ids: events
                 .iter()

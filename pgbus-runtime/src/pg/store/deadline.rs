@@ -50,7 +50,7 @@ impl PgStore {
         run_id: RunId,
         now: Option<DateTime<Utc>>,
     ) -> Result<Option<DeadlineAction>, Error> {
-        let Some(run) = self.lock_run(tx, run_id, now, false).await? else {
+        let Some(run) = self.lock_run(tx, run_id, now).await? else {
             return Ok(None);
         };
         let db_now: DateTime<Utc> = run.get("now");

@@ -106,17 +106,15 @@ impl PgStore {
     }
 
     /// Locks run `run_id` (its fan_out parent first, see `lock_run.sql`) and
-    /// returns its row; `None` when it does not exist, or, with
-    /// `top_level_only`, when it is a fan_out child (then nothing is locked).
+    /// returns its row; `None` when it does not exist.
     pub(super) async fn lock_run(
         &self,
         tx: &Tx<'_>,
         run_id: RunId,
         now: Option<DateTime<Utc>>,
-        top_level_only: bool,
     ) -> Result<Option<tokio_postgres::Row>, Error> {
         let lock = self.prep.in_tx(tx, &self.sql.lock_run).await?;
-        let rows = lock.query(tx, &[&run_id.0, &now, &top_level_only]).await?;
+        let rows = lock.query(tx, &[&run_id.0, &now]).await?;
         Ok(rows
             .into_iter()
             .find(|row| row.get::<_, i64>("id") == run_id.0))

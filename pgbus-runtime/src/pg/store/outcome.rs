@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::change::{RunChange, StepRef};
 use super::fence::{Attempt, Fence, Fenced};
-use super::group::{Grouped, Member};
+use super::group::{self, Member, Reply};
 use super::{PgStore, TX_ATTEMPTS, parse_stored, read_step_plan, retryable};
 use crate::context::RunId;
 use crate::definition::WorkflowDefinition;
@@ -40,12 +40,19 @@ impl PgStore {
             ending: Ending::Outcome { retrying },
             handoff,
         };
-        if !retrying && let Some(groups) = &self.groups {
-            match self.end_in_group(groups, end).await {
-                Grouped::Ended(ended) => return Ok(ended),
-                Grouped::Alone => {}
-                // As an outcome retried after a lost reply.
-                Grouped::Unknown => end.ending = Ending::Outcome { retrying: true },
+        if let Some(groups) = &self.groups
+            && group::takes(result, retrying)
+        {
+            let (member, replied) =
+                Member::new(definition, claimed, worker_id, result, end.now, handoff);
+            groups.submit(self, member);
+            match replied.await {
+                Ok(Reply::Ended(applied)) => return Ok(applied.ended(claimed, result)),
+                Ok(Reply::Alone) => {}
+                // As an outcome retried after a lost reply; so too when the
+                // group's task is gone (the runtime stopping), which may have
+                // written nothing.
+                Ok(Reply::Unknown) | Err(_) => end.ending = Ending::Outcome { retrying: true },
             }
         }
         let mut client = self.pool.get().await?;
@@ -54,13 +61,11 @@ impl PgStore {
         // with the fence first (and up to `TX_ATTEMPTS` times).
         let first = {
             let tx = Tx::begin(&mut client);
-            match self.end_attempt_in(&tx, end, Fence::Pipelined, None).await {
+            match self.end_attempt_in(&tx, end, Fence::Pipelined).await {
                 Ok(Attempted::Ended(ended)) => {
                     tx.commit().await.map(|()| Some(ended)).map_err(Error::from)
                 }
-                Ok(Attempted::Undo | Attempted::Elsewhere) => {
-                    tx.rollback().await.map(|()| None).map_err(Error::from)
-                }
+                Ok(Attempted::Undo) => tx.rollback().await.map(|()| None).map_err(Error::from),
                 Err(error) => {
                     let _ = tx.rollback().await;
                     Err(error)
@@ -73,7 +78,7 @@ impl PgStore {
             Ok(None) => {}
             Err(error) => return Err(error),
         }
-        in_tx!(@on client, |tx| self.end_attempt_in(&tx, end, Fence::First, None)).map(fenced_first)
+        in_tx!(@on client, |tx| self.end_attempt_in(&tx, end, Fence::First)).map(fenced_first)
     }
 
     /// Ends a stalled attempt for the sweep: fenced on the row's own claim, with a
@@ -99,8 +104,7 @@ impl PgStore {
                 ending: Ending::Sweep { detection },
                 handoff: None,
             },
-            Fence::First,
-            None
+            Fence::First
         ))
         .map(fenced_first)
     }
@@ -129,8 +133,7 @@ impl PgStore {
                 ending: Ending::Undefined { grace_ms, lost_ms },
                 handoff: None,
             },
-            Fence::First,
-            None
+            Fence::First
         ))
         .map(fenced_first)
     }
@@ -140,7 +143,6 @@ impl PgStore {
         tx: &Tx<'_>,
         end: AttemptEnd<'_>,
         fence: Fence,
-        group: Option<&Member>,
     ) -> Result<Attempted, Error> {
         let AttemptEnd {
             definition,
@@ -152,15 +154,10 @@ impl PgStore {
             handoff,
         } = end;
         let sweep = ending.detection();
-        let Some(run) = self
-            .lock_run(tx, claimed.run_id, now, group.is_some())
-            .await?
-        else {
-            return Ok(not_locked(group));
+        let Some(run) = self.lock_run(tx, claimed.run_id, now).await? else {
+            // Deleted (retention) while the step ran: a late ending.
+            return Ok(Attempted::Ended(Ended::Late));
         };
-        if leaves_group(group, &run, claimed, result)? {
-            return Ok(Attempted::Elsewhere);
-        }
         let run_status = self.settle_ended(tx, claimed.run_id, &run).await?;
         if let (Some(park), Ending::Outcome { retrying }) = (&result.park, ending) {
             return self
@@ -180,7 +177,16 @@ impl PgStore {
         let offered = handoff.is_some();
         let handoff = match handoff {
             Some(h) if matches!(ending, Ending::Outcome { retrying: false }) => {
-                hands_on(&run, &run_state, &plan, claimed, result, h, definition)?.then_some(h)
+                let on = carries_over(claimed, result)
+                    && hands_on(
+                        &run,
+                        &run_state,
+                        &plan,
+                        &claimed.workflow,
+                        h.queues,
+                        definition,
+                    )?;
+                on.then_some(h)
             }
             _ => None,
         };
@@ -205,9 +211,6 @@ impl PgStore {
         let pipelined = fence == Fence::Pipelined
             && matches!(ending, Ending::Outcome { .. })
             && change.pipelines();
-        if group.is_some() && !pipelined {
-            return Ok(Attempted::Elsewhere);
-        }
         let attempt = Attempt {
             claimed,
             worker_id,
@@ -291,7 +294,8 @@ impl PgStore {
                     .get(0);
                 if recorded {
                     if offered_handoff {
-                        self.release_handoff(tx, claimed, worker_id).await?;
+                        self.release_handoff(tx, claimed.run_id.0, claimed.step_id, worker_id)
+                            .await?;
                     }
                     return Ok(true);
                 }
@@ -320,18 +324,19 @@ impl PgStore {
         Ok(false)
     }
 
-    /// Puts back in the queue the step an earlier try of this outcome handed
-    /// to `worker_id` and whose reply was lost (see `release_handoff.sql`),
-    /// and wakes the workers of its queue.
-    async fn release_handoff(
+    /// Puts back in the queue the step the outcome of attempt `step_id` (of
+    /// run `run_id`) handed to `worker_id`, which never learned of it (see
+    /// `release_handoff.sql`), and wakes the workers of its queue.
+    pub(super) async fn release_handoff(
         &self,
         tx: &Tx<'_>,
-        claimed: &Claim,
+        run_id: i64,
+        step_id: i64,
         worker_id: &str,
     ) -> Result<(), Error> {
         let statement = self.prep.in_tx(tx, &self.sql.release_handoff).await?;
         let released = statement
-            .query_opt(tx, &[&claimed.run_id.0, &claimed.step_id, &worker_id])
+            .query_opt(tx, &[&run_id, &step_id, &worker_id])
             .await?;
         if let Some(row) = released {
             let queue: String = row.get("queue");
@@ -344,65 +349,37 @@ impl PgStore {
     }
 }
 
-/// What an ending whose run `lock_run` did not return did: the run was
-/// deleted (retention) while the step ran, a late ending; or, in a group, it
-/// is a fan-out child, which locks its parent too, and ends alone (see
-/// `group.rs`).
-fn not_locked(group: Option<&Member>) -> Attempted {
-    if group.is_some() {
-        Attempted::Elsewhere
-    } else {
-        Attempted::Ended(Ended::Late)
-    }
-}
-
 /// Whether an outcome's transaction hands the next step of `plan` on to
 /// its worker (`handoff`): within the flow limits in force (see
 /// `lock_run.sql`, read and dropped here: nothing of them is kept across an
 /// await), as the engine decides, with what the claim carried, and before
-/// the run's deadline (a run past it starts no step, as claim.sql).
-fn hands_on(
+/// the run's deadline (a run past it starts no step, as claim.sql). The
+/// caller checks that what the claim carried carries over
+/// (`engine::carries_over`). `run`: a `lock_run.sql` or `lock_runs.sql` row;
+/// `queues`: the worker's.
+pub(super) fn hands_on(
     run: &tokio_postgres::Row,
     run_state: &RunState,
     plan: &crate::engine::Plan,
-    claimed: &Claim,
-    result: &AttemptResult,
-    handoff: Handoff<'_>,
+    workflow: &str,
+    queues: &[String],
     definition: &'static WorkflowDefinition,
 ) -> Result<bool, Error> {
     let Some(next) = &plan.next else {
         return Ok(false);
     };
     let keys: Vec<String> = run.try_get("flow_keys")?;
-    Ok(handoff_within_limits(next, &claimed.workflow, &keys)
-        && hands_off(
-            plan,
-            run_state.step_plan.as_deref(),
-            handoff.queues,
-            definition,
-        )
-        && carries_over(claimed, result)
+    Ok(handoff_within_limits(next, workflow, &keys)
+        && hands_off(plan, run_state.step_plan.as_deref(), queues, definition)
         && !past_deadline(run.get("deadline_at"), run.get("now")))
 }
 
-/// Whether a member of a group leaves it, before it writes anything: unless
-/// its change is one the group can take (see `group.rs`); `false` outside a
-/// group.
-fn leaves_group(
-    group: Option<&Member>,
+/// The locked run (a `lock_run.sql` or `lock_runs.sql` row) as the engine
+/// plans with it.
+pub(super) fn run_state_of(
     run: &tokio_postgres::Row,
-    claimed: &Claim,
-    result: &AttemptResult,
-) -> Result<bool, Error> {
-    let Some(member) = group else {
-        return Ok(false);
-    };
-    let status: RunStatus = parse_stored(&run.get::<_, String>("status"))?;
-    Ok(status.is_terminal() || result.park.is_some() || !member.take_run(claimed.run_id.0))
-}
-
-/// The locked run (a `lock_run.sql` row) as the engine plans with it.
-fn run_state_of(run: &tokio_postgres::Row, status: RunStatus) -> Result<RunState, Error> {
+    status: RunStatus,
+) -> Result<RunState, Error> {
     Ok(RunState {
         status,
         step_names: run.try_get("step_names")?,
@@ -419,8 +396,8 @@ fn run_state_of(run: &tokio_postgres::Row, status: RunStatus) -> Result<RunState
 fn fenced_first(attempted: Attempted) -> Ended {
     match attempted {
         Attempted::Ended(ended) => ended,
-        // Only from a pipelined fence, or a group.
-        Attempted::Undo | Attempted::Elsewhere => Ended::Late,
+        // Only from a pipelined fence.
+        Attempted::Undo => Ended::Late,
     }
 }
 
@@ -444,9 +421,6 @@ pub(super) enum Attempted {
     Ended(Ended),
     /// Writes went out behind a pipelined fence that did not hold: roll back.
     Undo,
-    /// A member of a group whose change the group cannot take: nothing was
-    /// written; end it alone once the group has ended.
-    Elsewhere,
 }
 
 /// Who ends an attempt.
