@@ -83,11 +83,13 @@ impl<'a> Tx<'a> {
     /// statements do).
     ///
     /// # Errors
-    /// `Statement` with the statement's error: the server then ran `COMMIT`
-    /// in an aborted transaction, so nothing of it stands. `Commit` with
-    /// `COMMIT`'s error: the server refused it (nothing stands) or the
-    /// connection broke (whether it committed is not known); see
-    /// [`tokio_postgres::Error::as_db_error`].
+    /// `Statement` with the statement's error, `Commit` with `BEGIN`'s or
+    /// `COMMIT`'s. Only an error the server sent
+    /// ([`tokio_postgres::Error::as_db_error`]) says what happened: a
+    /// statement it refused aborted the transaction, so its `COMMIT` rolled
+    /// back, and a `COMMIT` it refused committed nothing. Any other (the
+    /// connection broke) may have come after the server ran both: whether
+    /// the transaction committed is not known, whichever answer failed.
     pub(crate) async fn commit_after<F, T, E>(
         mut self,
         last: impl FnOnce(&'a ClientWrapper) -> F,
@@ -163,7 +165,8 @@ impl Drop for Tx<'_> {
 /// How [`Tx::commit_after`] failed.
 #[derive(Debug)]
 pub(crate) enum CommitAfter<E> {
-    /// The last statement failed: nothing of the transaction stands.
+    /// The last statement failed: when the server refused it, nothing of
+    /// the transaction stands.
     Statement(E),
     /// `BEGIN` or `COMMIT` failed.
     Commit(tokio_postgres::Error),

@@ -1,4 +1,4 @@
--- Ends the attempts of a group of outcomes (see `store/group.rs`) in one
+-- Ends the attempts of a group of outcomes (see `store/group/mod.rs`) in one
 -- statement, their runs locked by `lock_runs.sql`: for each member, what
 -- `end_attempt.sql`, `update_run.sql`, `insert_step.sql`, `insert_events.sql`
 -- and `notify.sql` do for one outcome. Each member is fenced on its own claim
@@ -40,6 +40,11 @@ WITH m AS (
     FROM m
     WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.worker_id = m.worker_id
       AND s.status = 'in_progress'
+      -- A step holding a flow slot gives it back through a trigger that
+      -- takes the slot's advisory locks; member after member, two groups
+      -- could take them in a circle. Such a member is not written here, and
+      -- ends alone (see `lock_runs.sql`).
+      AND s.slot_workflow IS NULL AND s.slot_key IS NULL AND s.slot_queue IS NULL
     RETURNING m.i, CASE WHEN m.output IS NULL THEN s.output END AS kept_output
 ), ok AS (
     SELECT m.*, f.kept_output FROM m JOIN fenced f ON f.i = m.i

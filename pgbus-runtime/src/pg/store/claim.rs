@@ -47,7 +47,7 @@ const CLAIM_ROUNDS: usize = 4;
 /// parameters and statistics (see the head of `claim.sql`). `LOCAL`: the
 /// setting ends with the transaction, so nothing else the connection runs
 /// (operator reads, whose filters want custom plans) is touched.
-const GENERIC_PLAN: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
+pub(super) const GENERIC_PLAN: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
 
 impl PgStore {
     /// Claims up to `limit` due steps of what `registered` holds. The rows a

@@ -10,6 +10,7 @@ use crate::engine::RunStatus;
 
 /// The columns of `end_group.sql`: one element per member written, and one
 /// per event.
+#[derive(Default)]
 pub(super) struct Columns {
     /// The member each element is, by its place in the group's members.
     pub(super) members: Vec<usize>,
@@ -46,33 +47,7 @@ impl Columns {
     pub(super) fn of(members: &[Member], taken: &[Taken]) -> Self {
         let mut c = Self {
             members: Vec::with_capacity(taken.len()),
-            step_ids: Vec::new(),
-            attempts: Vec::new(),
-            worker_ids: Vec::new(),
-            statuses: Vec::new(),
-            outcomes: Vec::new(),
-            outputs: Vec::new(),
-            error_classes: Vec::new(),
-            error_messages: Vec::new(),
-            error_causes: Vec::new(),
-            run_ids: Vec::new(),
-            workflows: Vec::new(),
-            run_statuses: Vec::new(),
-            current_steps: Vec::new(),
-            run_error_classes: Vec::new(),
-            run_error_messages: Vec::new(),
-            next_steps: Vec::new(),
-            next_attempts: Vec::new(),
-            next_reattempts: Vec::new(),
-            next_queues: Vec::new(),
-            next_priorities: Vec::new(),
-            next_timeouts: Vec::new(),
-            next_delays: Vec::new(),
-            claimers: Vec::new(),
-            stall_thresholds: Vec::new(),
-            wakes: Vec::new(),
-            event_members: Vec::new(),
-            events: EventRows::default(),
+            ..Self::default()
         };
         for (ordinal, t) in (1_i64..).zip(taken) {
             let m = &members[t.index];

@@ -14,8 +14,9 @@
 //!
 //! A group's transaction, on one pooled connection:
 //! 1. `BEGIN` and `lock_runs.sql`, in one round trip: every member's run
-//!    locked, in the order of their ids, and read. The engine plans each
-//!    member's outcome from its run, as for an outcome alone.
+//!    locked and read, skipping runs another transaction holds, so a group
+//!    never waits for a lock. The engine plans each member's outcome from
+//!    its run, as for an outcome alone.
 //! 2. `end_group.sql` and `COMMIT`, in one round trip: every member fenced on
 //!    its own claim, and each member's writes (its step row ended, its next
 //!    row, its run row, its events, its queue woken) joined to its own fence,
@@ -31,6 +32,13 @@
 //!   fan-out child (its outcome locks its parent first, which another member
 //!   may lock too), and a second member of the same run. Those found only once
 //!   the runs are locked wait for the group's end, then end alone.
+//! - **A held run.** A member whose run another transaction holds (an
+//!   operator's action, a fan-out child's ending) ends alone, waiting for
+//!   that run only; the others are not held up.
+//! - **Flow control.** A member whose step or run holds a flow slot, or whose
+//!   run is not `performing`, ends alone: giving back a slot takes its keys'
+//!   advisory locks in a trigger, and two groups taking several members'
+//!   keys could wait on each other in a circle.
 //! - **A late member** (its fence did not hold) is not written, and ends
 //!   alone: a late completion, as without groups.
 //! - **A failed group** (a statement's error, a deadlock, no connection)
@@ -42,7 +50,12 @@
 //!   gone before its group starts is left out (nothing written, as when a
 //!   transaction of its own is dropped); one whose caller leaves later is
 //!   applied, and a step it handed on to its worker, which will never learn
-//!   of it, is put back in its queue (`release_handoff.sql`).
+//!   of it, is put back in its queue (`release_handoff.sql`, with the run
+//!   locked first) once every member has its reply.
+//! - **Lost answers.** `COMMIT` goes out behind the writes, so a connection
+//!   that breaks before either answer is read leaves the group's end
+//!   unknown; every member then ends as a retry (only a statement the server
+//!   refused is known to have rolled back).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -79,6 +92,8 @@ pub(crate) const MAX_RUNNING: usize = 2;
 #[derive(Default)]
 pub(crate) struct Groups {
     queue: Mutex<Queue>,
+    /// Told when the last running group task ends.
+    idle: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -222,6 +237,9 @@ impl Groups {
                         // outcome handed over after it starts a task.
                         queue.running -= 1;
                         running.disarm();
+                        if queue.running == 0 {
+                            groups.idle.notify_waiters();
+                        }
                         return;
                     }
                     let n = queue.waiting.len().min(MAX_MEMBERS);
@@ -230,6 +248,26 @@ impl Groups {
                 store.run_group(members).await;
             }
         });
+    }
+}
+
+impl Groups {
+    /// Returns once no group runs and none waits: every reply sent, every
+    /// step of a caller that left put back.
+    #[cfg(test)]
+    pub(crate) async fn settled(&self) {
+        loop {
+            let notified = self.idle.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let queue = lock(&self.queue);
+                if queue.running == 0 && queue.waiting.is_empty() {
+                    return;
+                }
+            }
+            notified.await;
+        }
     }
 }
 
@@ -258,6 +296,7 @@ impl Drop for Running {
         queue.running -= 1;
         if queue.running == 0 {
             queue.waiting.clear();
+            self.groups.idle.notify_waiters();
         }
     }
 }
@@ -303,24 +342,54 @@ impl PgStore {
                     .collect()
             }
         };
+        // Every reply first, so that no member waits on another's put-back.
+        let mut left = Vec::new();
         for (member, reply) in members.into_iter().zip(replies.drain(..)) {
             let handed = match &reply {
                 Reply::Ended(applied) => applied.next_id.is_some(),
                 Reply::Alone | Reply::Unknown => false,
             };
-            if member.reply.send(reply).is_err() && handed {
-                let released = async {
-                    let mut client = self.pool.get().await?;
-                    let tx = Tx::begin(&mut client);
-                    self.release_handoff(&tx, member.run_id, member.step_id, &member.worker_id)
-                        .await?;
-                    tx.commit().await.map_err(Error::from)
-                };
-                if let Err(error) = released.await {
-                    debug!(target: "pgbus_runtime::worker", { error = %error }, "could not put back a step handed to a caller that left; the sweep will");
-                }
+            let Member {
+                run_id,
+                step_id,
+                worker_id,
+                now,
+                reply: sender,
+                ..
+            } = member;
+            if sender.send(reply).is_err() && handed {
+                left.push((run_id, step_id, worker_id, now));
             }
         }
+        for (run_id, step_id, worker_id, now) in left {
+            if let Err(error) = self.put_back(run_id, step_id, &worker_id, now).await {
+                debug!(target: "pgbus_runtime::worker", { error = %error }, "could not put back a step handed to a caller that left; the sweep will");
+            }
+        }
+    }
+
+    /// Puts back in its queue the step the outcome of attempt `step_id` (of
+    /// run `run_id`) handed to `worker_id`, whose caller left: with the run
+    /// locked first, as every transition of a run (see
+    /// `release_handoff.sql`).
+    async fn put_back(
+        &self,
+        run_id: i64,
+        step_id: i64,
+        worker_id: &str,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<(), Error> {
+        let mut client = self.pool.get().await?;
+        let tx = Tx::begin(&mut client);
+        if self
+            .lock_run(&tx, crate::context::RunId(run_id), now)
+            .await?
+            .is_some()
+        {
+            self.release_handoff(&tx, run_id, step_id, worker_id)
+                .await?;
+        }
+        tx.commit().await.map_err(Error::from)
     }
 
     /// The group's transaction (see the module docs); a reply per member, in
@@ -338,11 +407,23 @@ impl PgStore {
             .await
             .map_err(failed)?;
         let run_ids: Vec<i64> = members.iter().map(|m| m.run_id).collect();
-        let runs = lock
-            .query(&tx, &[&run_ids, &members[0].now])
-            .await
-            .map_err(failed)?;
-        let Some(now) = runs.first().map(|row| row.get::<_, DateTime<Utc>>("now")) else {
+        // The group's statements take their generic plan (as claims do, see
+        // `claim.rs`), sent with the lock: planned afresh, `end_group.sql`
+        // costs the server more than it takes to run.
+        let setting = async {
+            tx.batch_execute(super::claim::GENERIC_PLAN)
+                .await
+                .map_err(Error::from)
+        };
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&run_ids, &members[0].now];
+        let query = lock.query(&tx, &params);
+        let runs = tokio::try_join!(biased; setting, query).map_err(failed)?.1;
+        // Each row reads the clock as it is locked: the last, once all are.
+        let Some(now) = runs
+            .iter()
+            .map(|row| row.get::<_, DateTime<Utc>>("now"))
+            .max()
+        else {
             let _ = tx.rollback().await;
             return Ok(members.iter().map(|_| Reply::Alone).collect());
         };
@@ -369,7 +450,13 @@ impl PgStore {
             })
             .await
             .map_err(|error| match error {
-                CommitAfter::Statement(error) => failed(error),
+                // A refusal by the server: the queued `COMMIT` rolled back.
+                // Any other failure (the connection broke) may have come
+                // after the server ran both: not known.
+                CommitAfter::Statement(error) => GroupFailed {
+                    unknown: !refused(&error),
+                    error,
+                },
                 CommitAfter::Commit(error) => GroupFailed {
                     unknown: error.as_db_error().is_none(),
                     error: error.into(),
@@ -400,6 +487,12 @@ impl PgStore {
         }
         Ok(replies)
     }
+}
+
+/// Whether `error` is the server's refusal of a statement, after which
+/// nothing of its transaction stands.
+fn refused(error: &Error) -> bool {
+    matches!(error, Error::Database(db) if db.as_db_error().is_some())
 }
 
 /// Why a group wrote nothing it can vouch for: `unknown` when its `COMMIT`

@@ -14,9 +14,8 @@ use crate::engine::ErrorRecord;
 /// Starts `n` runs of `Once` and claims their first steps for worker `w1`;
 /// with `grouped`, the store groups outcomes.
 async fn claimed(db: &mut Database, n: usize, grouped: bool) -> Vec<Claim> {
-    if grouped {
-        db.store.groups = Some(std::sync::Arc::default());
-    }
+    // Set either way: a store groups outcomes by default.
+    db.store.groups = grouped.then(std::sync::Arc::default);
     let client = db.client();
     for _ in 0..n {
         client.start::<Once>(&()).await.expect("start");
@@ -321,8 +320,9 @@ async fn a_step_handed_to_a_caller_that_left_is_put_back_in_its_queue() {
         // both. Then the first's caller gives up.
         tokio::task::yield_now().await;
     }
-    // The second's reply comes after the first's step was put back.
     assert!(matches!(second.await.expect("end"), Ended::Continued(..)));
+    // The first's step is put back once every reply went out.
+    db.store.groups.as_ref().expect("groups").settled().await;
     assert_eq!(ending_transactions(&db).await, 1, "both in one group");
     let rows = count(
         &db,
@@ -374,4 +374,76 @@ async fn a_count_that_does_not_match_stops_the_statement() {
     );
     drop(client);
     drop_schema(&db).await;
+}
+
+#[tokio::test]
+async fn a_group_writes_what_each_last_step_writes_alone() {
+    let error = ErrorRecord {
+        class: "app::Flaky".to_owned(),
+        message: "timed out".to_owned(),
+        causes: vec!["upstream".to_owned(), "socket".to_owned()],
+    };
+    let results = [
+        AttemptResult::ok(Verb::Complete, Some(serde_json::json!([1, 2]))),
+        AttemptResult::ok(Verb::Complete, None),
+        AttemptResult {
+            error: Some(error.clone()),
+            ..AttemptResult::ok(Verb::Reattempt { wait_ms: 0 }, None)
+        },
+        AttemptResult {
+            error: Some(error),
+            ..AttemptResult::ok(Verb::Finish, Some(serde_json::Value::Null))
+        },
+    ];
+    let queues = ["default".to_owned()];
+    let mut states = Vec::new();
+    for grouped in [false, true] {
+        let mut db = database().await;
+        let firsts = claimed(&mut db, results.len(), false).await;
+        for c in &firsts {
+            let ok = AttemptResult::ok(Verb::Complete, Some(serde_json::json!({"first": 1})));
+            db.store
+                .end_attempt(Once::DEFINITION, c, "w1", &ok, false, None)
+                .await
+                .expect("end");
+        }
+        db.store.groups = grouped.then(std::sync::Arc::default);
+        let claims = db
+            .store
+            .claim(
+                &queues,
+                &Registered::of([Once::DEFINITION]),
+                10,
+                "w1",
+                60_000,
+            )
+            .await
+            .expect("claim");
+        assert_eq!(claims.len(), results.len());
+        let ended = join_all(claims.iter().zip(&results).map(|(c, r)| {
+            db.store
+                .end_attempt(Once::DEFINITION, c, "w1", r, false, Some(handoff(&queues)))
+        }))
+        .await;
+        for e in ended {
+            e.expect("end");
+        }
+        if grouped {
+            assert_eq!(
+                count(
+                    &db,
+                    "SELECT count(DISTINCT xmin::text) FROM {schema}.steps
+                     WHERE step_name = 'then' AND attempt = 1"
+                )
+                .await,
+                1
+            );
+        }
+        states.push(written(&db).await);
+        drop_schema(&db).await;
+    }
+    assert_eq!(states[0].len(), states[1].len());
+    for (alone, grouped) in states[0].iter().zip(&states[1]) {
+        assert_eq!(alone, grouped);
+    }
 }

@@ -3,6 +3,7 @@
 //! The handoff of an outcome's next step to its worker is tested in `handoff`.
 
 mod group;
+mod group_edges;
 mod handoff;
 
 use super::*;
