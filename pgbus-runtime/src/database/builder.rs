@@ -216,21 +216,32 @@ impl DatabaseBuilder {
     }
 
     /// Whether the outcomes of several steps that arrive together are
-    /// written by one transaction (group commit; default on).
+    /// written by one transaction (group commit; default on; `false` turns
+    /// it off).
     ///
-    /// On, an outcome is handed to a group of the store, which starts at
-    /// once if fewer than two groups are running and takes every outcome
-    /// waiting (at most 32); no outcome waits on a timer. A group locks its
-    /// members' runs with one statement and fences and writes them with
-    /// another, each member fenced on its own claim: one whose fence does
-    /// not hold writes nothing and ends alone (a late completion), and the
-    /// others are unaffected. Parks, consumed signals, cancels, fan-out
-    /// children, retried outcomes and the sweep's endings always end alone.
-    /// A lone outcome takes two round trips instead of three; at
-    /// concurrency 16 in the benchmark a step takes under one
-    /// (`BENCHMARKS.md` section 1a). Off, each outcome has a transaction of
-    /// its own. The idea is the group commit of database logs, River's
-    /// batched completer and graphile-worker's batched completions.
+    /// On, an outcome is handed to a group of this `Database` (shared by its
+    /// clones), which starts at once if fewer than two groups are running
+    /// and takes every outcome waiting, at most 32; no outcome waits on a
+    /// timer. Each running group holds one pooled connection. A group locks
+    /// its members' runs with one statement and fences and writes them with
+    /// another, `COMMIT` sent behind it; each member is fenced on its own
+    /// claim: one whose fence does not hold writes nothing and ends alone (a
+    /// late completion), and the others are unaffected.
+    ///
+    /// These end in a transaction of their own, as with this off: parks and
+    /// consumed signals, cancels and plans that cancel open steps, fan-out
+    /// children, retried outcomes, the sweep's endings, outcomes whose step
+    /// or run holds a flow slot, and outcomes whose run is not `performing`,
+    /// has ended, is held by another transaction, or already has an outcome
+    /// in the group. The full rules are in `docs/decisions.md` ("Group
+    /// commit").
+    ///
+    /// A group's transaction takes two round trips however many outcomes it
+    /// writes (a transaction of its own takes three); at concurrency 16 in
+    /// the benchmark a step takes under one round trip and under half a
+    /// commit (`BENCHMARKS.md` section 1a). The idea is the group commit of
+    /// database logs, River's batched completer and graphile-worker's
+    /// batched completions.
     pub fn group_commit(mut self, on: bool) -> Self {
         self.group_commit = on;
         self

@@ -78,7 +78,7 @@ pub struct PgStore {
     /// claims: the next one then starts with `claim_limited.sql` instead of
     /// `claim.sql` (see `claim.rs`). Shared by the clones of the store.
     pub(crate) flow_limited: Arc<std::sync::atomic::AtomicBool>,
-    /// The groups outcomes share transactions in (`group.rs`); `None` when
+    /// The groups outcomes share transactions in (`group/mod.rs`); `None` when
     /// each outcome has a transaction of its own. Shared by the clones.
     pub(crate) groups: Option<Arc<group::Groups>>,
 }

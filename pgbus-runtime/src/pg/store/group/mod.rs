@@ -327,7 +327,14 @@ impl PgStore {
             return;
         }
         let mut replies = match self.end_group(&members).await {
-            Ok(replies) => replies,
+            Ok(replies) => {
+                let written = replies
+                    .iter()
+                    .filter(|r| matches!(r, Reply::Ended(_)))
+                    .count();
+                debug!(target: "pgbus_runtime::worker", { pgbus.members = members.len(), pgbus.written = written }, "a group of outcomes committed");
+                replies
+            }
             Err(GroupFailed { unknown, error }) => {
                 debug!(target: "pgbus_runtime::worker", { error = %error, pgbus.members = members.len() }, "a group of outcomes failed; each ends alone");
                 members
