@@ -16,23 +16,7 @@ use crate::engine::ErrorRecord;
 async fn claimed(db: &mut Database, n: usize, grouped: bool) -> Vec<Claim> {
     // Set either way: a store groups outcomes by default.
     db.store.groups = grouped.then(std::sync::Arc::default);
-    let client = db.client();
-    for _ in 0..n {
-        client.start::<Once>(&()).await.expect("start");
-    }
-    let claims = db
-        .store
-        .claim(
-            &["default".to_owned()],
-            &Registered::of([Once::DEFINITION]),
-            i64::try_from(n).expect("small"),
-            "w1",
-            60_000,
-        )
-        .await
-        .expect("claim");
-    assert_eq!(claims.len(), n);
-    claims
+    super::group_edges::claim_n(db, n).await
 }
 
 async fn count(db: &Database, sql: &str) -> i64 {

@@ -34,7 +34,7 @@ async fn one_i64(db: &Database, text: &str) -> i64 {
 
 /// Starts `n` runs of `Once` and claims their first steps for `w1`, sorted
 /// by run id.
-async fn claim_n(db: &Database, n: usize) -> Vec<Claim> {
+pub(super) async fn claim_n(db: &Database, n: usize) -> Vec<Claim> {
     let client = db.client();
     for _ in 0..n {
         client.start::<Once>(&()).await.expect("start");
