@@ -30,11 +30,12 @@
 //!   alone, as without groups; so does a member whose plan reads first (open
 //!   steps to cancel, a cancel's tree), whose run ended, or whose run is a
 //!   fan-out child (its outcome locks its parent first, which another member
-//!   may lock too), and a second member of the same run. Those found only once
-//!   the runs are locked wait for the group's end, then end alone.
+//!   may lock too), and a second member of the same run. A member whose run
+//!   the group did not lock is answered as soon as the runs are locked; one
+//!   whose run it locked waits for the group's end, then ends alone.
 //! - **A held run.** A member whose run another transaction holds (an
-//!   operator's action, a fan-out child's ending) ends alone, waiting for
-//!   that run only; the others are not held up.
+//!   operator's action, a fan-out child's ending) ends alone at once,
+//!   waiting for that run only; the others are not held up.
 //! - **Flow control.** A member whose step or run holds a flow slot, or whose
 //!   run is not `performing`, ends alone: giving back a slot takes its keys'
 //!   advisory locks in a trigger, and two groups taking several members'
@@ -133,7 +134,8 @@ pub(super) struct Member {
     /// The worker's queues and stall threshold (ms), when it offers to take
     /// the next step and the claim's values carry over (see `hands_on`).
     handoff: Option<(Vec<String>, i64)>,
-    reply: oneshot::Sender<Reply>,
+    /// Where its reply goes; taken when it is sent before the group ends.
+    reply: Option<oneshot::Sender<Reply>>,
 }
 
 /// What a group did with a member.
@@ -203,7 +205,7 @@ impl Member {
             result: result.clone(),
             now,
             handoff,
-            reply,
+            reply: Some(reply),
         };
         (member, replied)
     }
@@ -321,12 +323,13 @@ impl PgStore {
     async fn run_group(&self, members: Vec<Member>) {
         let members: Vec<Member> = members
             .into_iter()
-            .filter(|m| !m.reply.is_closed())
+            .filter(|m| m.reply.as_ref().is_some_and(|r| !r.is_closed()))
             .collect();
         if members.is_empty() {
             return;
         }
-        let mut replies = match self.end_group(&members).await {
+        let mut members = members;
+        let mut replies = match self.end_group(&mut members).await {
             Ok(replies) => {
                 let written = replies
                     .iter()
@@ -364,6 +367,8 @@ impl PgStore {
                 reply: sender,
                 ..
             } = member;
+            // `None`: answered before the group ended (it locked nothing).
+            let Some(sender) = sender else { continue };
             if sender.send(reply).is_err() && handed {
                 left.push((run_id, step_id, worker_id, now));
             }
@@ -401,7 +406,7 @@ impl PgStore {
 
     /// The group's transaction (see the module docs); a reply per member, in
     /// order.
-    async fn end_group(&self, members: &[Member]) -> Result<Vec<Reply>, GroupFailed> {
+    async fn end_group(&self, members: &mut [Member]) -> Result<Vec<Reply>, GroupFailed> {
         let failed = |error: Error| GroupFailed {
             unknown: false,
             error,
@@ -425,6 +430,18 @@ impl PgStore {
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&run_ids, &members[0].now];
         let query = lock.query(&tx, &params);
         let runs = tokio::try_join!(biased; setting, query).map_err(failed)?.1;
+        // A member whose run was not locked (a fan-out child, a run held
+        // elsewhere or not `performing`) ends alone at once: the group holds
+        // nothing of it.
+        for member in members.iter_mut() {
+            let locked = runs
+                .iter()
+                .any(|row| row.get::<_, i64>("id") == member.run_id);
+            if !locked && let Some(sender) = member.reply.take() {
+                let _ = sender.send(Reply::Alone);
+            }
+        }
+        let members: &[Member] = members;
         // Each row reads the clock as it is locked: the last, once all are.
         let Some(now) = runs
             .iter()

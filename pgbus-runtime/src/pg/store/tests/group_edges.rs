@@ -132,6 +132,88 @@ async fn a_member_whose_run_is_held_ends_alone_and_holds_up_no_other() {
     drop_schema(&db).await;
 }
 
+/// A member whose run the group did not lock (held elsewhere here; a
+/// fan-out child or a run not `performing` alike) is answered as soon as
+/// the runs are locked, and ends alone while the group is still writing.
+// One thread: both outcomes are handed over before the group's task first
+// runs, so they are one group.
+#[tokio::test(flavor = "current_thread")]
+async fn a_member_whose_run_was_not_locked_does_not_wait_for_its_group() {
+    // Its own application name: the sessions it waits for are told apart
+    // by it (a statement's text in `pg_stat_activity` is cut short).
+    let app = format!("grp_{}", uuid::Uuid::new_v4().simple());
+    let db = Database::connect_with(
+        &format!("{}?application_name={app}", url()),
+        Schema::new(&format!("t_{}", uuid::Uuid::new_v4().simple())).expect("valid"),
+        Clock::Database,
+    )
+    .await
+    .expect("connect");
+    db.migrate().await.expect("migrate");
+    let claims = claim_n(&db, 2).await;
+    // The group's write waits on the first member's step row; the second
+    // member's run is held, so the group does not lock it.
+    let step_held = hold(
+        &db,
+        "SELECT 1 FROM {schema}.steps WHERE id = $1 FOR UPDATE",
+        claims[0].step_id,
+    )
+    .await;
+    let run_held = hold(
+        &db,
+        "SELECT 1 FROM {schema}.runs WHERE id = $1 FOR UPDATE",
+        claims[1].run_id.0,
+    )
+    .await;
+    let ends: Vec<_> = claims
+        .iter()
+        .cloned()
+        .map(|c| {
+            let store = db.store.clone();
+            tokio::spawn(async move {
+                store
+                    .end_attempt(Once::DEFINITION, &c, "w1", &ok(), false, None)
+                    .await
+            })
+        })
+        .collect();
+    // Both wait on a lock: the group's write on the step row, and the
+    // second member, already alone, on its run.
+    until(
+        &db,
+        "the group and the second member wait on locks",
+        &format!(
+            "SELECT (count(*) >= 2)::int::bigint FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND application_name = '{app}'"
+        ),
+    )
+    .await;
+    run_held
+        .batch_execute("COMMIT")
+        .await
+        .expect("release the run");
+    let mut ends = ends.into_iter();
+    let (first, second) = (ends.next().expect("first"), ends.next().expect("second"));
+    // Ends while the group still waits (a bound for a failure, not a time
+    // measured).
+    let second = tokio::time::timeout(Duration::from_secs(30), second)
+        .await
+        .expect("the second member ends before its group")
+        .expect("no panic")
+        .expect("end");
+    assert!(matches!(second, Ended::Applied(_)));
+    assert!(!first.is_finished(), "the group still waits");
+    step_held
+        .batch_execute("COMMIT")
+        .await
+        .expect("release the step");
+    let first = first.await.expect("no panic").expect("end");
+    assert!(matches!(first, Ended::Applied(_)));
+    assert_eq!(ending_transactions(&db).await, 2);
+    drop((step_held, run_held));
+    drop_schema(&db).await;
+}
+
 /// A step holding a flow slot gives it back through a trigger that takes
 /// the slot's advisory locks: such a member ends alone, and its slot is
 /// given back as without groups.
