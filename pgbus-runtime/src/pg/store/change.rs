@@ -259,8 +259,23 @@ impl<'a> RunChange<'a> {
     /// to cancel, and nothing of a fan-out (a cancel's tree, a child's count
     /// toward its batch), which read before they write.
     pub(super) fn pipelines(&self) -> bool {
-        !self.cancel_open_steps
-            && self.run_status != RunStatus::Cancelled
-            && !(self.run_status.is_terminal() && self.parent_batch_id.is_some())
+        writes_without_reading(
+            self.cancel_open_steps,
+            self.run_status,
+            self.parent_batch_id,
+        )
     }
+}
+
+/// Whether a change writes without reading first (see
+/// [`RunChange::pipelines`]): the outcome path's test, and a group's, which
+/// writes only such changes.
+pub(super) fn writes_without_reading(
+    cancel_open_steps: bool,
+    run_status: RunStatus,
+    parent_batch_id: Option<i64>,
+) -> bool {
+    !cancel_open_steps
+        && run_status != RunStatus::Cancelled
+        && !(run_status.is_terminal() && parent_batch_id.is_some())
 }

@@ -71,6 +71,8 @@ mod columns;
 
 use columns::Columns;
 
+use super::change::writes_without_reading;
+
 use super::outcome::{hands_on, run_state_of};
 use super::{PgStore, parse_stored};
 use crate::definition::WorkflowDefinition;
@@ -553,8 +555,8 @@ fn plan_members(members: &[Member], runs: &[tokio_postgres::Row]) -> Result<Vec<
             reattempts: member.reattempts,
         };
         let plan = plan_outcome(member.definition, &run_state, &state, &member.result);
-        // What `RunChange::pipelines` refuses, for a run that is no child.
-        if plan.cancel_open_steps || plan.run_status == RunStatus::Cancelled {
+        // `lock_runs.sql` locks no fan-out child.
+        if !writes_without_reading(plan.cancel_open_steps, plan.run_status, None) {
             continue;
         }
         let hands_on = match &member.handoff {
