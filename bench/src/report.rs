@@ -485,15 +485,21 @@ fn write_wire(f: &mut std::fmt::Formatter<'_>, rows: &[ThroughputRow]) -> std::f
     writeln!(f)?;
     note(
         f,
-        "on the wire, per step   round trips   statements   commits   (steps counted)",
+        "on the wire, per step   round trips   statements   commits   server ms   worker ms   (steps counted)",
     )?;
     for row in rows {
         let e = &row.engine;
         match e.wire {
             Some(w) => writeln!(
                 f,
-                "   C = {:<15} {:>11.2} {:>12.2} {:>9.2}   ({})",
-                e.concurrency, w.round_trips, w.statements, w.commits, w.steps
+                "   C = {:<15} {:>11.2} {:>12.2} {:>9.2} {:>11.3} {:>11.3}   ({})",
+                e.concurrency,
+                w.round_trips,
+                w.statements,
+                w.commits,
+                w.server_ms,
+                w.worker_ms,
+                w.steps
             )?,
             None => writeln!(
                 f,
@@ -520,7 +526,15 @@ fn write_wire(f: &mut std::fmt::Formatter<'_>, rows: &[ThroughputRow]) -> std::f
     )?;
     note(
         f,
-        "5 statements and 2 commits a step (pgbench sends each statement alone).",
+        "5 statements and 2 commits a step (pgbench sends each statement alone). Server ms: time in",
+    )?;
+    note(
+        f,
+        "which some connection waited on an answer; worker ms: the rest of the batch's span, when none",
+    )?;
+    note(
+        f,
+        "did (the worker's own time and the proxy's hop). At C = 1 the two add up to a step's latency.",
     )?;
     Ok(())
 }

@@ -92,6 +92,12 @@ pub(crate) struct WirePerStep {
     pub(crate) statements: f64,
     /// Committed transactions per step.
     pub(crate) commits: f64,
+    /// Milliseconds per step in which some connection waited on the server
+    /// (`crate::wire`'s server time).
+    pub(crate) server_ms: f64,
+    /// Milliseconds per step in which none did: the worker's own time, and
+    /// the proxy's hop.
+    pub(crate) worker_ms: f64,
 }
 
 /// Measures steps per second at `concurrency` in `bench`'s schema. A pilot
@@ -135,6 +141,7 @@ async fn wire_batch(
     let proxy = WireProxy::start(server).await?;
     let db = bench.connect_via(proxy.port()).await?;
     let prepared = prepare(&bench.db().client(), &db, concurrency, runs, with_parked).await?;
+    proxy.mark();
     let from: WireCounts = proxy.counts();
     let worker = prepared.run_to_end(bench, admin, runs).await?;
     let counted = proxy.counts().since(from);
@@ -147,6 +154,9 @@ async fn wire_batch(
         round_trips: per_step(counted.round_trips),
         statements: per_step(counted.statements),
         commits: per_step(counted.commits),
+        server_ms: counted.server.as_secs_f64() * 1e3 / steps as f64,
+        worker_ms: counted.span().saturating_sub(counted.server).as_secs_f64() * 1e3
+            / steps as f64,
     }))
 }
 

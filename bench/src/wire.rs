@@ -12,6 +12,14 @@
 //!   `CommandComplete` since the one before (an explicit block's `COMMIT`, or
 //!   a statement outside a block).
 //!
+//! - **Server time** is the time at least one connection waits on the server:
+//!   from the client's request (a `Sync` or a simple `Query`, counted from
+//!   the client's messages) to the `ReadyForQuery` that answers it, the
+//!   intervals of all connections joined. What is left of the span from the
+//!   first request to the last answer is **worker time**: no request is
+//!   waiting, so the worker (and the proxy's hop) is what the step waits on.
+//!   At concurrency 1 the two add up to a step's latency.
+//!
 //! Counting starts on each connection at its first `ReadyForQuery`: the
 //! start-up and authentication exchange of a new connection is not the
 //! engine's per-step work. The message format is PostgreSQL's frontend/backend
@@ -19,8 +27,9 @@
 //! URL asks for no TLS, so the bytes can be read.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -35,10 +44,56 @@ struct Counters {
     round_trips: AtomicU64,
     statements: AtomicU64,
     commits: AtomicU64,
+    busy: Mutex<Busy>,
+}
+
+/// The joined intervals in which some connection waits on the server.
+#[derive(Debug, Default)]
+struct Busy {
+    /// Connections with a request not yet answered.
+    waiting: usize,
+    /// When `waiting` last went from 0 to 1.
+    since: Option<Instant>,
+    /// The intervals closed so far, added up.
+    total: Duration,
+    /// When `waiting` last went back to 0.
+    last_end: Option<Instant>,
+    /// The first request since the last [`WireProxy::mark`].
+    first: Option<Instant>,
+}
+
+impl Counters {
+    fn busy(&self) -> std::sync::MutexGuard<'_, Busy> {
+        self.busy.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A connection sent a request while it had none waiting.
+    fn begin(&self) {
+        let mut busy = self.busy();
+        if busy.waiting == 0 {
+            let now = Instant::now();
+            busy.since = Some(now);
+            busy.first.get_or_insert(now);
+        }
+        busy.waiting += 1;
+    }
+
+    /// A connection's last waiting request was answered.
+    fn end(&self) {
+        let mut busy = self.busy();
+        busy.waiting = busy.waiting.saturating_sub(1);
+        if busy.waiting == 0
+            && let Some(since) = busy.since.take()
+        {
+            let now = Instant::now();
+            busy.total += now - since;
+            busy.last_end = Some(now);
+        }
+    }
 }
 
 /// A snapshot of the counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct WireCounts {
     /// Client turns (see the module's docs).
     pub(crate) round_trips: u64,
@@ -46,6 +101,12 @@ pub(crate) struct WireCounts {
     pub(crate) statements: u64,
     /// Transactions that committed.
     pub(crate) commits: u64,
+    /// Server time (see the module's docs) in closed intervals.
+    pub(crate) server: Duration,
+    /// The first request since the proxy's last [`WireProxy::mark`].
+    pub(crate) first_request: Option<Instant>,
+    /// When the last interval of server time closed.
+    pub(crate) last_answer: Option<Instant>,
 }
 
 impl WireCounts {
@@ -55,6 +116,17 @@ impl WireCounts {
             round_trips: self.round_trips.saturating_sub(earlier.round_trips),
             statements: self.statements.saturating_sub(earlier.statements),
             commits: self.commits.saturating_sub(earlier.commits),
+            server: self.server.saturating_sub(earlier.server),
+            first_request: self.first_request,
+            last_answer: self.last_answer,
+        }
+    }
+
+    /// From the first request to the last answer, zero before either.
+    pub(crate) fn span(&self) -> Duration {
+        match (self.first_request, self.last_answer) {
+            (Some(first), Some(last)) => last.saturating_duration_since(first),
+            _ => Duration::ZERO,
         }
     }
 }
@@ -100,9 +172,21 @@ impl WireProxy {
         self.local.port()
     }
 
+    /// Starts the span of [`WireCounts::span`] again at the next request.
+    pub(crate) fn mark(&self) {
+        self.counters.busy().first = None;
+    }
+
     /// The counts so far.
     pub(crate) fn counts(&self) -> WireCounts {
+        let (server, first_request, last_answer) = {
+            let busy = self.counters.busy();
+            (busy.total, busy.first, busy.last_end)
+        };
         WireCounts {
+            server,
+            first_request,
+            last_answer,
             round_trips: self.counters.round_trips.load(Ordering::Relaxed),
             statements: self.counters.statements.load(Ordering::Relaxed),
             commits: self.counters.commits.load(Ordering::Relaxed),
@@ -123,6 +207,8 @@ struct Turn {
     server_last: AtomicBool,
     /// The connection reached its first `ReadyForQuery`.
     ready: AtomicBool,
+    /// Requests sent and not yet answered by a `ReadyForQuery`.
+    waiting: AtomicU64,
 }
 
 /// Pumps both directions until either closes.
@@ -134,6 +220,7 @@ async fn forward(client: TcpStream, server: TcpStream, counters: Arc<Counters>) 
     let turn = Arc::new(Turn {
         server_last: AtomicBool::new(true),
         ready: AtomicBool::new(false),
+        waiting: AtomicU64::new(0),
     });
     let up = tokio::spawn(client_to_server(
         client_read,
@@ -153,11 +240,17 @@ async fn client_to_server(
     counters: Arc<Counters>,
 ) {
     let mut buf = vec![0_u8; 64 * 1024];
+    let mut requests = Requests::default();
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        // Counted before the bytes go on, so the answer cannot come first.
+        let asked = requests.feed(&buf[..n]);
+        if asked > 0 && turn.waiting.fetch_add(asked, Ordering::AcqRel) == 0 {
+            counters.begin();
+        }
         if turn.server_last.swap(false, Ordering::AcqRel) && turn.ready.load(Ordering::Acquire) {
             counters.round_trips.fetch_add(1, Ordering::Relaxed);
         }
@@ -189,6 +282,49 @@ async fn server_to_client(
         }
     }
     let _ = to.shutdown().await;
+}
+
+/// The client's messages, split from the byte stream: first the start-up
+/// packet (a 32-bit length that counts itself, no type byte), then typed
+/// messages as the server's. Counts the requests a `ReadyForQuery` answers:
+/// `Sync` (`S`) and simple `Query` (`Q`).
+#[derive(Debug, Default)]
+struct Requests {
+    pending: Vec<u8>,
+    started: bool,
+}
+
+impl Requests {
+    /// Requests completed in `bytes` (with what came before).
+    fn feed(&mut self, bytes: &[u8]) -> u64 {
+        self.pending.extend_from_slice(bytes);
+        let mut asked = 0;
+        let mut at = 0;
+        loop {
+            let typed = usize::from(self.started);
+            if self.pending.len() - at < typed + 4 {
+                break;
+            }
+            let l = at + typed;
+            let len = u32::from_be_bytes([
+                self.pending[l],
+                self.pending[l + 1],
+                self.pending[l + 2],
+                self.pending[l + 3],
+            ]) as usize;
+            let end = l + len;
+            if len < 4 || self.pending.len() < end {
+                break;
+            }
+            if self.started && matches!(self.pending[at], b'S' | b'Q') {
+                asked += 1;
+            }
+            self.started = true;
+            at = end;
+        }
+        self.pending.drain(..at);
+        asked
+    }
 }
 
 /// The server's messages, split from the byte stream: a type byte, then a
@@ -229,7 +365,18 @@ impl Messages {
                 }
                 b'Z' => {
                     let idle = body.first() == Some(&b'I');
-                    if turn.ready.swap(true, Ordering::AcqRel)
+                    let answered = turn.ready.swap(true, Ordering::AcqRel);
+                    if answered
+                        && turn
+                            .waiting
+                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                                n.checked_sub(1)
+                            })
+                            == Ok(1)
+                    {
+                        counters.end();
+                    }
+                    if answered
                         && idle
                         && self.completed > 0
                         && !self.last_rollback
@@ -271,6 +418,30 @@ mod tests {
             round_trips: 0,
             statements: counters.statements.load(Ordering::Relaxed),
             commits: counters.commits.load(Ordering::Relaxed),
+            ..WireCounts::default()
+        }
+    }
+
+    #[test]
+    fn requests_are_syncs_and_simple_queries_after_the_start_up_packet() {
+        // A start-up packet (length, protocol 3.0, one parameter), then a
+        // password message, a pipeline of Parse, Bind, Execute and Sync, a
+        // Flush, and a simple Query.
+        let mut params = 196_608_u32.to_be_bytes().to_vec();
+        params.extend_from_slice(b"user\0u\0\0");
+        let mut stream = (u32::try_from(params.len()).unwrap() + 4).to_be_bytes().to_vec();
+        stream.extend(params);
+        stream.extend(message(b'p', b"secret\0"));
+        stream.extend(message(b'P', b"\0SELECT 1\0\0\0"));
+        stream.extend(message(b'B', b"\0\0\0\0\0\0\0\0"));
+        stream.extend(message(b'E', b"\0\0\0\0\0"));
+        stream.extend(message(b'S', b""));
+        stream.extend(message(b'H', b""));
+        stream.extend(message(b'Q', b"COMMIT\0"));
+        for chunk in [1, 2, 5, stream.len()] {
+            let mut requests = Requests::default();
+            let asked: u64 = stream.chunks(chunk).map(|part| requests.feed(part)).sum();
+            assert_eq!(asked, 2, "chunk {chunk}");
         }
     }
 
@@ -351,5 +522,9 @@ mod tests {
             (query.round_trips, query.statements, query.commits),
             (2, 1, 1)
         );
+        // Each request was waited on, and the waits fit in the span.
+        let all = proxy.counts();
+        assert!(all.server > Duration::ZERO, "{all:?}");
+        assert!(all.span() >= all.server, "{all:?}");
     }
 }
