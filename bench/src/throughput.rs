@@ -155,8 +155,7 @@ async fn wire_batch(
         statements: per_step(counted.statements),
         commits: per_step(counted.commits),
         server_ms: counted.server.as_secs_f64() * 1e3 / steps as f64,
-        worker_ms: counted.span().saturating_sub(counted.server).as_secs_f64() * 1e3
-            / steps as f64,
+        worker_ms: counted.span().saturating_sub(counted.server).as_secs_f64() * 1e3 / steps as f64,
     }))
 }
 

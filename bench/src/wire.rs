@@ -64,7 +64,9 @@ struct Busy {
 
 impl Counters {
     fn busy(&self) -> std::sync::MutexGuard<'_, Busy> {
-        self.busy.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.busy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// A connection sent a request while it had none waiting.
@@ -369,18 +371,12 @@ impl Messages {
                     if answered
                         && turn
                             .waiting
-                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                                n.checked_sub(1)
-                            })
+                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
                             == Ok(1)
                     {
                         counters.end();
                     }
-                    if answered
-                        && idle
-                        && self.completed > 0
-                        && !self.last_rollback
-                    {
+                    if answered && idle && self.completed > 0 && !self.last_rollback {
                         counters.commits.fetch_add(1, Ordering::Relaxed);
                     }
                     if idle {
@@ -429,7 +425,9 @@ mod tests {
         // Flush, and a simple Query.
         let mut params = 196_608_u32.to_be_bytes().to_vec();
         params.extend_from_slice(b"user\0u\0\0");
-        let mut stream = (u32::try_from(params.len()).unwrap() + 4).to_be_bytes().to_vec();
+        let mut stream = (u32::try_from(params.len()).unwrap() + 4)
+            .to_be_bytes()
+            .to_vec();
         stream.extend(params);
         stream.extend(message(b'p', b"secret\0"));
         stream.extend(message(b'P', b"\0SELECT 1\0\0\0"));

@@ -1,5 +1,6 @@
 //! `pgbus dashboard`: the runs, a run's timeline, the insights and the live
-//! workers as web pages, rendered on the server (no script, no CDN: the one stylesheet is
+//! workers as web pages, rendered on the server (no CDN, no framework: the one
+//! stylesheet and the one small script, which reloads pages that change, are
 //! built into the binary), with the operator actions as forms.
 //!
 //! Safe by default: it binds to loopback and asks every request for an access
@@ -242,6 +243,7 @@ pub(crate) fn router(db: Database, settings: Settings) -> Router {
         .route("/workers", get(pages::workers))
         .route("/schedules", get(pages::schedules))
         .route("/style.css", get(style))
+        .route("/refresh.js", get(refresh))
         .fallback(pages::not_found)
         .layer(middleware::from_fn_with_state(Arc::clone(&app), guard))
         .with_state(app)
@@ -251,6 +253,16 @@ async fn style() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
         include_str!("style.css"),
+    )
+}
+
+/// The script that reloads a page carrying `data-refresh` (see
+/// `refresh.js`); the only script, loaded from this site (the CSP allows no
+/// inline script).
+async fn refresh() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("refresh.js"),
     )
 }
 
@@ -446,15 +458,16 @@ fn loopback_host(headers: &HeaderMap, bind: SocketAddr) -> bool {
 }
 
 /// `response` with the headers that keep the pages to themselves: nothing
-/// but this site's stylesheet loads, no site may frame them, no referrer
-/// leaves them for another site.
+/// but this site's stylesheet and script loads (no inline script, no
+/// `eval`), no site may frame them, no referrer leaves them for another
+/// site.
 fn secured(mut response: Response) -> Response {
     let headers = response.headers_mut();
     for (name, value) in [
         (
             header::CONTENT_SECURITY_POLICY,
-            "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; \
-             frame-ancestors 'none'; base-uri 'none'",
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+             form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         ),
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),

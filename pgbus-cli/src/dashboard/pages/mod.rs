@@ -25,8 +25,23 @@ pub(crate) use run::{act, run};
 pub(crate) use schedules::schedules;
 pub(crate) use workers::workers;
 
-/// A page in the dashboard's frame.
+/// How often, in seconds, a page that changes on its own reloads itself:
+/// the runs list, a run that has not ended.
+const REFRESH_SECS: u32 = 5;
+
+/// A page in the dashboard's frame, which stays as it was drawn (an ended
+/// run, a form, a page of counts).
 fn page(title: &str, body: &Markup) -> Markup {
+    frame(title, body, None)
+}
+
+/// A page that changes on its own: reloaded every `every` seconds while it
+/// is shown and nobody is typing in it (`refresh.js`).
+fn live_page(title: &str, body: &Markup, every: u32) -> Markup {
+    frame(title, body, Some(every))
+}
+
+fn frame(title: &str, body: &Markup, refresh: Option<u32>) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -35,8 +50,9 @@ fn page(title: &str, body: &Markup) -> Markup {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · pgbus" }
                 link rel="stylesheet" href="/style.css";
+                @if refresh.is_some() { script src="/refresh.js" defer {} }
             }
-            body {
+            body data-refresh=[refresh] {
                 header {
                     a.brand href="/" { "pgbus" }
                     nav { a href="/" { "Runs" } a href="/insights" { "Insights" } a href="/workers" { "Workers" } a href="/schedules" { "Schedules" } }
@@ -172,7 +188,7 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
             a.next href=(older_link(before, workflow.as_deref(), status)) { "Older runs →" }
         }
     };
-    page("Runs", &body).into_response()
+    live_page("Runs", &body, REFRESH_SECS).into_response()
 }
 
 /// The next page of the runs list, its filters kept.

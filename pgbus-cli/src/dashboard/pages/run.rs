@@ -11,7 +11,7 @@ use pgbus_runtime::view::{RunView, ValueOf};
 use pgbus_runtime::{Error, RunId, RunStatus};
 use serde::Deserialize;
 
-use super::{error_page, now, page, status_badge};
+use super::{REFRESH_SECS, error_page, live_page, now, page, status_badge};
 use crate::commands::{Cut, SHOWN, SHOWN_AT_MOST};
 use crate::commands::{VALUE_BYTES, clip, time, took, value_text};
 use crate::dashboard::{App, Csrf, chart, same};
@@ -62,10 +62,14 @@ pub(crate) async fn run(
         let mut view = view;
         crate::commands::defang(&mut view);
         let (cut, segments, changes) = Cut::latest(&mut view, show, now);
-        page(
-            &format!("Run {id}"),
-            &run_body(&view, (&segments, &changes), now, &notice, &csrf, &cut),
-        )
+        let title = format!("Run {id}");
+        let body = run_body(&view, (&segments, &changes), now, &notice, &csrf, &cut);
+        // An ended run no longer changes; one that has not is followed.
+        if view.run.status.is_terminal() {
+            page(&title, &body)
+        } else {
+            live_page(&title, &body, REFRESH_SECS)
+        }
     })
     .await;
     match rendered {

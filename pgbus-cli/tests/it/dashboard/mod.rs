@@ -1,9 +1,11 @@
 //! The dashboard over plain HTTP: its guards (`guards`), its pages beside
-//! held locks, abandoned requests and large runs (`bounds`), and the workers
-//! page with what the pages say of runs nobody can run (`workers`).
+//! held locks, abandoned requests and large runs (`bounds`), the pages that
+//! reload themselves (`live`), and the workers page with what the pages say
+//! of runs nobody can run (`workers`).
 
 mod bounds;
 mod guards;
+mod live;
 mod schedules;
 mod workers;
 
