@@ -8,6 +8,8 @@ use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use pgbus_runtime::timeline::{Piece, Segment};
 
+use super::when::ago;
+
 /// Width of the bar area, in SVG units.
 const WIDTH: f64 = 900.0;
 /// Width of the row labels on the left, at least: wider for longer labels,
@@ -112,9 +114,12 @@ pub(crate) fn timeline(segments: &[Segment], now: DateTime<Utc>) -> Markup {
                     }
                 }
             }
-            text.axis x=(label) y=(format!("{:.1}", height - 6.0)) { (crate::commands::time(start)) }
+            // The ends of the time axis, and how long before the page's now.
+            text.axis x=(label) y=(format!("{:.1}", height - 6.0)) {
+                (crate::commands::time(start)) " (" (ago(start, now)) ")"
+            }
             text.axis x=(label + WIDTH) y=(format!("{:.1}", height - 6.0)) text-anchor="end" {
-                (crate::commands::time(end))
+                (crate::commands::time(end)) " (" (ago(end, now)) ")"
             }
         }
     }

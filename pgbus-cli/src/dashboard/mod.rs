@@ -20,6 +20,7 @@
 
 mod chart;
 mod pages;
+mod when;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

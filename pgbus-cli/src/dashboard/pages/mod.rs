@@ -18,7 +18,7 @@ use pgbus_runtime::{RunId, RunStatus};
 use serde::Deserialize;
 
 use super::App;
-use crate::commands::time;
+use crate::dashboard::when::when;
 
 pub(crate) use insights::insights;
 pub(crate) use run::{act, run};
@@ -146,6 +146,10 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
             );
         }
     };
+    let now = match now(&app).await {
+        Ok(now) => now,
+        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &error),
+    };
     let next = (runs.len() == PAGE as usize)
         .then(|| runs.last().map(|r| r.id.0))
         .flatten();
@@ -177,8 +181,8 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
                                 @if let Some(missing) = run.unrunnable { (stuck_badge(missing)) }
                             }
                             td { (crate::commands::visible(run.current_step.as_deref().unwrap_or("-"))) }
-                            td { (time(run.created_at)) }
-                            td { (time(run.updated_at)) }
+                            td { (when(run.created_at, now)) }
+                            td { (when(run.updated_at, now)) }
                         }
                     }
                 }

@@ -13,7 +13,8 @@ use serde::Deserialize;
 
 use super::{REFRESH_SECS, error_page, live_page, now, page, status_badge};
 use crate::commands::{Cut, SHOWN, SHOWN_AT_MOST};
-use crate::commands::{VALUE_BYTES, clip, time, took, value_text};
+use crate::commands::{VALUE_BYTES, clip, took, value_text};
+use crate::dashboard::when::{maybe, when};
 use crate::dashboard::{App, Csrf, chart, same};
 
 /// What an action reported back to the run page.
@@ -111,10 +112,10 @@ fn run_body(
             dt { "Workflow" } dd { (run.workflow) }
             dt { "Status" } dd { (status_badge(run.status)) }
             dt { "Current step" } dd { (run.current_step.as_deref().unwrap_or("-")) }
-            dt { "Created" } dd { (time(run.created_at)) }
-            dt { "Updated" } dd { (time(run.updated_at)) }
-            @if let Some(finished) = run.finished_at { dt { "Finished" } dd { (time(finished)) } }
-            @if let Some(deadline) = view.deadline_at { dt { "Deadline" } dd { (time(deadline)) } }
+            dt { "Created" } dd { (when(run.created_at, now)) }
+            dt { "Updated" } dd { (when(run.updated_at, now)) }
+            @if let Some(finished) = run.finished_at { dt { "Finished" } dd { (when(finished, now)) } }
+            @if let Some(deadline) = view.deadline_at { dt { "Deadline" } dd { (when(deadline, now)) } }
             @if let Some(class) = &view.error_class {
                 dt { "Error" } dd.error { (error_text(class, view.error_message.as_deref().unwrap_or_default(), &[], &whole)) }
             }
@@ -136,7 +137,7 @@ fn run_body(
                             td { (step.attempt) }
                             td { (step.status.as_str()) }
                             td { (step.outcome.map_or("-", |o| o.as_str())) }
-                            td { (step.started_at.map_or_else(|| "-".to_owned(), time)) }
+                            td { (maybe(step.started_at, now)) }
                             td { (step.ran().map_or_else(|| "-".to_owned(), took)) }
                             td.error {
                                 @if let Some(class) = &step.error_class {
@@ -160,7 +161,7 @@ fn run_body(
                 (cut_note(cut, run.id, cut.signals, "signals", ""))
                 table { thead { tr { th { "Id" } th { "Name" } th { "Sent" } th { "Consumed by" } th { "Payload" } } }
                     tbody { @for s in &view.signals { tr {
-                        td { (s.id.0) } td { (s.name) } td { (time(s.created_at)) }
+                        td { (s.id.0) } td { (s.name) } td { (when(s.created_at, now)) }
                         td { (s.consumed_by.map_or_else(|| "-".to_owned(), |c| {
                             step_names.get(&c).cloned().unwrap_or_else(|| c.to_string())
                         })) }
@@ -178,7 +179,7 @@ fn run_body(
                 tbody {
                     @for e in &view.events {
                         tr {
-                            td { (time(e.created_at)) }
+                            td { (when(e.created_at, now)) }
                             td { (e.event) }
                             td { (e.step_name.as_ref().map_or_else(|| "-".to_owned(), |s| format!("{s}#{}", e.attempt.unwrap_or(0)))) }
                             td { (e.actor) }
@@ -413,7 +414,7 @@ fn timeline_section(
                 ul.definition-changes {
                     @for change in changes {
                         li {
-                            "Definition changed at " (time(change.at)) ": "
+                            "Definition changed at " (when(change.at, now)) ": "
                             code title=(change.old_digest) { (crate::commands::short_digest(&change.old_digest)) }
                             " → "
                             code title=(change.new_digest) { (crate::commands::short_digest(&change.new_digest)) }

@@ -58,3 +58,23 @@ async fn a_run_page_shows_long_values_and_errors_whole_on_demand() {
         "{body}"
     );
 }
+
+/// Every time shows how long ago it is, on the database's clock, beside
+/// the absolute time.
+#[tokio::test]
+async fn times_show_how_long_ago_they_are() {
+    let t = TestSchema::new().await;
+    let run = plain_run(&t, "old").await;
+    t.backdate(run).await;
+    let dashboard = Dashboard::start(&t.name, &[]);
+    let base = dashboard.url.as_str();
+    for path in ["/".to_owned(), format!("/runs/{}", run.0)] {
+        let (status, _, body) = http(base, "GET", &path, &[], "");
+        assert_eq!(status, 200, "{path}");
+        assert!(
+            body.contains(r#"<span class="ago">2 h ago</span>"#),
+            "{path}: created two hours back: {body}"
+        );
+        assert!(body.contains("<time datetime=\""), "{path}");
+    }
+}
