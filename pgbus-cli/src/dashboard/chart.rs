@@ -15,12 +15,13 @@ const WIDTH: f64 = 900.0;
 /// Width of the row labels on the left, at least: wider for longer labels,
 /// up to [`LABEL_AT_MOST`].
 const LABEL: f64 = 170.0;
-/// The widest the label column grows, so the bars keep most of the chart.
-const LABEL_AT_MOST: f64 = 340.0;
 /// About how wide one character of a label is (12px system-ui), in SVG
 /// units, with the column's margin.
 const LABEL_CHAR: f64 = 7.0;
 const LABEL_MARGIN: f64 = 12.0;
+/// The most characters of a label the column grows for (334 units), so the
+/// bars keep most of the chart.
+const LABEL_CHARS_AT_MOST: usize = 46;
 /// The narrowest a bar is drawn, in SVG units (about 3 pixels at the
 /// chart's usual size): a step that ran for a millisecond of a minute-long
 /// run still shows, a sliver wider than its share of time.
@@ -81,8 +82,8 @@ pub(crate) fn timeline(segments: &[Segment], now: DateTime<Utc>) -> Markup {
     // The label column fits the longest label, within bounds; a label
     // longer than that is cut, and its `<title>` (a tooltip) holds it whole.
     let longest = rows.iter().map(|k| k.chars().count()).max().unwrap_or(0);
-    let label = (longest as f64 * LABEL_CHAR + LABEL_MARGIN).clamp(LABEL, LABEL_AT_MOST);
-    let label_chars = ((label - LABEL_MARGIN) / LABEL_CHAR).floor() as usize;
+    let label_chars = longest.min(LABEL_CHARS_AT_MOST);
+    let label = (label_chars as f64 * LABEL_CHAR + LABEL_MARGIN).max(LABEL);
     let span_ms = (end - start).num_milliseconds().max(1) as f64;
     let x = |at: DateTime<Utc>| label + WIDTH * ((at - start).num_milliseconds() as f64 / span_ms);
     let height = ROW * rows.len() as f64 + 24.0;
@@ -256,7 +257,7 @@ mod tests {
             "{svg}"
         );
         assert!(
-            svg.contains(r#"viewBox="0 0 1250 50""#),
+            svg.contains(r#"viewBox="0 0 1244 50""#),
             "the column at its widest: {svg}"
         );
     }
