@@ -19,7 +19,10 @@
 //! the name the operator typed.
 
 mod chart;
+mod form;
 mod pages;
+#[cfg(test)]
+mod tests;
 mod when;
 
 use std::net::SocketAddr;
@@ -31,7 +34,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use pgbus_runtime::Database;
 use subtle::ConstantTimeEq;
@@ -140,6 +143,15 @@ pub(crate) struct App {
 }
 
 impl App {
+    fn new(db: Database, settings: Settings) -> Self {
+        Self {
+            db,
+            settings,
+            secret: random_secret(),
+            failed_tokens: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
     /// HMAC-SHA256 of `purpose` and `value` under the secret, in hex.
     fn sign(&self, purpose: &str, value: &str) -> String {
         use hmac::{KeyInit as _, Mac as _};
@@ -230,16 +242,25 @@ pub(crate) async fn serve(db: Database, settings: Settings) -> Result<(), BoxErr
 
 /// The dashboard's routes, with access and CSRF checks in front of them.
 pub(crate) fn router(db: Database, settings: Settings) -> Router {
-    let app = Arc::new(App {
-        db,
-        settings,
-        secret: random_secret(),
-        failed_tokens: Arc::new(tokio::sync::Mutex::new(())),
-    });
-    Router::new()
+    routes(Arc::new(App::new(db, settings)))
+}
+
+/// Every route that takes a form, the one place POST routes are made: each
+/// handler takes its body as a [`form::CsrfForm`], and the guard refuses a
+/// foreign `Origin` first. The guard test walks this list.
+pub(crate) fn form_routes() -> Vec<(&'static str, MethodRouter<Arc<App>>)> {
+    vec![("/runs/{id}/{action}", post(pages::act))]
+}
+
+fn routes(app: Arc<App>) -> Router {
+    let forms = form_routes()
+        .into_iter()
+        .fold(Router::new(), |router, (path, route)| {
+            router.route(path, route)
+        });
+    forms
         .route("/", get(pages::runs))
         .route("/runs/{id}", get(pages::run))
-        .route("/runs/{id}/{action}", post(pages::act))
         .route("/insights", get(pages::insights))
         .route("/workers", get(pages::workers))
         .route("/schedules", get(pages::schedules))
@@ -283,8 +304,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// Access, then CSRF, then the answer with the security headers: the token
 /// (if one is set) on every request, else a loopback `Host` (against DNS
 /// rebinding: a page of another site resolving its name to 127.0.0.1); on a
-/// POST, a cross-origin `Origin` refused here and the form's CSRF token
-/// checked by the handler against this browser's cookie.
+/// POST, a cross-origin `Origin` refused here, and the form's CSRF token
+/// checked against this browser's cookie by [`form::CsrfForm`], through
+/// which every POST handler takes its body.
 async fn guard(
     State(app): State<Arc<App>>,
     jar: CookieJar,

@@ -21,6 +21,8 @@ use super::App;
 use crate::dashboard::when::when;
 
 pub(crate) use insights::insights;
+#[cfg(test)]
+pub(crate) use run::ACTIONS;
 pub(crate) use run::{act, run};
 pub(crate) use schedules::schedules;
 pub(crate) use workers::workers;

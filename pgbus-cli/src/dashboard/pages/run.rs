@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
@@ -14,8 +14,9 @@ use serde::Deserialize;
 use super::{REFRESH_SECS, error_page, live_page, now, page, status_badge};
 use crate::commands::{Cut, SHOWN, SHOWN_AT_MOST};
 use crate::commands::{VALUE_BYTES, clip, took, value_text};
+use crate::dashboard::form::CsrfForm;
 use crate::dashboard::when::{maybe, when};
-use crate::dashboard::{App, Csrf, chart, same};
+use crate::dashboard::{App, Csrf, chart};
 
 /// What an action reported back to the run page.
 #[derive(Debug, Default, Deserialize)]
@@ -427,10 +428,9 @@ fn timeline_section(
     }
 }
 
-/// An action form.
+/// An action form (its CSRF token checked by [`CsrfForm`]).
 #[derive(Debug, Deserialize)]
 pub(crate) struct ActionForm {
-    csrf: String,
     actor: String,
     reason: String,
 }
@@ -438,15 +438,8 @@ pub(crate) struct ActionForm {
 pub(crate) async fn act(
     State(app): State<Arc<App>>,
     Path((id, action)): Path<(i64, String)>,
-    Extension(csrf): Extension<Csrf>,
-    Form(form): Form<ActionForm>,
+    CsrfForm(form): CsrfForm<ActionForm>,
 ) -> Response {
-    if !same(&form.csrf, &csrf.0) {
-        return error_page(
-            StatusCode::FORBIDDEN,
-            "This form has expired or came from elsewhere; reload the run's page and try again.",
-        );
-    }
     let actor = format!("dashboard:{}", form.actor.trim());
     let reason = form.reason.trim();
     let client = app.db.client();
@@ -484,7 +477,7 @@ pub(crate) async fn act(
 }
 
 /// The operator actions, as their forms post them.
-const ACTIONS: [&str; 4] = ["pause", "resume", "cancel", "skip"];
+pub(crate) const ACTIONS: [&str; 4] = ["pause", "resume", "cancel", "skip"];
 
 /// What a refused or failed action says on the run page, by its code.
 const REFUSALS: [(&str, &str); 9] = [
