@@ -136,6 +136,8 @@ pub(crate) struct App {
     /// This process's secret: 32 random bytes, new at every start, so a
     /// restart ends every session and CSRF token.
     secret: [u8; 32],
+    /// The bulk actions started from this dashboard, and how far each got.
+    pub(crate) jobs: pages::Jobs,
     /// Every presented token waits its turn here; a wrong one holds the
     /// turn for [`FAILED_TOKEN_PAUSE`] in a task of its own, so abandoning
     /// the request does not end the pause.
@@ -148,6 +150,7 @@ impl App {
             db,
             settings,
             secret: random_secret(),
+            jobs: pages::Jobs::default(),
             failed_tokens: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
@@ -249,7 +252,10 @@ pub(crate) fn router(db: Database, settings: Settings) -> Router {
 /// handler takes its body as a [`form::CsrfForm`], and the guard refuses a
 /// foreign `Origin` first. The guard test walks this list.
 pub(crate) fn form_routes() -> Vec<(&'static str, MethodRouter<Arc<App>>)> {
-    vec![("/runs/{id}/{action}", post(pages::act))]
+    vec![
+        ("/runs/{id}/{action}", post(pages::act)),
+        ("/bulk", post(pages::bulk_apply)),
+    ]
 }
 
 fn routes(app: Arc<App>) -> Router {
@@ -261,6 +267,8 @@ fn routes(app: Arc<App>) -> Router {
     forms
         .route("/", get(pages::runs))
         .route("/runs/{id}", get(pages::run))
+        .route("/bulk", get(pages::bulk_confirm))
+        .route("/bulk/{job}", get(pages::bulk_progress))
         .route("/insights", get(pages::insights))
         .route("/workers", get(pages::workers))
         .route("/schedules", get(pages::schedules))

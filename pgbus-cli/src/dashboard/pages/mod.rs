@@ -2,6 +2,7 @@
 //! run's page with its actions in `run`, the insights in `insights`, the
 //! live workers in `workers`, the schedules in `schedules`.
 
+mod bulk;
 mod insights;
 mod run;
 mod schedules;
@@ -20,6 +21,7 @@ use serde::Deserialize;
 use super::App;
 use crate::dashboard::when::when;
 
+pub(crate) use bulk::{Jobs, bulk_apply, bulk_confirm, bulk_progress};
 pub(crate) use insights::insights;
 #[cfg(test)]
 pub(crate) use run::ACTIONS;
@@ -118,20 +120,9 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
             "A workflow name has no NUL characters.",
         );
     }
-    let status = match query.status.as_deref().filter(|s| !s.is_empty()) {
-        None => None,
-        Some(text) => match text.parse::<RunStatus>() {
-            Ok(status) => Some(status),
-            Err(_) => {
-                // The link's own text is not repeated: a link cannot make the
-                // page say what it likes.
-                let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
-                return error_page(
-                    StatusCode::BAD_REQUEST,
-                    &format!("Unknown status: use one of {}.", known.join(", ")),
-                );
-            }
-        },
+    let status = match parse_status(query.status.as_deref()) {
+        Ok(status) => status,
+        Err(refused) => return error_page(StatusCode::BAD_REQUEST, &refused),
     };
     let mut filter = RunFilter::new()
         .limit(PAGE)
@@ -190,25 +181,61 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
                 }
             }
         }
+        @if let Some(status) = status.filter(|_| !runs.is_empty()) {
+            @let actions = bulk::bulk_actions(status);
+            @if !actions.is_empty() {
+                p.bulk {
+                    "All the runs this filter matches: "
+                    @for (action, label) in actions {
+                        a.bulk href=(bulk_link(action, workflow.as_deref(), status, query.before)) { (label) } " "
+                    }
+                }
+            }
+        }
         @if let Some(before) = next {
-            a.next href=(older_link(before, workflow.as_deref(), status)) { "Older runs →" }
+            a.next href=(list_link(workflow.as_deref(), status, Some(before))) { "Older runs →" }
         }
     };
     live_page("Runs", &body, REFRESH_SECS).into_response()
 }
 
-/// The next page of the runs list, its filters kept.
-fn older_link(before: i64, workflow: Option<&str>, status: Option<RunStatus>) -> String {
-    let mut link = format!("/?before={before}");
+/// The status a link asks for, if any: one of [`RunStatus::ALL`], else
+/// what the error page says, naming them (never the link's own text: a link
+/// cannot make the page say what it likes).
+fn parse_status(text: Option<&str>) -> Result<Option<RunStatus>, String> {
+    match text.filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(text) => text.parse::<RunStatus>().map(Some).map_err(|_| {
+            let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+            format!("Unknown status: use one of {}.", known.join(", "))
+        }),
+    }
+}
+
+/// The runs list with its filters, from `before` on if given.
+fn list_link(workflow: Option<&str>, status: Option<RunStatus>, before: Option<i64>) -> String {
+    let mut params = Vec::new();
+    if let Some(before) = before {
+        params.push(format!("before={before}"));
+    }
     if let Some(workflow) = workflow {
-        link.push_str("&workflow=");
-        link.push_str(&encode(workflow));
+        params.push(format!("workflow={}", encode(workflow)));
     }
     if let Some(status) = status {
-        link.push_str("&status=");
-        link.push_str(status.as_str());
+        params.push(format!("status={}", status.as_str()));
     }
-    link
+    format!("/?{}", params.join("&"))
+}
+
+/// The confirmation page of a bulk `action` on the runs list's filter.
+fn bulk_link(
+    action: &str,
+    workflow: Option<&str>,
+    status: RunStatus,
+    before: Option<i64>,
+) -> String {
+    let list = list_link(workflow, Some(status), before);
+    format!("/bulk?action={action}&{}", &list[2..])
 }
 
 /// `text` safe in a query string.

@@ -480,7 +480,7 @@ pub(crate) async fn act(
 pub(crate) const ACTIONS: [&str; 4] = ["pause", "resume", "cancel", "skip"];
 
 /// What a refused or failed action says on the run page, by its code.
-const REFUSALS: [(&str, &str); 9] = [
+pub(super) const REFUSALS: [(&str, &str); 9] = [
     ("actor", "Say who you are."),
     ("reason", "Say why, in at most 10,000 characters."),
     ("already-paused", "The run is already paused."),
@@ -505,7 +505,7 @@ const REFUSALS: [(&str, &str); 9] = [
 ];
 
 /// The code of an action's error.
-fn code_of(error: &Error) -> &'static str {
+pub(super) fn code_of(error: &Error) -> &'static str {
     use pgbus_runtime::IllegalMove;
     match error {
         Error::IllegalMove { why, .. } => match why {
