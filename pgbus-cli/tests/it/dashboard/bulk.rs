@@ -40,6 +40,18 @@ fn ended(base: &str, path: &str) -> String {
     panic!("the bulk action did not end");
 }
 
+/// Where a redirect sends the browser.
+fn location(head: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            l.strip_prefix("location: ")
+                .or_else(|| l.strip_prefix("Location: "))
+        })
+        .expect("a location")
+        .trim()
+        .to_owned()
+}
+
 #[tokio::test]
 async fn a_bulk_cancel_acts_on_exactly_the_confirmed_runs() {
     let t = TestSchema::new().await;
@@ -60,28 +72,6 @@ async fn a_bulk_cancel_acts_on_exactly_the_confirmed_runs() {
             .run_id;
     let dashboard = Dashboard::start(&t.name, &[]);
     let base = dashboard.url.as_str();
-
-    // The runs list offers the actions its status filter allows, none
-    // without one.
-    let (_, _, list) = http(
-        base,
-        "GET",
-        "/?workflow=dashboard.plain&status=ready",
-        &[],
-        "",
-    );
-    assert!(
-        list.contains(
-            r#"href="/bulk?action=cancel&amp;workflow=dashboard.plain&amp;status=ready""#
-        ),
-        "{list}"
-    );
-    assert!(
-        !list.contains("action=resume"),
-        "a ready run is not resumed"
-    );
-    let (_, _, list) = http(base, "GET", "/", &[], "");
-    assert!(!list.contains("/bulk?"), "{list}");
 
     // The confirmation counts the runs and names them.
     let (status, head, page) = http(
@@ -138,15 +128,7 @@ async fn a_bulk_cancel_acts_on_exactly_the_confirmed_runs() {
     // Confirmed: a job, and its page, which follows it to its end.
     let (status, head, _) = http(base, "POST", "/bulk", &headers, &form(&csrf, "3"));
     assert_eq!(status, 303, "{head}");
-    let job = head
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("location: ")
-                .or_else(|| l.strip_prefix("Location: "))
-        })
-        .expect("the job's page")
-        .trim()
-        .to_owned();
+    let job = location(&head);
     assert!(job.starts_with("/bulk/"), "{job}");
     let done = ended(base, &job);
     assert!(done.contains("Done: 3 of 3 runs cancel."), "{done}");
@@ -177,6 +159,7 @@ async fn a_bulk_cancel_acts_on_exactly_the_confirmed_runs() {
 #[tokio::test]
 async fn bulk_actions_follow_the_status_filter() {
     let t = TestSchema::new().await;
+    plain_run(&t, "ready").await;
     let paused = plain_run(&t, "p").await;
     t.db.client()
         .pause(paused, "test", "for the test")
@@ -184,6 +167,28 @@ async fn bulk_actions_follow_the_status_filter() {
         .expect("paused");
     let dashboard = Dashboard::start(&t.name, &[]);
     let base = dashboard.url.as_str();
+    // The runs list offers the actions its status filter allows, none
+    // without one.
+    let (_, _, list) = http(
+        base,
+        "GET",
+        "/?workflow=dashboard.plain&status=ready",
+        &[],
+        "",
+    );
+    assert!(
+        list.contains(
+            r#"href="/bulk?action=cancel&amp;workflow=dashboard.plain&amp;status=ready""#
+        ),
+        "{list}"
+    );
+    assert!(
+        !list.contains("action=resume"),
+        "a ready run is not resumed"
+    );
+    let (_, _, list) = http(base, "GET", "/", &[], "");
+    assert!(!list.contains("/bulk?"), "{list}");
+
     let (_, _, list) = http(base, "GET", "/?status=paused", &[], "");
     for action in ["resume", "skip", "cancel"] {
         assert!(
