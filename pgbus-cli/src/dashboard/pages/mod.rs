@@ -192,6 +192,12 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
                 }
             }
         }
+        // No "newer": the list reads by id descending from a `before`
+        // cursor only, so the page above this one cannot be read; the
+        // newest page can.
+        @if query.before.is_some() {
+            a.newest href=(list_link(workflow.as_deref(), status, None)) { "← Newest runs" } " "
+        }
         @if let Some(before) = next {
             a.next href=(list_link(workflow.as_deref(), status, Some(before))) { "Older runs →" }
         }

@@ -77,4 +77,12 @@ async fn times_show_how_long_ago_they_are() {
         );
         assert!(body.contains("<time datetime=\""), "{path}");
     }
+    // A paged list links back to the newest runs, its filters kept.
+    let (_, _, body) = http(base, "GET", "/?before=999999&status=ready", &[], "");
+    assert!(
+        body.contains(r#"<a class="newest" href="/?status=ready">← Newest runs</a>"#),
+        "{body}"
+    );
+    let (_, _, body) = http(base, "GET", "/", &[], "");
+    assert!(!body.contains("Newest runs"), "{body}");
 }
