@@ -27,7 +27,7 @@ pub(crate) use show::{
 };
 use stats::stats;
 use sweep::sweep;
-pub(crate) use text::{clip, defang, time, took, value_text, visible};
+pub(crate) use text::{clip, defang, json_visible, time, took, value_text, visible};
 pub(crate) use workers::SHORT_DIGEST;
 use workers::workers;
 

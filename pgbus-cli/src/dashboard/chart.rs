@@ -8,10 +8,24 @@ use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use pgbus_runtime::timeline::{Piece, Segment};
 
+use super::when::ago;
+
 /// Width of the bar area, in SVG units.
 const WIDTH: f64 = 900.0;
-/// Width of the row labels on the left.
+/// Width of the row labels on the left, at least: wider for longer labels,
+/// up to [`LABEL_AT_MOST`].
 const LABEL: f64 = 170.0;
+/// About how wide one character of a label is (12px system-ui), in SVG
+/// units, with the column's margin.
+const LABEL_CHAR: f64 = 7.0;
+const LABEL_MARGIN: f64 = 12.0;
+/// The most characters of a label the column grows for (334 units), so the
+/// bars keep most of the chart.
+const LABEL_CHARS_AT_MOST: usize = 46;
+/// The narrowest a bar is drawn, in SVG units (about 3 pixels at the
+/// chart's usual size): a step that ran for a millisecond of a minute-long
+/// run still shows, a sliver wider than its share of time.
+const MIN_BAR: f64 = 3.0;
 /// Height of one row.
 const ROW: f64 = 26.0;
 
@@ -46,13 +60,11 @@ pub(crate) fn timeline(segments: &[Segment], now: DateTime<Utc>) -> Markup {
     ) else {
         return html! { p.empty { "Nothing to draw yet." } };
     };
-    let span_ms = (end - start).num_milliseconds().max(1) as f64;
-    let x = |at: DateTime<Utc>| LABEL + WIDTH * ((at - start).num_milliseconds() as f64 / span_ms);
     // Each segment's row, found once: rows in first-seen order, a map from
     // key to row, so the chart is linear in its segments.
     let mut rows: Vec<String> = Vec::new();
     let mut row_of: HashMap<String, usize> = HashMap::new();
-    let placed: Vec<(usize, &Segment)> = segments
+    let mut placed: Vec<(usize, &Segment)> = segments
         .iter()
         .map(|segment| {
             let key = row_key(segment);
@@ -63,19 +75,33 @@ pub(crate) fn timeline(segments: &[Segment], now: DateTime<Utc>) -> Markup {
             (row, segment)
         })
         .collect();
+    // `ran` bars last, so a sliver widened to `MIN_BAR` lies on top of the
+    // piece that follows it rather than under it (a stable sort: rows and
+    // times keep their order otherwise).
+    placed.sort_by_key(|(_, segment)| segment.piece == Piece::Ran);
+    // The label column fits the longest label, within bounds; a label
+    // longer than that is cut, and its `<title>` (a tooltip) holds it whole.
+    let longest = rows.iter().map(|k| k.chars().count()).max().unwrap_or(0);
+    let label_chars = longest.min(LABEL_CHARS_AT_MOST);
+    let label = (label_chars as f64 * LABEL_CHAR + LABEL_MARGIN).max(LABEL);
+    let span_ms = (end - start).num_milliseconds().max(1) as f64;
+    let x = |at: DateTime<Utc>| label + WIDTH * ((at - start).num_milliseconds() as f64 / span_ms);
     let height = ROW * rows.len() as f64 + 24.0;
     html! {
         svg.timeline xmlns="http://www.w3.org/2000/svg" role="img"
-            viewBox=(format!("0 0 {} {height}", LABEL + WIDTH + 10.0))
+            viewBox=(format!("0 0 {} {height}", label + WIDTH + 10.0))
             aria-label="timeline of the run's attempts" {
             @for (i, key) in rows.iter().enumerate() {
-                // Cut to fit the label column; the bars' titles carry it whole.
-                text.label x="4" y=(format!("{:.1}", ROW * i as f64 + 17.0)) { (crate::commands::clip(key, 24)) }
+                text.label x="4" y=(format!("{:.1}", ROW * i as f64 + 17.0)) {
+                    title { (key) }
+                    (crate::commands::clip(key, label_chars))
+                }
             }
             @for (row, segment) in &placed {
                 @let key = &rows[*row];
-                @let left = x(segment.from);
-                @let width = (x(segment.to) - left).max(1.0);
+                @let width = (x(segment.to) - x(segment.from)).max(MIN_BAR);
+                // A widened bar at the end of the chart stays inside it.
+                @let left = x(segment.from).min(label + WIDTH - width);
                 rect class=(bar_class(segment))
                     data-row=(key)
                     data-piece=(segment.piece.as_str())
@@ -89,9 +115,12 @@ pub(crate) fn timeline(segments: &[Segment], now: DateTime<Utc>) -> Markup {
                     }
                 }
             }
-            text.axis x=(LABEL) y=(format!("{:.1}", height - 6.0)) { (crate::commands::time(start)) }
-            text.axis x=(LABEL + WIDTH) y=(format!("{:.1}", height - 6.0)) text-anchor="end" {
-                (crate::commands::time(end))
+            // The ends of the time axis, and how long before the page's now.
+            text.axis x=(label) y=(format!("{:.1}", height - 6.0)) {
+                (crate::commands::time(start)) " (" (ago(start, now)) ")"
+            }
+            text.axis x=(label + WIDTH) y=(format!("{:.1}", height - 6.0)) text-anchor="end" {
+                (crate::commands::time(end)) " (" (ago(end, now)) ")"
             }
         }
     }
@@ -165,6 +194,71 @@ mod tests {
             timeline(&[], at(0))
                 .into_string()
                 .contains("Nothing to draw yet.")
+        );
+    }
+
+    /// A step that ran one millisecond of a minute still shows, on top of
+    /// what follows it, and a widened bar at the end stays in the chart.
+    #[test]
+    fn a_millisecond_sliver_is_drawn_wide_enough_and_on_top() {
+        let start = at(0);
+        let ms = |n: i64| start + TimeDelta::milliseconds(n);
+        let mut ran = piece(Piece::Ran, Some("quick"), 0, 0);
+        ran.from = ms(30_000);
+        ran.to = ms(30_001);
+        let mut waited = piece(Piece::Waited, Some("quick"), 0, 0);
+        waited.to = ms(30_000);
+        let mut queued = piece(Piece::Queued, Some("quick"), 0, 0);
+        queued.from = ms(30_001);
+        queued.to = ms(59_999);
+        let mut last = piece(Piece::Ran, Some("quick"), 0, 0);
+        last.from = ms(59_999);
+        last.to = ms(60_000);
+        let svg = timeline(&[waited, ran, queued, last], ms(60_000)).into_string();
+        let rects: Vec<&str> = svg.split("<rect").skip(1).collect();
+        assert_eq!(rects.len(), 4, "{svg}");
+        // Drawn after the waited and queued bars, so nothing covers them.
+        assert!(rects[2].contains("data-piece=\"ran\""), "{svg}");
+        assert!(rects[3].contains("data-piece=\"ran\""), "{svg}");
+        assert!(
+            rects[2].contains(r#"x="620.0" y="4.0" width="3.0""#),
+            "{}",
+            rects[2]
+        );
+        // The last sliver ends at the chart's right edge, not past it.
+        assert!(
+            rects[3].contains(r#"x="1067.0" y="4.0" width="3.0""#),
+            "{}",
+            rects[3]
+        );
+        assert!(
+            rects[2].contains("<title>quick#1 ran: 1ms</title>"),
+            "{svg}"
+        );
+    }
+
+    /// A long label widens its column (up to a bound) instead of being cut;
+    /// one longer still is cut, and its tooltip holds it whole.
+    #[test]
+    fn labels_are_whole_where_there_is_room_and_in_their_tooltip() {
+        let medium = "reserve_inventory_for_the_order";
+        let svg = timeline(&[piece(Piece::Ran, Some(medium), 0, 1)], at(1)).into_string();
+        assert!(
+            svg.contains(&format!("<title>{medium}#1</title>{medium}#1</text>")),
+            "{svg}"
+        );
+        // 33 characters at 7 units and a margin of 12: a column of 243.
+        assert!(svg.contains(r#"viewBox="0 0 1153 50""#), "{svg}");
+        let long = "x".repeat(80);
+        let svg = timeline(&[piece(Piece::Ran, Some(&long), 0, 1)], at(1)).into_string();
+        assert!(svg.contains(&format!("<title>{long}#1</title>")), "{svg}");
+        assert!(
+            svg.contains(&format!(">{}…</text>", "x".repeat(45))),
+            "{svg}"
+        );
+        assert!(
+            svg.contains(r#"viewBox="0 0 1244 50""#),
+            "the column at its widest: {svg}"
         );
     }
 

@@ -1,5 +1,6 @@
 //! `pgbus dashboard`: the runs, a run's timeline, the insights and the live
-//! workers as web pages, rendered on the server (no script, no CDN: the one stylesheet is
+//! workers as web pages, rendered on the server (no CDN, no framework: the one
+//! stylesheet and the one small script, which reloads pages that change, are
 //! built into the binary), with the operator actions as forms.
 //!
 //! Safe by default: it binds to loopback and asks every request for an access
@@ -18,7 +19,11 @@
 //! the name the operator typed.
 
 mod chart;
+mod form;
 mod pages;
+#[cfg(test)]
+mod tests;
+mod when;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,7 +34,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use pgbus_runtime::Database;
 use subtle::ConstantTimeEq;
@@ -131,6 +136,8 @@ pub(crate) struct App {
     /// This process's secret: 32 random bytes, new at every start, so a
     /// restart ends every session and CSRF token.
     secret: [u8; 32],
+    /// The bulk actions started from this dashboard, and how far each got.
+    pub(crate) jobs: pages::Jobs,
     /// Every presented token waits its turn here; a wrong one holds the
     /// turn for [`FAILED_TOKEN_PAUSE`] in a task of its own, so abandoning
     /// the request does not end the pause.
@@ -138,6 +145,16 @@ pub(crate) struct App {
 }
 
 impl App {
+    fn new(db: Database, settings: Settings) -> Self {
+        Self {
+            db,
+            settings,
+            secret: random_secret(),
+            jobs: pages::Jobs::default(),
+            failed_tokens: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
     /// HMAC-SHA256 of `purpose` and `value` under the secret, in hex.
     fn sign(&self, purpose: &str, value: &str) -> String {
         use hmac::{KeyInit as _, Mac as _};
@@ -228,20 +245,35 @@ pub(crate) async fn serve(db: Database, settings: Settings) -> Result<(), BoxErr
 
 /// The dashboard's routes, with access and CSRF checks in front of them.
 pub(crate) fn router(db: Database, settings: Settings) -> Router {
-    let app = Arc::new(App {
-        db,
-        settings,
-        secret: random_secret(),
-        failed_tokens: Arc::new(tokio::sync::Mutex::new(())),
-    });
-    Router::new()
+    routes(Arc::new(App::new(db, settings)))
+}
+
+/// Every route that takes a form, the one place POST routes are made: each
+/// handler takes its body as a [`form::CsrfForm`], and the guard refuses a
+/// foreign `Origin` first. The guard test walks this list.
+pub(crate) fn form_routes() -> Vec<(&'static str, MethodRouter<Arc<App>>)> {
+    vec![
+        ("/runs/{id}/{action}", post(pages::act)),
+        ("/bulk", post(pages::bulk_apply)),
+    ]
+}
+
+fn routes(app: Arc<App>) -> Router {
+    let forms = form_routes()
+        .into_iter()
+        .fold(Router::new(), |router, (path, route)| {
+            router.route(path, route)
+        });
+    forms
         .route("/", get(pages::runs))
         .route("/runs/{id}", get(pages::run))
-        .route("/runs/{id}/{action}", post(pages::act))
+        .route("/bulk", get(pages::bulk_confirm))
+        .route("/bulk/{job}", get(pages::bulk_progress))
         .route("/insights", get(pages::insights))
         .route("/workers", get(pages::workers))
         .route("/schedules", get(pages::schedules))
         .route("/style.css", get(style))
+        .route("/refresh.js", get(refresh))
         .fallback(pages::not_found)
         .layer(middleware::from_fn_with_state(Arc::clone(&app), guard))
         .with_state(app)
@@ -251,6 +283,16 @@ async fn style() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
         include_str!("style.css"),
+    )
+}
+
+/// The script that reloads a page carrying `data-refresh` (see
+/// `refresh.js`); the only script, loaded from this site (the CSP allows no
+/// inline script).
+async fn refresh() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("refresh.js"),
     )
 }
 
@@ -270,8 +312,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// Access, then CSRF, then the answer with the security headers: the token
 /// (if one is set) on every request, else a loopback `Host` (against DNS
 /// rebinding: a page of another site resolving its name to 127.0.0.1); on a
-/// POST, a cross-origin `Origin` refused here and the form's CSRF token
-/// checked by the handler against this browser's cookie.
+/// POST, a cross-origin `Origin` refused here, and the form's CSRF token
+/// checked against this browser's cookie by [`form::CsrfForm`], through
+/// which every POST handler takes its body.
 async fn guard(
     State(app): State<Arc<App>>,
     jar: CookieJar,
@@ -446,15 +489,16 @@ fn loopback_host(headers: &HeaderMap, bind: SocketAddr) -> bool {
 }
 
 /// `response` with the headers that keep the pages to themselves: nothing
-/// but this site's stylesheet loads, no site may frame them, no referrer
-/// leaves them for another site.
+/// but this site's stylesheet and script loads (no inline script, no
+/// `eval`), no site may frame them, no referrer leaves them for another
+/// site.
 fn secured(mut response: Response) -> Response {
     let headers = response.headers_mut();
     for (name, value) in [
         (
             header::CONTENT_SECURITY_POLICY,
-            "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; \
-             frame-ancestors 'none'; base-uri 'none'",
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+             form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         ),
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),

@@ -207,10 +207,11 @@ async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
         .await
         .expect("open the run");
     let expected: Vec<(String, String, f64)> = [
+        // `ran` bars are drawn last, on top of the others.
         ("reserve#1", "bar queued", 1.0),
-        ("reserve#1", "bar ran ended-completed", 2.0),
         ("charge#1", "bar waited", 2.0),
         ("charge#1", "bar queued", 1.0),
+        ("reserve#1", "bar ran ended-completed", 2.0),
         ("charge#1", "bar ran ended-completed", 1.0),
     ]
     .into_iter()

@@ -11,8 +11,8 @@ use pgbus_runtime::window::{WINDOWS, Window};
 use serde::Deserialize;
 
 use super::{error_page, now, page};
-use crate::commands::time;
 use crate::dashboard::App;
+use crate::dashboard::when::when;
 
 /// The insights page's window.
 #[derive(Debug, Default, Deserialize)]
@@ -58,7 +58,7 @@ pub(crate) async fn insights(
                 a class=(if w == window { "current" } else { "" }) href=(format!("/insights?window={w}")) { (w.as_str()) }
             }
         }
-        p { "From " (time(range.from)) " to " (time(range.to)) ", in buckets of "
+        p { "From " (when(range.from, now)) " to " (when(range.to, now)) ", in buckets of "
             (pgbus_core::format_duration_ms(u64::try_from(range.bucket.as_millis()).unwrap_or(u64::MAX))) "." }
         @if range.capped {
             p.notice { "Cut to the retention age: ended runs last changed before then are deleted, so older buckets would undercount." }
@@ -68,7 +68,7 @@ pub(crate) async fn insights(
             table.counts {
                 thead { tr { th { "Bucket" } th { "Started" } th { "Finished" } th { "Paused" } th { "Cancelled" } } }
                 tbody { @for b in &counts { tr {
-                    td { (time(b.bucket)) } td { (b.started) } td { (b.finished) } td { (b.paused) } td { (b.cancelled) }
+                    td { (when(b.bucket, now)) } td { (b.started) } td { (b.finished) } td { (b.paused) } td { (b.cancelled) }
                 } } }
             }
         }
@@ -80,7 +80,7 @@ pub(crate) async fn insights(
                     tbody {
                         @for b in range.buckets() {
                             @if outcomes.iter().any(|o| o.bucket == b) {
-                                tr { td { (time(b)) }
+                                tr { td { (when(b, now)) }
                                     @for name in &outcome_names {
                                         td { (outcomes.iter().find(|o| o.bucket == b && o.outcome.as_str() == *name).map_or(0, |o| o.steps)) }
                                     }

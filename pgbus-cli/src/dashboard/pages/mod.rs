@@ -2,6 +2,7 @@
 //! run's page with its actions in `run`, the insights in `insights`, the
 //! live workers in `workers`, the schedules in `schedules`.
 
+mod bulk;
 mod insights;
 mod run;
 mod schedules;
@@ -18,15 +19,33 @@ use pgbus_runtime::{RunId, RunStatus};
 use serde::Deserialize;
 
 use super::App;
-use crate::commands::time;
+use crate::dashboard::when::when;
 
+pub(crate) use bulk::{Jobs, bulk_apply, bulk_confirm, bulk_progress};
 pub(crate) use insights::insights;
+#[cfg(test)]
+pub(crate) use run::ACTIONS;
 pub(crate) use run::{act, run};
 pub(crate) use schedules::schedules;
 pub(crate) use workers::workers;
 
-/// A page in the dashboard's frame.
+/// How often, in seconds, a page that changes on its own reloads itself:
+/// the runs list, a run that has not ended.
+const REFRESH_SECS: u32 = 5;
+
+/// A page in the dashboard's frame, which stays as it was drawn (an ended
+/// run, a form, a page of counts).
 fn page(title: &str, body: &Markup) -> Markup {
+    frame(title, body, None)
+}
+
+/// A page that changes on its own: reloaded every `every` seconds while it
+/// is shown and nobody is typing in it (`refresh.js`).
+fn live_page(title: &str, body: &Markup, every: u32) -> Markup {
+    frame(title, body, Some(every))
+}
+
+fn frame(title: &str, body: &Markup, refresh: Option<u32>) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -35,8 +54,9 @@ fn page(title: &str, body: &Markup) -> Markup {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · pgbus" }
                 link rel="stylesheet" href="/style.css";
+                @if refresh.is_some() { script src="/refresh.js" defer {} }
             }
-            body {
+            body data-refresh=[refresh] {
                 header {
                     a.brand href="/" { "pgbus" }
                     nav { a href="/" { "Runs" } a href="/insights" { "Insights" } a href="/workers" { "Workers" } a href="/schedules" { "Schedules" } }
@@ -100,20 +120,9 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
             "A workflow name has no NUL characters.",
         );
     }
-    let status = match query.status.as_deref().filter(|s| !s.is_empty()) {
-        None => None,
-        Some(text) => match text.parse::<RunStatus>() {
-            Ok(status) => Some(status),
-            Err(_) => {
-                // The link's own text is not repeated: a link cannot make the
-                // page say what it likes.
-                let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
-                return error_page(
-                    StatusCode::BAD_REQUEST,
-                    &format!("Unknown status: use one of {}.", known.join(", ")),
-                );
-            }
-        },
+    let status = match parse_status(query.status.as_deref()) {
+        Ok(status) => status,
+        Err(refused) => return error_page(StatusCode::BAD_REQUEST, &refused),
     };
     let mut filter = RunFilter::new()
         .limit(PAGE)
@@ -129,6 +138,10 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
                 &crate::commands::chain(&error),
             );
         }
+    };
+    let now = match now(&app).await {
+        Ok(now) => now,
+        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &error),
     };
     let next = (runs.len() == PAGE as usize)
         .then(|| runs.last().map(|r| r.id.0))
@@ -161,32 +174,74 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
                                 @if let Some(missing) = run.unrunnable { (stuck_badge(missing)) }
                             }
                             td { (crate::commands::visible(run.current_step.as_deref().unwrap_or("-"))) }
-                            td { (time(run.created_at)) }
-                            td { (time(run.updated_at)) }
+                            td { (when(run.created_at, now)) }
+                            td { (when(run.updated_at, now)) }
                         }
                     }
                 }
             }
         }
+        @if let Some(status) = status.filter(|_| !runs.is_empty()) {
+            @let actions = bulk::bulk_actions(status);
+            @if !actions.is_empty() {
+                p.bulk {
+                    "All the runs this filter matches: "
+                    @for (action, label) in actions {
+                        a.bulk href=(bulk_link(action, workflow.as_deref(), status, query.before)) { (label) } " "
+                    }
+                }
+            }
+        }
+        // No "newer": the list reads by id descending from a `before`
+        // cursor only, so the page above this one cannot be read; the
+        // newest page can.
+        @if query.before.is_some() {
+            a.newest href=(list_link(workflow.as_deref(), status, None)) { "← Newest runs" } " "
+        }
         @if let Some(before) = next {
-            a.next href=(older_link(before, workflow.as_deref(), status)) { "Older runs →" }
+            a.next href=(list_link(workflow.as_deref(), status, Some(before))) { "Older runs →" }
         }
     };
-    page("Runs", &body).into_response()
+    live_page("Runs", &body, REFRESH_SECS).into_response()
 }
 
-/// The next page of the runs list, its filters kept.
-fn older_link(before: i64, workflow: Option<&str>, status: Option<RunStatus>) -> String {
-    let mut link = format!("/?before={before}");
+/// The status a link asks for, if any: one of [`RunStatus::ALL`], else
+/// what the error page says, naming them (never the link's own text: a link
+/// cannot make the page say what it likes).
+fn parse_status(text: Option<&str>) -> Result<Option<RunStatus>, String> {
+    match text.filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(text) => text.parse::<RunStatus>().map(Some).map_err(|_| {
+            let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+            format!("Unknown status: use one of {}.", known.join(", "))
+        }),
+    }
+}
+
+/// The runs list with its filters, from `before` on if given.
+fn list_link(workflow: Option<&str>, status: Option<RunStatus>, before: Option<i64>) -> String {
+    let mut params = Vec::new();
+    if let Some(before) = before {
+        params.push(format!("before={before}"));
+    }
     if let Some(workflow) = workflow {
-        link.push_str("&workflow=");
-        link.push_str(&encode(workflow));
+        params.push(format!("workflow={}", encode(workflow)));
     }
     if let Some(status) = status {
-        link.push_str("&status=");
-        link.push_str(status.as_str());
+        params.push(format!("status={}", status.as_str()));
     }
-    link
+    format!("/?{}", params.join("&"))
+}
+
+/// The confirmation page of a bulk `action` on the runs list's filter.
+fn bulk_link(
+    action: &str,
+    workflow: Option<&str>,
+    status: RunStatus,
+    before: Option<i64>,
+) -> String {
+    let list = list_link(workflow, Some(status), before);
+    format!("/bulk?action={action}&{}", &list[2..])
 }
 
 /// `text` safe in a query string.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
@@ -11,10 +11,12 @@ use pgbus_runtime::view::{RunView, ValueOf};
 use pgbus_runtime::{Error, RunId, RunStatus};
 use serde::Deserialize;
 
-use super::{error_page, now, page, status_badge};
+use super::{REFRESH_SECS, error_page, live_page, now, page, status_badge};
 use crate::commands::{Cut, SHOWN, SHOWN_AT_MOST};
-use crate::commands::{VALUE_BYTES, clip, time, took, value_text};
-use crate::dashboard::{App, Csrf, chart, same};
+use crate::commands::{VALUE_BYTES, clip, took, value_text};
+use crate::dashboard::form::CsrfForm;
+use crate::dashboard::when::{maybe, when};
+use crate::dashboard::{App, Csrf, chart};
 
 /// What an action reported back to the run page.
 #[derive(Debug, Default, Deserialize)]
@@ -62,10 +64,14 @@ pub(crate) async fn run(
         let mut view = view;
         crate::commands::defang(&mut view);
         let (cut, segments, changes) = Cut::latest(&mut view, show, now);
-        page(
-            &format!("Run {id}"),
-            &run_body(&view, (&segments, &changes), now, &notice, &csrf, &cut),
-        )
+        let title = format!("Run {id}");
+        let body = run_body(&view, (&segments, &changes), now, &notice, &csrf, &cut);
+        // An ended run no longer changes; one that has not is followed.
+        if view.run.status.is_terminal() {
+            page(&title, &body)
+        } else {
+            live_page(&title, &body, REFRESH_SECS)
+        }
     })
     .await;
     match rendered {
@@ -94,6 +100,7 @@ fn run_body(
         .iter()
         .map(|st| (st.id, format!("{}#{}", st.step_name, st.attempt)))
         .collect();
+    let whole = Whole::new(run.id);
     html! {
         @if let Some(done) = notice.done.as_deref().filter(|d| ACTIONS.contains(d)) {
             p.notice.done { (done) ": the run is " (run.status) }
@@ -106,15 +113,15 @@ fn run_body(
             dt { "Workflow" } dd { (run.workflow) }
             dt { "Status" } dd { (status_badge(run.status)) }
             dt { "Current step" } dd { (run.current_step.as_deref().unwrap_or("-")) }
-            dt { "Created" } dd { (time(run.created_at)) }
-            dt { "Updated" } dd { (time(run.updated_at)) }
-            @if let Some(finished) = run.finished_at { dt { "Finished" } dd { (time(finished)) } }
-            @if let Some(deadline) = view.deadline_at { dt { "Deadline" } dd { (time(deadline)) } }
+            dt { "Created" } dd { (when(run.created_at, now)) }
+            dt { "Updated" } dd { (when(run.updated_at, now)) }
+            @if let Some(finished) = run.finished_at { dt { "Finished" } dd { (when(finished, now)) } }
+            @if let Some(deadline) = view.deadline_at { dt { "Deadline" } dd { (when(deadline, now)) } }
             @if let Some(class) = &view.error_class {
-                dt { "Error" } dd.error { (class) ": " (clip(view.error_message.as_deref().unwrap_or_default(), 2000)) }
+                dt { "Error" } dd.error { (error_text(class, view.error_message.as_deref().unwrap_or_default(), &[], &whole)) }
             }
             @if let Some(key) = &view.concurrency_key { dt { "Concurrency key" } dd { code { (key) } } }
-            dt { "Input" } dd { code { (value_text(view, ValueOf::Input, &view.input, 400)) } }
+            dt { "Input" } dd { (value(view, ValueOf::Input, &view.input, &whole)) }
         }
         (actions(run.id, run.status, csrf))
         (cut_note(cut, run.id, cut.attempts, "attempts", " in the chart and the table"))
@@ -131,14 +138,19 @@ fn run_body(
                             td { (step.attempt) }
                             td { (step.status.as_str()) }
                             td { (step.outcome.map_or("-", |o| o.as_str())) }
-                            td { (step.started_at.map_or_else(|| "-".to_owned(), time)) }
+                            td { (maybe(step.started_at, now)) }
                             td { (step.ran().map_or_else(|| "-".to_owned(), took)) }
                             td.error {
                                 @if let Some(class) = &step.error_class {
-                                    (class) ": " (clip(step.error_message.as_deref().unwrap_or_default(), 300))
+                                    (error_text(class, step.error_message.as_deref().unwrap_or_default(), &step.error_causes, &whole))
                                 }
                             }
-                            td { code { (step.output.as_ref().map_or_else(|| "-".to_owned(), |o| value_text(view, ValueOf::Output { step_id: step.id }, o, 300))) } }
+                            td {
+                                @match &step.output {
+                                    Some(output) => (value(view, ValueOf::Output { step_id: step.id }, output, &whole)),
+                                    None => "-",
+                                }
+                            }
                         }
                     }
                 }
@@ -150,11 +162,11 @@ fn run_body(
                 (cut_note(cut, run.id, cut.signals, "signals", ""))
                 table { thead { tr { th { "Id" } th { "Name" } th { "Sent" } th { "Consumed by" } th { "Payload" } } }
                     tbody { @for s in &view.signals { tr {
-                        td { (s.id.0) } td { (s.name) } td { (time(s.created_at)) }
+                        td { (s.id.0) } td { (s.name) } td { (when(s.created_at, now)) }
                         td { (s.consumed_by.map_or_else(|| "-".to_owned(), |c| {
                             step_names.get(&c).cloned().unwrap_or_else(|| c.to_string())
                         })) }
-                        td { code { (value_text(view, ValueOf::Payload { signal_id: s.id }, &s.payload, 300)) } }
+                        td { (value(view, ValueOf::Payload { signal_id: s.id }, &s.payload, &whole)) }
                     } } }
                 }
             }
@@ -168,11 +180,11 @@ fn run_body(
                 tbody {
                     @for e in &view.events {
                         tr {
-                            td { (time(e.created_at)) }
+                            td { (when(e.created_at, now)) }
                             td { (e.event) }
                             td { (e.step_name.as_ref().map_or_else(|| "-".to_owned(), |s| format!("{s}#{}", e.attempt.unwrap_or(0)))) }
                             td { (e.actor) }
-                            td { (clip(e.reason.as_deref().unwrap_or_default(), 300)) }
+                            td { (whole.text(e.reason.as_deref().unwrap_or_default())) }
                         }
                     }
                 }
@@ -181,8 +193,115 @@ fn run_body(
     }
 }
 
-/// The fan-out batches of a run's page, each with a child no live worker
-/// can run, if one is stuck so.
+/// How many characters of a value, an error or a reason a run page shows
+/// before the rest goes into a `<details>`.
+const PREVIEW: usize = 300;
+/// The most text a run page holds whole in its `<details>`, in bytes: each
+/// value is already at most [`VALUE_BYTES`] and each error message at most
+/// `MAX_ERROR_MESSAGE_CHARS`, but a page of 5,000 attempts would add up.
+/// Past it, a `<details>` names the command that prints the rest.
+const WHOLE_BYTES: usize = 2 << 20;
+
+/// What a run page still has room to show whole, and where the rest is.
+struct Whole {
+    run: RunId,
+    left: std::cell::Cell<usize>,
+}
+
+impl Whole {
+    fn new(run: RunId) -> Self {
+        Self {
+            run,
+            left: std::cell::Cell::new(WHOLE_BYTES),
+        }
+    }
+
+    /// Whether `bytes` more fit on the page; if so, they are taken.
+    fn take(&self, bytes: usize) -> bool {
+        let left = self.left.get();
+        if bytes > left {
+            return false;
+        }
+        self.left.set(left - bytes);
+        true
+    }
+
+    /// What a `<details>` says when the page has shown all it may.
+    fn elsewhere(&self) -> Markup {
+        html! {
+            p.cut { "This page shows no more in full; "
+                code { "pgbus show " (self.run.0) " --json" } " prints it whole." }
+        }
+    }
+
+    /// `text` (made visible already, like all a view's texts), whole if
+    /// short, else its start with the whole in a `<details>`.
+    fn text(&self, text: &str) -> Markup {
+        if text.chars().count() <= PREVIEW {
+            return html! { (text) };
+        }
+        html! {
+            details.whole {
+                summary { (clip(text, PREVIEW)) }
+                @if self.take(text.len()) { pre { (text) } } @else { (self.elsewhere()) }
+            }
+        }
+    }
+}
+
+/// A value of the run (its input, an output, a payload): on one line if
+/// short, else its start with the whole, indented, in a `<details>`; one
+/// the read left out for its size says so and how to read it.
+fn value(view: &RunView, of: ValueOf, value: &serde_json::Value, whole: &Whole) -> Markup {
+    let line = value_text(view, of, value, usize::MAX);
+    if view.omitted.iter().any(|o| o.value == of) || line.chars().count() <= PREVIEW {
+        return html! { code { (line) } };
+    }
+    let pretty = serde_json::to_string_pretty(value).unwrap_or(line.clone());
+    html! {
+        details.whole {
+            summary { code { (clip(&line, PREVIEW)) } }
+            @if whole.take(pretty.len()) {
+                pre { (crate::commands::json_visible(&pretty)) }
+            } @else {
+                (whole.elsewhere())
+            }
+        }
+    }
+}
+
+/// An error: its class and message, the message's start if long, and the
+/// whole message with its causes (nearest first) in a `<details>`, saying
+/// where the engine cut what it stored.
+fn error_text(class: &str, message: &str, causes: &[String], whole: &Whole) -> Markup {
+    use pgbus_runtime::error::{MAX_ERROR_CAUSES, MAX_ERROR_MESSAGE_CHARS};
+    let long = message.chars().count() > PREVIEW;
+    // The engine cuts a longer message to this many characters, ending in `…`.
+    let cut = message.chars().count() >= MAX_ERROR_MESSAGE_CHARS && message.ends_with('…');
+    if !long && causes.is_empty() {
+        return html! { (class) ": " (message) };
+    }
+    let bytes = message.len() + causes.iter().map(String::len).sum::<usize>();
+    html! {
+        details.whole {
+            summary { (class) ": " (clip(message, PREVIEW)) }
+            @if whole.take(bytes) {
+                @if long { pre { (message) } }
+                @if cut { p.cut { "Stored cut to " (MAX_ERROR_MESSAGE_CHARS) " characters." } }
+                @if !causes.is_empty() {
+                    p { "Caused by:" }
+                    ol.causes { @for cause in causes { li { (cause) } } }
+                    @if causes.len() >= MAX_ERROR_CAUSES {
+                        p.cut { "At most " (MAX_ERROR_CAUSES) " causes are stored." }
+                    }
+                }
+            } @else {
+                (whole.elsewhere())
+            }
+        }
+    }
+}
+
 /// What keeps the run's due step from running, if anything: no live worker
 /// has it, or a flow limit holds it back.
 fn waits(view: &RunView, now: chrono::DateTime<chrono::Utc>) -> Markup {
@@ -203,6 +322,8 @@ fn waits(view: &RunView, now: chrono::DateTime<chrono::Utc>) -> Markup {
     }
 }
 
+/// The fan-out batches of a run's page, each with a child no live worker
+/// can run, if one is stuck so.
 fn batches_section(view: &RunView, cut: &Cut) -> Markup {
     html! {
         @if !view.batches.is_empty() {
@@ -294,7 +415,7 @@ fn timeline_section(
                 ul.definition-changes {
                     @for change in changes {
                         li {
-                            "Definition changed at " (time(change.at)) ": "
+                            "Definition changed at " (when(change.at, now)) ": "
                             code title=(change.old_digest) { (crate::commands::short_digest(&change.old_digest)) }
                             " → "
                             code title=(change.new_digest) { (crate::commands::short_digest(&change.new_digest)) }
@@ -307,10 +428,9 @@ fn timeline_section(
     }
 }
 
-/// An action form.
+/// An action form (its CSRF token checked by [`CsrfForm`]).
 #[derive(Debug, Deserialize)]
 pub(crate) struct ActionForm {
-    csrf: String,
     actor: String,
     reason: String,
 }
@@ -318,15 +438,8 @@ pub(crate) struct ActionForm {
 pub(crate) async fn act(
     State(app): State<Arc<App>>,
     Path((id, action)): Path<(i64, String)>,
-    Extension(csrf): Extension<Csrf>,
-    Form(form): Form<ActionForm>,
+    CsrfForm(form): CsrfForm<ActionForm>,
 ) -> Response {
-    if !same(&form.csrf, &csrf.0) {
-        return error_page(
-            StatusCode::FORBIDDEN,
-            "This form has expired or came from elsewhere; reload the run's page and try again.",
-        );
-    }
     let actor = format!("dashboard:{}", form.actor.trim());
     let reason = form.reason.trim();
     let client = app.db.client();
@@ -364,10 +477,10 @@ pub(crate) async fn act(
 }
 
 /// The operator actions, as their forms post them.
-const ACTIONS: [&str; 4] = ["pause", "resume", "cancel", "skip"];
+pub(crate) const ACTIONS: [&str; 4] = ["pause", "resume", "cancel", "skip"];
 
 /// What a refused or failed action says on the run page, by its code.
-const REFUSALS: [(&str, &str); 9] = [
+pub(super) const REFUSALS: [(&str, &str); 9] = [
     ("actor", "Say who you are."),
     ("reason", "Say why, in at most 10,000 characters."),
     ("already-paused", "The run is already paused."),
@@ -392,7 +505,7 @@ const REFUSALS: [(&str, &str); 9] = [
 ];
 
 /// The code of an action's error.
-fn code_of(error: &Error) -> &'static str {
+pub(super) fn code_of(error: &Error) -> &'static str {
     use pgbus_runtime::IllegalMove;
     match error {
         Error::IllegalMove { why, .. } => match why {
@@ -411,6 +524,62 @@ fn code_of(error: &Error) -> &'static str {
 mod tests {
     use chrono::TimeZone as _;
     use pgbus_runtime::timeline::DefinitionChange;
+
+    #[test]
+    fn a_long_error_shows_its_start_and_the_whole_with_its_causes_on_demand() {
+        let whole = super::Whole::new(pgbus_runtime::RunId(7));
+        let short = super::error_text("Boom", "short <b>", &[], &whole).into_string();
+        assert_eq!(short, "Boom: short &lt;b&gt;", "no details when all shows");
+        let long = format!("{}{}", "a".repeat(400), "<end>");
+        let causes = vec!["the <cause>".to_owned()];
+        let html = super::error_text("Boom", &long, &causes, &whole).into_string();
+        assert!(
+            html.starts_with(r#"<details class="whole"><summary>Boom: aaa"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(&format!("{}…</summary>", "a".repeat(299))),
+            "{html}"
+        );
+        assert!(html.contains("&lt;end&gt;</pre>"), "the whole: {html}");
+        assert!(
+            html.contains(r#"<ol class="causes"><li>the &lt;cause&gt;</li></ol>"#),
+            "{html}"
+        );
+        assert!(!html.contains("Stored cut"), "{html}");
+        // A short message with causes: the causes, on demand.
+        let html = super::error_text("Boom", "short", &causes, &whole).into_string();
+        assert!(
+            html.contains("<summary>Boom: short</summary>") && !html.contains("<pre>"),
+            "{html}"
+        );
+        // A message the engine cut, and as many causes as it keeps: said.
+        let cut = format!(
+            "{}…",
+            "c".repeat(pgbus_runtime::error::MAX_ERROR_MESSAGE_CHARS - 1)
+        );
+        let five = vec!["x".to_owned(); pgbus_runtime::error::MAX_ERROR_CAUSES];
+        let html = super::error_text("Boom", &cut, &five, &whole).into_string();
+        assert!(html.contains("Stored cut to 10000 characters."), "{html}");
+        assert!(html.contains("At most 5 causes are stored."), "{html}");
+    }
+
+    #[test]
+    fn a_page_holds_whole_texts_up_to_its_budget_then_names_the_command() {
+        let whole = super::Whole::new(pgbus_runtime::RunId(7));
+        let text = "r".repeat(super::WHOLE_BYTES / 2);
+        for _ in 0..2 {
+            assert!(whole.text(&text).into_string().contains("<pre>"));
+        }
+        let over = whole.text(&text).into_string();
+        assert!(!over.contains("<pre>"), "past the budget");
+        assert!(
+            over.contains("<code>pgbus show 7 --json</code> prints it whole."),
+            "{over}"
+        );
+        // A short text still shows: it needs no room of the budget.
+        assert_eq!(whole.text("why").into_string(), "why");
+    }
 
     #[test]
     fn the_timeline_lists_the_runs_definition_changes_and_escapes_them() {

@@ -9,9 +9,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
-use super::{error_page, page};
-use crate::commands::{time, visible};
+use super::{error_page, now, page};
+use crate::commands::visible;
 use crate::dashboard::App;
+use crate::dashboard::when::{maybe, when};
 
 /// The most schedules the page lists, as `pgbus schedules list` by default.
 const SCHEDULES_SHOWN: usize = 200;
@@ -26,8 +27,10 @@ pub(crate) async fn schedules(State(app): State<Arc<App>>) -> Response {
             );
         }
     };
-    let or_dash =
-        |at: Option<chrono::DateTime<chrono::Utc>>| at.map_or_else(|| "-".to_owned(), time);
+    let now = match now(&app).await {
+        Ok(now) => now,
+        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &error),
+    };
     let body = html! {
         p.cut {
             "Each tick starts one run, fired by a live worker that registered the workflow. "
@@ -52,13 +55,13 @@ pub(crate) async fn schedules(State(app): State<Arc<App>>) -> Response {
                             td {
                                 @if let Some(at) = schedule.paused_at {
                                     span title=(visible(schedule.paused_reason.as_deref().unwrap_or(""))) {
-                                        "paused " (time(at)) " by " (visible(schedule.paused_by.as_deref().unwrap_or("-")))
+                                        "paused " (when(at, now)) " by " (visible(schedule.paused_by.as_deref().unwrap_or("-")))
                                     }
                                 } @else {
-                                    (or_dash(schedule.next_tick_at))
+                                    (maybe(schedule.next_tick_at, now))
                                 }
                             }
-                            td { (or_dash(schedule.last_tick_at)) }
+                            td { (maybe(schedule.last_tick_at, now)) }
                             td {
                                 @match schedule.last_run_id {
                                     Some(run) => a href=(format!("/runs/{run}")) { (run) },

@@ -65,6 +65,7 @@ async fn with_a_token_nothing_is_served_without_it() {
     let base = dashboard.url.as_str();
     assert_eq!(http(base, "GET", "/", &[], "").0, 401);
     assert_eq!(http(base, "GET", "/style.css", &[], "").0, 401);
+    assert_eq!(http(base, "GET", "/refresh.js", &[], "").0, 401);
     assert_eq!(
         http(base, "GET", "/", &[("Authorization", "Bearer wrong")], "").0,
         401

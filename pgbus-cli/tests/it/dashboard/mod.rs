@@ -1,9 +1,15 @@
-//! The dashboard over plain HTTP: its guards (`guards`), its pages beside
-//! held locks, abandoned requests and large runs (`bounds`), and the workers
-//! page with what the pages say of runs nobody can run (`workers`).
+//! The dashboard over plain HTTP: its guards (`guards`), bulk actions
+//! (`bulk`), its pages beside
+//! held locks, abandoned requests and large runs (`bounds`), the pages that
+//! reload themselves (`live`), a run's long values and errors (`run_page`),
+//! and the workers page with what the pages say
+//! of runs nobody can run (`workers`).
 
 mod bounds;
+mod bulk;
 mod guards;
+mod live;
+mod run_page;
 mod schedules;
 mod workers;
 

@@ -1,0 +1,537 @@
+//! Bulk actions on a filtered runs list (issue 23): a confirmation page that
+//! counts the runs the filter matches, the confirming form, and a job that
+//! applies the action run by run through the client's own actions, with a
+//! page that follows its progress.
+//!
+//! The confirmed set is the filter's runs between the lowest and the highest
+//! id seen at confirmation: a run started later has a higher id and is never
+//! touched. The form carries the count seen; if the same read now finds
+//! another count, nothing is done and the confirmation is shown again.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono::{DateTime, Utc};
+use maud::{Markup, html};
+use pgbus_runtime::view::RunFilter;
+use pgbus_runtime::{Client, Error, RunId, RunStatus};
+use serde::Deserialize;
+
+use super::run::{REFUSALS, code_of};
+use super::{encode, error_page, live_page, page, parse_status};
+use crate::dashboard::form::CsrfForm;
+use crate::dashboard::when::{maybe, when};
+use crate::dashboard::{App, Csrf};
+
+/// The most runs one bulk action takes: past it, the newest this many, and
+/// the operator confirms again for the rest.
+pub(crate) const BULK_AT_MOST: usize = 1_000;
+/// How long a bulk action's job may run; runs it has not reached by then
+/// are left as they are, and its page says which.
+const BULK_FOR: Duration = Duration::from_mins(10);
+/// How many bulk actions the dashboard remembers (their pages), the oldest
+/// ended one forgotten first.
+const JOBS_KEPT: usize = 32;
+/// How many bulk actions may run at once.
+const JOBS_RUNNING_AT_MOST: usize = 2;
+/// How often a bulk action's page reloads while its job runs.
+const PROGRESS_SECS: u32 = 2;
+/// How many run links each list of a job's page shows.
+const LISTED: usize = 100;
+
+/// The actions a list of runs in `status` may take in bulk: the single-run
+/// actions the status allows, but pause (one at a time is the norm there).
+pub(crate) fn bulk_actions(status: RunStatus) -> &'static [(&'static str, &'static str)] {
+    match status {
+        RunStatus::Ready | RunStatus::Performing => &[("cancel", "Cancel these…")],
+        RunStatus::Paused => &[
+            ("resume", "Resume these…"),
+            ("skip", "Skip their steps…"),
+            ("cancel", "Cancel these…"),
+        ],
+        RunStatus::Finished | RunStatus::Cancelled => &[],
+    }
+}
+
+/// The bulk actions a dashboard remembers.
+#[derive(Debug, Default)]
+pub(crate) struct Jobs(Mutex<VecDeque<Arc<Job>>>);
+
+/// One bulk action: what was asked, and how far it got.
+#[derive(Debug)]
+pub(crate) struct Job {
+    id: String,
+    action: &'static str,
+    workflow: Option<String>,
+    status: RunStatus,
+    actor: String,
+    reason: String,
+    runs: Vec<RunId>,
+    started_at: DateTime<Utc>,
+    progress: Mutex<Progress>,
+}
+
+/// How far a job got.
+#[derive(Debug, Default, Clone)]
+struct Progress {
+    done: Vec<RunId>,
+    /// Runs the engine refused or that failed, by the refusal's code.
+    refused: BTreeMap<&'static str, Vec<RunId>>,
+    /// Runs not reached before [`BULK_FOR`] ran out.
+    not_reached: Vec<RunId>,
+    ended_at: Option<DateTime<Utc>>,
+}
+
+impl Progress {
+    fn reached(&self) -> usize {
+        self.done.len() + self.refused.values().map(Vec::len).sum::<usize>()
+    }
+}
+
+/// The bulk confirmation's link, and where its refusals send the operator.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct BulkQuery {
+    action: Option<String>,
+    workflow: Option<String>,
+    status: Option<String>,
+    before: Option<i64>,
+    error: Option<String>,
+    /// With `error=changed`: the count the operator confirmed.
+    was: Option<usize>,
+}
+
+/// What a refused bulk form says on the confirmation page, by its code.
+const BULK_REFUSALS: [(&str, &str); 3] = [
+    ("actor", "Say who you are."),
+    ("reason", "Say why, in at most 10,000 characters."),
+    (
+        "busy",
+        "Other bulk actions are still running; wait for one to end.",
+    ),
+];
+
+/// A bulk action and the filter it acts on, checked.
+struct Asked {
+    action: &'static str,
+    label: &'static str,
+    workflow: Option<String>,
+    status: RunStatus,
+}
+
+impl Asked {
+    /// The action and filter a link or a form names, or what the error
+    /// page says.
+    fn parse(
+        action: Option<&str>,
+        workflow: Option<String>,
+        status: Option<&str>,
+    ) -> Result<Self, String> {
+        let Some(status) = parse_status(status)? else {
+            return Err(
+                "A bulk action acts on the runs of one status: filter the list by status first."
+                    .to_owned(),
+            );
+        };
+        let workflow = workflow.filter(|w| !w.trim().is_empty());
+        if workflow.as_deref().is_some_and(|w| w.contains('\0')) {
+            return Err("A workflow name has no NUL characters.".to_owned());
+        }
+        let Some((action, label)) = bulk_actions(status)
+            .iter()
+            .find(|(name, _)| Some(*name) == action)
+            .copied()
+        else {
+            let allowed: Vec<&str> = bulk_actions(status).iter().map(|(name, _)| *name).collect();
+            return Err(if allowed.is_empty() {
+                format!("Runs that are {status} take no bulk action.")
+            } else {
+                format!(
+                    "Runs that are {status} take these bulk actions: {}.",
+                    allowed.join(", ")
+                )
+            });
+        };
+        Ok(Self {
+            action,
+            label,
+            workflow,
+            status,
+        })
+    }
+
+    /// The confirmation page for this action, its filter, and `extra`.
+    fn confirm_link(&self, before: Option<i64>, extra: &str) -> String {
+        let mut link = format!("/bulk?action={}&status={}", self.action, self.status);
+        if let Some(workflow) = &self.workflow {
+            link.push_str("&workflow=");
+            link.push_str(&encode(workflow));
+        }
+        if let Some(before) = before {
+            let _ = write!(link, "&before={before}");
+        }
+        link.push_str(extra);
+        link
+    }
+
+    /// What the action is, in words: "cancel the ready runs of `w`".
+    fn describe(&self) -> Markup {
+        html! {
+            (self.action) " the " (self.status) " runs"
+            @if let Some(workflow) = &self.workflow { " of workflow " code { (crate::commands::visible(workflow)) } }
+        }
+    }
+}
+
+/// The ids of the runs of `asked`'s filter with ids below `below` and at
+/// least `from`, newest first: at most `cap + 1` of them, so that more than
+/// `cap` shows, in pages of the runs list's own read.
+async fn matching(
+    client: &Client,
+    asked: &Asked,
+    below: Option<i64>,
+    from: Option<i64>,
+    cap: usize,
+    threshold: Duration,
+) -> Result<Vec<RunId>, Error> {
+    let mut ids = Vec::new();
+    let mut cursor = below;
+    while ids.len() <= cap {
+        let want = u32::try_from((cap + 1 - ids.len()).min(1_000)).unwrap_or(1_000);
+        let mut filter = RunFilter::new()
+            .limit(want)
+            .lost_worker_threshold(threshold);
+        filter.workflow.clone_from(&asked.workflow);
+        filter.status = Some(asked.status);
+        filter.before = cursor.map(RunId);
+        let page = client.list_runs(&filter).await?;
+        let full = page.len() == want as usize;
+        for run in &page {
+            if from.is_some_and(|from| run.id.0 < from) {
+                return Ok(ids);
+            }
+            ids.push(run.id);
+        }
+        match page.last() {
+            Some(last) if full => cursor = Some(last.id.0),
+            _ => break,
+        }
+    }
+    Ok(ids)
+}
+
+/// `GET /bulk`: how many runs the action would take, and the form that
+/// confirms it.
+pub(crate) async fn bulk_confirm(
+    State(app): State<Arc<App>>,
+    Query(query): Query<BulkQuery>,
+    Extension(csrf): Extension<Csrf>,
+) -> Response {
+    let asked = match Asked::parse(
+        query.action.as_deref(),
+        query.workflow.clone(),
+        query.status.as_deref(),
+    ) {
+        Ok(asked) => asked,
+        Err(refused) => return error_page(StatusCode::BAD_REQUEST, &refused),
+    };
+    let client = app.db.client();
+    let threshold = app.settings.lost_worker_threshold;
+    let ids = match matching(&client, &asked, query.before, None, BULK_AT_MOST, threshold).await {
+        Ok(ids) => ids,
+        Err(error) => {
+            return error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &crate::commands::chain(&error),
+            );
+        }
+    };
+    let more = ids.len() > BULK_AT_MOST;
+    let set = &ids[..ids.len().min(BULK_AT_MOST)];
+    let back = super::list_link(asked.workflow.as_deref(), Some(asked.status), query.before);
+    let body = html! {
+        @if query.error.as_deref() == Some("changed") {
+            p.notice.error {
+                "The runs changed since you confirmed"
+                @if let Some(was) = query.was { " " (was) }
+                ": nothing was done. Here they are as they are now; confirm again."
+            }
+        }
+        @if let Some((_, text)) = query.error.as_deref().and_then(|e| BULK_REFUSALS.iter().find(|(code, _)| *code == e)) {
+            p.notice.error { (text) }
+        }
+        @match (set.first(), set.last()) {
+            (Some(upto), Some(from)) => {
+                p.count {
+                    "To " (asked.describe()) ": "
+                    @if more {
+                        strong { "more than " (BULK_AT_MOST) " runs" } " match. This acts on the "
+                        (BULK_AT_MOST) " newest of them (runs " (from.0) " to " (upto.0)
+                        "); confirm again afterwards for the rest."
+                    } @else {
+                        strong { (set.len()) " run" @if set.len() != 1 { "s" } } " match (runs "
+                        (from.0) " to " (upto.0) ")."
+                    }
+                }
+                p.cut {
+                    "Runs started after this page are left alone. Each run is acted on "
+                    "by itself, recorded with your name and reason; one the engine refuses "
+                    "(it moved on meanwhile) is listed, not retried."
+                }
+                p.runs {
+                    @for (i, id) in set.iter().take(20).enumerate() {
+                        @if i > 0 { ", " }
+                        a href=(format!("/runs/{}", id.0)) { (id.0) }
+                    }
+                    @if set.len() > 20 { ", …" }
+                }
+                form method="post" action="/bulk" class=(format!("act bulk {}", asked.action)) {
+                    input type="hidden" name="csrf" value=(csrf.0);
+                    input type="hidden" name="action" value=(asked.action);
+                    input type="hidden" name="workflow" value=(asked.workflow.clone().unwrap_or_default());
+                    input type="hidden" name="status" value=(asked.status.as_str());
+                    input type="hidden" name="from" value=(from.0);
+                    input type="hidden" name="upto" value=(upto.0);
+                    input type="hidden" name="expected" value=(set.len());
+                    input name="actor" placeholder="your name" required maxlength="200";
+                    input name="reason" placeholder="why" required maxlength="10000";
+                    button type="submit" { (asked.label.trim_end_matches('…')) " " (set.len()) " runs" }
+                }
+            }
+            _ => { p.empty { "No runs match: nothing to " (asked.action) "." } }
+        }
+        p { a href=(back) { "← Back to the runs" } }
+    };
+    page(&format!("Bulk {}", asked.action), &body).into_response()
+}
+
+/// The confirming form of a bulk action (its CSRF token checked by
+/// [`CsrfForm`]).
+#[derive(Debug, Deserialize)]
+pub(crate) struct BulkForm {
+    action: String,
+    #[serde(default)]
+    workflow: String,
+    status: String,
+    /// The lowest and highest run id of the confirmed set.
+    from: i64,
+    upto: i64,
+    /// How many runs the confirmation counted.
+    expected: usize,
+    actor: String,
+    reason: String,
+}
+
+/// `POST /bulk`: the confirmed set read again; if it is the same size, a
+/// job acts on it run by run, and the answer is its page.
+pub(crate) async fn bulk_apply(
+    State(app): State<Arc<App>>,
+    CsrfForm(form): CsrfForm<BulkForm>,
+) -> Response {
+    let asked = match Asked::parse(
+        Some(&form.action),
+        Some(form.workflow.clone()),
+        Some(&form.status),
+    ) {
+        Ok(asked) => asked,
+        Err(refused) => return error_page(StatusCode::BAD_REQUEST, &refused),
+    };
+    let again = |extra: &str| {
+        Redirect::to(&asked.confirm_link(form.upto.checked_add(1), extra)).into_response()
+    };
+    let actor = form.actor.trim();
+    let reason = form.reason.trim();
+    if actor.is_empty() {
+        return again("&error=actor");
+    }
+    if pgbus_runtime::client::check_reason(reason).is_err() {
+        return again("&error=reason");
+    }
+    let client = app.db.client();
+    let threshold = app.settings.lost_worker_threshold;
+    let ids = match matching(
+        &client,
+        &asked,
+        form.upto.checked_add(1),
+        Some(form.from),
+        BULK_AT_MOST,
+        threshold,
+    )
+    .await
+    {
+        Ok(ids) => ids,
+        Err(error) => {
+            return error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &crate::commands::chain(&error),
+            );
+        }
+    };
+    if ids.is_empty() {
+        return again("");
+    }
+    if ids.len() != form.expected {
+        return again(&format!("&error=changed&was={}", form.expected));
+    }
+    let job = Arc::new(Job {
+        id: uuid::Uuid::new_v4().simple().to_string(),
+        action: asked.action,
+        workflow: asked.workflow.clone(),
+        status: asked.status,
+        actor: format!("dashboard:{actor}"),
+        reason: reason.to_owned(),
+        runs: ids,
+        started_at: Utc::now(),
+        progress: Mutex::new(Progress::default()),
+    });
+    if !app.jobs.admit(&job) {
+        return again("&error=busy");
+    }
+    tokio::spawn(apply(client, Arc::clone(&job)));
+    Redirect::to(&format!("/bulk/{}", job.id)).into_response()
+}
+
+impl Jobs {
+    /// Keeps `job`, unless [`JOBS_RUNNING_AT_MOST`] are running; forgets the
+    /// oldest ended job past [`JOBS_KEPT`].
+    fn admit(&self, job: &Arc<Job>) -> bool {
+        let Ok(mut jobs) = self.0.lock() else {
+            return false;
+        };
+        let running = jobs.iter().filter(|j| !j.ended()).count();
+        if running >= JOBS_RUNNING_AT_MOST {
+            return false;
+        }
+        while jobs.len() >= JOBS_KEPT {
+            match jobs.iter().position(|j| j.ended()) {
+                Some(oldest) => {
+                    jobs.remove(oldest);
+                }
+                None => return false,
+            }
+        }
+        jobs.push_back(Arc::clone(job));
+        true
+    }
+
+    fn get(&self, id: &str) -> Option<Arc<Job>> {
+        self.0.lock().ok()?.iter().find(|j| j.id == id).cloned()
+    }
+}
+
+impl Job {
+    fn progress(&self) -> Progress {
+        self.progress.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    fn ended(&self) -> bool {
+        self.progress().ended_at.is_some()
+    }
+
+    fn record(&self, change: impl FnOnce(&mut Progress)) {
+        if let Ok(mut progress) = self.progress.lock() {
+            change(&mut progress);
+        }
+    }
+}
+
+/// The job: the action on each run in turn, oldest first, until the runs or
+/// [`BULK_FOR`] run out.
+async fn apply(client: Client, job: Arc<Job>) {
+    let deadline = tokio::time::Instant::now() + BULK_FOR;
+    for (i, &run) in job.runs.iter().rev().enumerate() {
+        let acted = tokio::time::timeout_at(deadline, async {
+            match job.action {
+                "resume" => client.resume(run, &job.actor, &job.reason).await,
+                "skip" => client.skip(run, &job.actor, &job.reason).await,
+                _ => client.cancel(run, &job.actor, &job.reason).await,
+            }
+        })
+        .await;
+        match acted {
+            Ok(Ok(_)) => job.record(|p| p.done.push(run)),
+            Ok(Err(error)) => {
+                job.record(|p| p.refused.entry(code_of(&error)).or_default().push(run));
+            }
+            Err(_) => {
+                let left: Vec<RunId> = job.runs.iter().rev().skip(i).copied().collect();
+                job.record(|p| p.not_reached = left);
+                break;
+            }
+        }
+    }
+    job.record(|p| p.ended_at = Some(Utc::now()));
+}
+
+/// `GET /bulk/{job}`: how far a bulk action got; reloads itself until it
+/// ends.
+pub(crate) async fn bulk_progress(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+    let Some(job) = app.jobs.get(&id) else {
+        return error_page(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "No such bulk action: the dashboard remembers its last {JOBS_KEPT} since it started."
+            ),
+        );
+    };
+    let progress = job.progress();
+    // Server time throughout this page: its times are the job's, taken on
+    // this host's clock.
+    let now = Utc::now();
+    let runs = |ids: &[RunId]| {
+        html! {
+            @for (i, id) in ids.iter().take(LISTED).enumerate() {
+                @if i > 0 { ", " }
+                a href=(format!("/runs/{}", id.0)) { (id.0) }
+            }
+            @if ids.len() > LISTED { ", and " (ids.len() - LISTED) " more" }
+        }
+    };
+    let asked = Asked {
+        action: job.action,
+        label: "",
+        workflow: job.workflow.clone(),
+        status: job.status,
+    };
+    let body = html! {
+        p { "To " (asked.describe()) ", by " code { (job.actor) } ": " (job.reason) }
+        dl.facts {
+            dt { "Started" } dd { (when(job.started_at, now)) }
+            dt { "Ended" } dd { (maybe(progress.ended_at, now)) }
+            dt { "Progress" } dd.progress { (progress.reached()) " of " (job.runs.len()) " runs" }
+        }
+        @if progress.ended_at.is_some() {
+            p.notice.done { "Done: " (progress.done.len()) " of " (job.runs.len()) " runs " (job.action) "." }
+        } @else {
+            p.notice { "Running; this page follows it." }
+        }
+        @if !progress.done.is_empty() {
+            section { h2 { "Done (" (progress.done.len()) ")" } p.runs { (runs(&progress.done)) } }
+        }
+        @for (code, ids) in &progress.refused {
+            section.refused {
+                h2 { "Refused (" (ids.len()) ")" }
+                p.notice.error { (REFUSALS.iter().find(|(c, _)| c == code).map_or(*code, |(_, text)| *text)) }
+                p.runs { (runs(ids)) }
+            }
+        }
+        @if !progress.not_reached.is_empty() {
+            section {
+                h2 { "Not reached (" (progress.not_reached.len()) ")" }
+                p.notice.error { "The action stopped after " (crate::commands::took(chrono::Duration::from_std(BULK_FOR).unwrap_or_default())) "; these runs were left as they were." }
+                p.runs { (runs(&progress.not_reached)) }
+            }
+        }
+    };
+    let title = format!("Bulk {}", job.action);
+    if progress.ended_at.is_some() {
+        page(&title, &body).into_response()
+    } else {
+        live_page(&title, &body, PROGRESS_SECS).into_response()
+    }
+}
