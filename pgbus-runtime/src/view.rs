@@ -8,10 +8,12 @@ use crate::context::RunId;
 use crate::engine::{BatchStatus, EventKind, RunStatus, StepOutcome, StepStatus};
 
 mod held;
+mod operator;
 mod result;
 mod unrunnable;
 
 pub use held::HeldBack;
+pub use operator::{MinuteCounts, Overview, QueueNow, ReplicaLag, RunCount, WorkflowNow};
 pub use result::{LastAttempt, REASON_EVENTS_READ, ResultView};
 pub use unrunnable::{Missing, Unrunnable};
 
@@ -63,6 +65,9 @@ pub struct RunView {
     pub events: Vec<EventView>,
     /// For a fan_out child: the batch it counts toward (`batches.id`).
     pub parent_batch_id: Option<i64>,
+    /// For a fan_out child: the run that started its batch (the run of the
+    /// batch's parent step). The same as [`RunSummary::parent_run`].
+    pub parent_run_id: Option<RunId>,
     /// Its latest signals (at most [`RunRead::last`]), in the order they
     /// were sent, consumed or not.
     pub signals: Vec<SignalView>,
@@ -379,6 +384,12 @@ pub struct RunSummary {
     /// live worker can run that step (see [`Unrunnable`]; the view of one
     /// run says which row and since when).
     pub unrunnable: Option<Missing>,
+    /// For a fan_out child: the run whose step started its batch (the
+    /// batch's parent step's run); `None` for a top-level run.
+    pub parent_run: Option<RunId>,
+    /// How many child runs its fan_out batches hold in all (the sum of
+    /// their totals; 0 for a run that never fanned out).
+    pub children: i64,
 }
 
 /// One step attempt.
@@ -527,16 +538,43 @@ pub struct EventView {
 }
 
 /// Which runs to list: `RunFilter::new().workflow("orders.fulfil").limit(20)`,
-/// or set the fields of a `RunFilter::default()`.
+/// or set the fields of a `RunFilter::default()`. Every field narrows the
+/// list; they combine with AND.
+///
+/// Pages: without [`RunFilter::before`] or [`RunFilter::after`] a list is
+/// the newest runs; `before(id)` is the page older than `id`, `after(id)`
+/// the page newer than `id` (the `limit` runs right after it). Every page
+/// comes newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RunFilter {
-    /// Only runs of this workflow.
+    /// Only runs of this workflow (its durable name, exactly).
     pub workflow: Option<String>,
+    /// Only runs of workflows whose name starts with this text (compared
+    /// byte for byte; no wildcards).
+    pub workflow_prefix: Option<String>,
     /// Only runs in this status.
     pub status: Option<RunStatus>,
+    /// Only top-level runs: those no fan_out batch started.
+    pub top_level: bool,
+    /// Only the children of this run: the runs its fan_out batches started.
+    pub parent: Option<RunId>,
+    /// Only the run started with this idempotency key (of any workflow: a
+    /// key is unique per workflow, so at most one run per workflow).
+    pub idempotency_key: Option<String>,
+    /// Only runs whose input matches this SQL/JSON path (PostgreSQL's
+    /// `input @? path`, e.g. `$.customer ? (@ == "c42")`). Inputs are not
+    /// indexed, so the path is tried on at most [`RunFilter::INPUT_SCAN`]
+    /// runs (those the other fields keep, from where the page starts): a
+    /// page can come back short, or empty, while older matches exist; page
+    /// on from the last run listed, or narrow by workflow or time. A path
+    /// PostgreSQL does not read is [`Error::InvalidInputPath`](crate::Error::InvalidInputPath).
+    pub input_path: Option<String>,
     /// Only runs older than this id (for paging back).
     pub before: Option<RunId>,
+    /// Only runs newer than this id: the page right after it, returned
+    /// newest first as every page is (for paging forward).
+    pub after: Option<RunId>,
     /// Only runs created at or after this time.
     pub created_after: Option<DateTime<Utc>>,
     /// Only runs created before this time.
@@ -550,6 +588,16 @@ pub struct RunFilter {
 }
 
 impl RunFilter {
+    /// How many runs a list with [`RunFilter::input_path`] tries the path
+    /// on at most: 20,000.
+    pub const INPUT_SCAN: i64 = 20_000;
+
+    /// The page size when none is given.
+    pub const DEFAULT_LIMIT: u32 = 100;
+
+    /// The largest page.
+    pub const MAX_LIMIT: u32 = 1_000;
+
     /// Every run, newest first, the default page of 100.
     #[must_use]
     pub fn new() -> Self {
@@ -563,6 +611,13 @@ impl RunFilter {
         self
     }
 
+    /// Only runs of workflows whose name starts with `prefix`.
+    #[must_use]
+    pub fn workflow_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.workflow_prefix = Some(prefix.into());
+        self
+    }
+
     /// Only runs in `status`.
     #[must_use]
     pub fn status(mut self, status: RunStatus) -> Self {
@@ -570,10 +625,46 @@ impl RunFilter {
         self
     }
 
+    /// Only top-level runs (no fan_out batch started them).
+    #[must_use]
+    pub fn top_level(mut self) -> Self {
+        self.top_level = true;
+        self
+    }
+
+    /// Only the child runs `run`'s fan_out batches started.
+    #[must_use]
+    pub fn parent(mut self, run: RunId) -> Self {
+        self.parent = Some(run);
+        self
+    }
+
+    /// Only the runs started with idempotency key `key`.
+    #[must_use]
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Only runs whose input matches the SQL/JSON path `path` (see
+    /// [`RunFilter::input_path`] for how far it looks).
+    #[must_use]
+    pub fn input_path(mut self, path: impl Into<String>) -> Self {
+        self.input_path = Some(path.into());
+        self
+    }
+
     /// Only runs older than `run` (its id), for the next page back.
     #[must_use]
     pub fn before(mut self, run: RunId) -> Self {
         self.before = Some(run);
+        self
+    }
+
+    /// Only runs newer than `run` (its id): the page right after it.
+    #[must_use]
+    pub fn after(mut self, run: RunId) -> Self {
+        self.after = Some(run);
         self
     }
 
@@ -598,6 +689,15 @@ impl RunFilter {
         self
     }
 
+    /// The page size this filter asks for: [`RunFilter::limit`] within 1
+    /// and [`RunFilter::MAX_LIMIT`], else [`RunFilter::DEFAULT_LIMIT`].
+    #[must_use]
+    pub fn page_size(&self) -> u32 {
+        self.limit
+            .unwrap_or(Self::DEFAULT_LIMIT)
+            .clamp(1, Self::MAX_LIMIT)
+    }
+
     /// Workers whose heartbeat is older than `threshold` do not count as
     /// live for [`RunSummary::unrunnable`] (default 30 s).
     #[must_use]
@@ -613,5 +713,27 @@ impl RunFilter {
             self.lost_worker_threshold
                 .unwrap_or(DEFAULT_LOST_WORKER_THRESHOLD),
         )
+    }
+
+    /// Whether `run` passes every field but the page bounds (`before`,
+    /// `after`, `limit`) and [`RunFilter::input_path`]: the rule a store
+    /// that filters in memory applies. `parent_run` is the run's
+    /// [`RunSummary::parent_run`], `key` its idempotency key.
+    #[must_use]
+    pub fn keeps(&self, run: &RunSummary, key: Option<&str>) -> bool {
+        self.workflow.as_ref().is_none_or(|w| *w == run.workflow)
+            && self
+                .workflow_prefix
+                .as_ref()
+                .is_none_or(|p| run.workflow.starts_with(p.as_str()))
+            && self.status.is_none_or(|s| s == run.status)
+            && (!self.top_level || run.parent_run.is_none())
+            && self.parent.is_none_or(|p| run.parent_run == Some(p))
+            && self
+                .idempotency_key
+                .as_deref()
+                .is_none_or(|k| key == Some(k))
+            && self.created_after.is_none_or(|at| run.created_at >= at)
+            && self.created_before.is_none_or(|at| run.created_at < at)
     }
 }

@@ -508,9 +508,10 @@ impl TestEnv {
     /// `Result`, so a test reads the same against either.
     ///
     /// # Errors
-    /// None in memory today; the `Result` is `Client::list_runs`'s.
+    /// [`Error::InvalidInputPath`] for an input path the memory store does
+    /// not read (it reads a subset of SQL/JSON paths, see `MemoryStore`).
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
-        Ok(self.store().rows().list_runs(filter))
+        self.store().rows().list_runs(filter)
     }
 
     /// The memory store the environment drives: what a suite runs against

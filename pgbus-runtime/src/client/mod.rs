@@ -11,6 +11,7 @@ mod checks;
 mod deploy;
 mod insights;
 mod listen;
+mod operator;
 mod reads;
 mod result;
 mod schedules;

@@ -135,36 +135,98 @@ impl Client {
         read
     }
 
-    /// Runs matching `filter`, newest first.
+    /// Runs matching `filter`: one page of at most `filter.limit` (100 by
+    /// default, at most 1,000), newest first (see [`RunFilter`] for the
+    /// pages and what each field keeps). Each run is read with bounded
+    /// lookups; a filter on the input reads at most
+    /// [`RunFilter::INPUT_SCAN`] runs.
     ///
     /// # Errors
-    /// Database errors.
+    /// [`Error::InvalidInputPath`] for an input path PostgreSQL does not
+    /// read; database errors.
     #[instrument(target = "pgbus_runtime::client", skip_all, err(level = "debug"))]
     pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
         let mut client = self.store.guarded().await?;
-        let statement = self
-            .store
-            .prep
-            .on(&mut client, &self.store.sql.list_runs)
-            .await?;
-        let limit = i64::from(filter.limit.unwrap_or(100).clamp(1, 1_000));
-        let rows = statement
-            .query(
-                &*client,
-                &[
-                    &filter.workflow,
-                    &filter.status.map(RunStatus::as_str),
-                    &limit,
-                    &filter.before.map(|id| id.0),
-                    &filter.created_after,
-                    &filter.created_before,
-                    &self.store.clock.now(),
-                    &filter.lost_ms(),
-                ],
-            )
-            .await;
+        let rows = async {
+            if let Some(path) = &filter.input_path {
+                check_input_path(&client, path).await?;
+            }
+            // A list by workflow reads per name and status; with an input
+            // path, the newest runs in id order, so the path's scan is
+            // bounded once for the whole list.
+            let by_workflow = filter.input_path.is_none()
+                && (filter.workflow.is_some() || filter.workflow_prefix.is_some());
+            let sql = if by_workflow {
+                &self.store.sql.list_runs_by_workflow
+            } else {
+                &self.store.sql.list_runs
+            };
+            let statement = self.store.prep.on(&mut client, sql).await?;
+            let limit = i64::from(filter.page_size());
+            let (before, parent, after) = (
+                filter.before.map(|id| id.0),
+                filter.parent.map(|id| id.0),
+                filter.after.map(|id| id.0),
+            );
+            let (now, lost_ms) = (self.store.clock.now(), filter.lost_ms());
+            let status = filter.status.map(RunStatus::as_str);
+            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+                &filter.workflow,
+                &status,
+                &limit,
+                &before,
+                &filter.created_after,
+                &filter.created_before,
+                &now,
+                &lost_ms,
+                &filter.workflow_prefix,
+                &filter.top_level,
+                &parent,
+                &filter.idempotency_key,
+                &filter.input_path,
+                &after,
+                &RunFilter::INPUT_SCAN,
+            ];
+            if by_workflow {
+                params.push(&Self::WORKFLOWS_MAX);
+            }
+            statement.query(&*client, &params).await
+        }
+        .await;
         client.finish();
         rows?.iter().map(run_summary).collect()
+    }
+}
+
+/// Whether PostgreSQL reads `path` as an SQL/JSON path: one unnamed round
+/// trip that touches no table (safe through a transaction-mode pooler), so a
+/// bad path is named instead of failing the list.
+pub(crate) async fn check_input_path(
+    client: &tokio_postgres::Client,
+    path: &str,
+) -> Result<(), Error> {
+    let checked = client
+        .query_typed(
+            "SELECT $1::jsonpath::text",
+            &[(&path, tokio_postgres::types::Type::TEXT)],
+        )
+        .await;
+    match checked {
+        Ok(_) => Ok(()),
+        Err(error)
+            if error.as_db_error().is_some_and(|db| {
+                db.code().code().starts_with("42") || db.code().code().starts_with("22")
+            }) =>
+        {
+            Err(Error::InvalidInputPath {
+                path: path.to_owned(),
+                reason: error
+                    .as_db_error()
+                    .map(|db| db.message().to_owned())
+                    .unwrap_or_default(),
+            })
+        }
+        Err(error) => Err(error.into()),
     }
 }
 
@@ -179,6 +241,8 @@ fn run_summary(row: &tokio_postgres::Row) -> Result<RunSummary, Error> {
         updated_at: row.get("updated_at"),
         finished_at: row.get("finished_at"),
         unrunnable: missing(row)?,
+        parent_run: row.get::<_, Option<i64>>("parent_run").map(RunId),
+        children: row.get("children"),
     })
 }
 
@@ -195,6 +259,7 @@ fn missing(row: &tokio_postgres::Row) -> Result<Option<Missing>, Error> {
 /// A run's row as read by `get_run.sql`, without its lists.
 fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
     let run = run_summary(row)?;
+    let parent_run_id = run.parent_run;
     let unrunnable = match (
         run.unrunnable,
         row.get::<_, Option<i64>>("unrunnable_step_id"),
@@ -229,6 +294,7 @@ fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
         steps: Vec::new(),
         events: Vec::new(),
         parent_batch_id: row.get("parent_batch_id"),
+        parent_run_id,
         signals: Vec::new(),
         batches: Vec::new(),
         counts: RunCounts::new(

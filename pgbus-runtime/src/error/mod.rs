@@ -505,6 +505,15 @@ pub enum Error {
         /// What is wrong, and where.
         reason: String,
     },
+    /// A run filter's input path (`RunFilter::input_path`) that PostgreSQL
+    /// does not read as an SQL/JSON path.
+    #[error("invalid input path `{path}`: {reason}")]
+    InvalidInputPath {
+        /// The path as given.
+        path: String,
+        /// What the parser said.
+        reason: String,
+    },
     /// An input or output could not be converted to or from JSON.
     #[error("JSON conversion failed")]
     Json(#[from] serde_json::Error),

@@ -125,6 +125,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0019_group_row_counts.sql",
         sql: include_str!("../../migrations/0019_group_row_counts.sql"),
     },
+    Migration {
+        version: 20,
+        name: "0020_operator_reads.sql",
+        sql: include_str!("../../migrations/0020_operator_reads.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

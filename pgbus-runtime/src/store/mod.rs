@@ -32,7 +32,7 @@ use crate::engine::{Action, AttemptResult, Plan, RunStatus, SignalCheck};
 use crate::error::Error;
 use crate::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
 use crate::start_options::StartOptions;
-use crate::view::{ResultView, RunFilter, RunRead, RunSummary, RunView};
+use crate::view::{Overview, ResultView, RunCount, RunFilter, RunRead, RunSummary, RunView};
 
 pub use crate::pg::store::PgStore;
 pub use crate::start_options::NewRun;
@@ -281,6 +281,28 @@ pub trait Store: Send + Sync + 'static {
         &self,
         filter: &RunFilter,
     ) -> impl Future<Output = Result<Vec<RunSummary>, Error>> + Send;
+
+    /// The workflow names of the store's runs and registered definitions,
+    /// sorted bytewise, at most [`Client::WORKFLOWS_MAX`](crate::Client::WORKFLOWS_MAX).
+    fn workflows(&self) -> impl Future<Output = Result<Vec<String>, Error>> + Send;
+
+    /// How many runs `filter` keeps, counted up to `cap`, as
+    /// [`Client::count_runs`](crate::Client::count_runs) says. Errors:
+    /// [`Error::InvalidInputPath`].
+    fn count_runs(
+        &self,
+        filter: &RunFilter,
+        cap: u32,
+    ) -> impl Future<Output = Result<RunCount, Error>> + Send;
+
+    /// Runs and queues now and the last hour on the store's clock, as
+    /// [`Client::overview`](crate::Client::overview) reads them.
+    fn overview(&self) -> impl Future<Output = Result<Overview, Error>> + Send;
+
+    /// When the newest run was created, if any.
+    fn newest_activity(
+        &self,
+    ) -> impl Future<Output = Result<Option<chrono::DateTime<chrono::Utc>>, Error>> + Send;
 
     /// Writes the schedules a worker declares in code, each under its row's
     /// lock as [`engine::declare_schedule`](crate::engine::declare_schedule)

@@ -10,8 +10,8 @@ use pgbus_runtime::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use pgbus_runtime::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
 use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, NewRun, Registration, Stalled, Store};
 use pgbus_runtime::{
-    DeadlineAction, Error, Limits, ResultView, RunFilter, RunId, RunRead, RunSummary, RunView,
-    SignalId, StartOptions, WorkflowDefinition,
+    DeadlineAction, Error, Limits, Overview, ResultView, RunCount, RunFilter, RunId, RunRead,
+    RunSummary, RunView, SignalId, StartOptions, WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -206,7 +206,23 @@ impl Store for MemoryStore {
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
-        Ok(self.rows().list_runs(filter))
+        self.rows().list_runs(filter)
+    }
+
+    async fn workflows(&self) -> Result<Vec<String>, Error> {
+        Ok(self.rows().workflows())
+    }
+
+    async fn count_runs(&self, filter: &RunFilter, cap: u32) -> Result<RunCount, Error> {
+        self.rows().count_runs(filter, cap)
+    }
+
+    async fn overview(&self) -> Result<Overview, Error> {
+        Ok(self.rows().overview())
+    }
+
+    async fn newest_activity(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, Error> {
+        Ok(self.rows().newest_activity())
     }
 
     async fn declare_schedules(&self, specs: &[ScheduleSpec]) -> Result<Vec<String>, Error> {

@@ -19,11 +19,13 @@ impl Rows {
             .ok_or(Error::RunNotFound { run_id })?;
         let lost_ms = read.lost_ms();
         let unrunnable = self.unrunnable(run, lost_ms);
+        let summary = RunSummary {
+            unrunnable: unrunnable.as_ref().map(|u| u.missing),
+            ..self.related(run)
+        };
         Ok(read.cut(RunView {
-            run: RunSummary {
-                unrunnable: unrunnable.as_ref().map(|u| u.missing),
-                ..run.summary.clone()
-            },
+            parent_run_id: summary.parent_run,
+            run: summary,
             definition_digest: run.definition_digest.clone(),
             options_digest: run.options_digest.clone(),
             step_plan: Some(run.step_plan.clone()),
@@ -109,37 +111,60 @@ impl Rows {
         self.runs.get(&run_id.0).map(|run| run.summary.status)
     }
 
-    /// As `Client::list_runs`.
-    pub(crate) fn list_runs(&self, filter: &RunFilter) -> Vec<RunSummary> {
-        let lost_ms = filter.lost_ms();
-        let limit = usize::try_from(filter.limit.unwrap_or(100).clamp(1, 1_000)).unwrap_or(100);
-        self.runs
+    /// The run's summary with `parent_run` and `children` read from the
+    /// batches, as `list_runs.sql` and `get_run.sql` read them.
+    pub(super) fn related(&self, run: &Run) -> RunSummary {
+        let parent_run = run
+            .parent_batch_id
+            .and_then(|batch| self.batches.get(&batch))
+            .map(|batch| batch.run_id);
+        let children = self
+            .batches
             .values()
-            .rev()
-            .filter(|run| {
-                filter
-                    .workflow
-                    .as_ref()
-                    .is_none_or(|w| *w == run.summary.workflow)
-            })
-            .filter(|run| filter.status.is_none_or(|s| s == run.summary.status))
-            .filter(|run| filter.before.is_none_or(|before| run.summary.id < before))
-            .filter(|run| {
-                filter
-                    .created_after
-                    .is_none_or(|after| run.summary.created_at >= after)
-            })
-            .filter(|run| {
-                filter
-                    .created_before
-                    .is_none_or(|before| run.summary.created_at < before)
-            })
+            .filter(|batch| batch.run_id == run.summary.id)
+            .map(|batch| i64::from(batch.view.total))
+            .sum();
+        RunSummary {
+            parent_run,
+            children,
+            ..run.summary.clone()
+        }
+    }
+
+    /// As `Client::list_runs`: the page `filter` asks for, newest first.
+    /// Errors: [`Error::InvalidInputPath`] for an input path outside what
+    /// the memory store reads (see [`super::path`]).
+    pub(crate) fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
+        let lost_ms = filter.lost_ms();
+        let limit = usize::try_from(filter.page_size()).unwrap_or(100);
+        let path = filter
+            .input_path
+            .as_deref()
+            .map(super::path::Path::parse)
+            .transpose()?;
+        let scan = usize::try_from(RunFilter::INPUT_SCAN).unwrap_or(usize::MAX);
+        let kept = |run: &&Run| {
+            filter.before.is_none_or(|before| run.summary.id < before)
+                && filter.after.is_none_or(|after| run.summary.id > after)
+                && filter.keeps(&self.related(run), run.idempotency_key.as_deref())
+        };
+        let candidates: Vec<&Run> = if filter.after.is_some() {
+            self.runs.values().filter(kept).collect()
+        } else {
+            self.runs.values().rev().filter(kept).collect()
+        };
+        let mut page: Vec<RunSummary> = candidates
+            .into_iter()
+            .take(if path.is_some() { scan } else { limit })
+            .filter(|run| path.as_ref().is_none_or(|p| p.matches(&run.input)))
             .take(limit)
             .map(|run| RunSummary {
                 unrunnable: self.unrunnable(run, lost_ms).map(|u| u.missing),
-                ..run.summary.clone()
+                ..self.related(run)
             })
-            .collect()
+            .collect();
+        page.sort_by_key(|run| std::cmp::Reverse(run.id));
+        Ok(page)
     }
 
     pub(super) fn outputs(&self, run_id: RunId) -> BTreeMap<String, Value> {

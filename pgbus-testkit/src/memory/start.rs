@@ -115,6 +115,8 @@ impl Rows {
                     updated_at: self.now,
                     finished_at: None,
                     unrunnable: None,
+                    parent_run: None,
+                    children: 0,
                 },
                 definition_digest: definition.digest.to_owned(),
                 options_digest: definition.options_digest.to_owned(),

@@ -481,3 +481,4 @@ mod deadlines;
 // Flow control: concurrency and rate limits (issue 21).
 mod flow;
 mod flow_rates;
+mod operator;

@@ -1,30 +1,74 @@
--- Runs, newest first, filtered, each with what no live worker has of its due
--- step (`unrunnable`, as get_run.sql reads it: 'workflow', 'step' or NULL).
--- The page is cut first, then each of its runs is looked at once (one probe
--- of the steps' (run_id, step_name, attempt) key, for `ready` runs only), so
--- the mark costs a bounded lookup per listed run, never a scan.
+-- Runs, a page of them newest first, filtered, each with what no live worker
+-- has of its due step (`unrunnable`, as get_run.sql reads it: 'workflow',
+-- 'step' or NULL), the run that started it (`parent_run`, through its batch's
+-- parent step) and how many children its batches hold (`children`).
+-- The page is cut first (older than $4 newest first, or, with $14, the runs
+-- right after $14 oldest first), then each of its runs is looked at once (one
+-- probe of the steps' (run_id, step_name, attempt) key, for `ready` runs
+-- only, one of `batches` by id and one by run), so the marks cost a bounded
+-- lookup per listed run, never a scan. With an input path ($13), at most $15
+-- runs the other filters keep are read for it, from where the page starts.
 -- $1 workflow (NULL = any), $2 status (NULL = any), $3 limit, $4 before id
 -- (NULL = from the newest), $5 created at or after (NULL = any), $6 created
 -- before (NULL = any), $7 now (NULL = clock_timestamp()), $8 lost-worker
--- threshold (ms)
+-- threshold (ms), $9 workflow name prefix (NULL = any), $10 top-level runs
+-- only, $11 children of this run only (NULL = any), $12 idempotency key
+-- (NULL = any), $13 input SQL/JSON path (NULL = any), $14 after id (NULL =
+-- none), $15 the most runs read for the input path
 WITH t AS (
     SELECT coalesce($7::timestamptz, clock_timestamp()) AS now
 ), live AS MATERIALIZED (
     SELECT l.workflow, l.step_plan
     FROM t, {schema}.live_definitions(t.now, $8::bigint) l
-), page AS (
-    SELECT id, workflow, status, current_step, created_at, updated_at, finished_at
-    FROM {schema}.runs
-    WHERE ($1::text IS NULL OR workflow = $1)
-      AND ($2::text IS NULL OR status = $2)
-      AND ($4::bigint IS NULL OR id < $4)
-      AND ($5::timestamptz IS NULL OR created_at >= $5)
-      AND ($6::timestamptz IS NULL OR created_at < $6)
-    ORDER BY id DESC
+), scanned AS (
+    (SELECT r.id, r.input
+     FROM {schema}.runs r
+     WHERE $14::bigint IS NULL
+       AND ($1::text IS NULL OR r.workflow = $1)
+       AND ($9::text IS NULL OR starts_with(r.workflow, $9))
+       AND ($2::text IS NULL OR r.status = $2)
+       AND ($4::bigint IS NULL OR r.id < $4)
+       AND ($5::timestamptz IS NULL OR r.created_at >= $5)
+       AND ($6::timestamptz IS NULL OR r.created_at < $6)
+       AND (NOT $10::boolean OR r.parent_batch_id IS NULL)
+       AND ($11::bigint IS NULL OR r.parent_batch_id = ANY (ARRAY(
+               SELECT b.id FROM {schema}.batches b WHERE b.run_id = $11)))
+       AND ($12::text IS NULL OR r.idempotency_key = $12)
+     ORDER BY r.id DESC
+     LIMIT CASE WHEN $13::text IS NULL THEN $3 ELSE $15::bigint END)
+    UNION ALL
+    (SELECT r.id, r.input
+     FROM {schema}.runs r
+     WHERE $14::bigint IS NOT NULL AND r.id > $14
+       AND ($1::text IS NULL OR r.workflow = $1)
+       AND ($9::text IS NULL OR starts_with(r.workflow, $9))
+       AND ($2::text IS NULL OR r.status = $2)
+       AND ($4::bigint IS NULL OR r.id < $4)
+       AND ($5::timestamptz IS NULL OR r.created_at >= $5)
+       AND ($6::timestamptz IS NULL OR r.created_at < $6)
+       AND (NOT $10::boolean OR r.parent_batch_id IS NULL)
+       AND ($11::bigint IS NULL OR r.parent_batch_id = ANY (ARRAY(
+               SELECT b.id FROM {schema}.batches b WHERE b.run_id = $11)))
+       AND ($12::text IS NULL OR r.idempotency_key = $12)
+     ORDER BY r.id
+     LIMIT CASE WHEN $13::text IS NULL THEN $3 ELSE $15::bigint END)
+), picked AS (
+    SELECT s.id
+    FROM scanned s
+    WHERE $13::text IS NULL OR s.input @? $13::text::jsonpath
+    ORDER BY CASE WHEN $14::bigint IS NULL THEN -s.id ELSE s.id END
     LIMIT $3
+), page AS (
+    SELECT r.id, r.workflow, r.status, r.current_step, r.created_at, r.updated_at,
+           r.finished_at, r.parent_batch_id
+    FROM picked p
+    JOIN {schema}.runs r ON r.id = p.id
 )
 SELECT r.id, r.workflow, r.status, r.current_step, r.created_at, r.updated_at, r.finished_at,
-       u.missing AS unrunnable
+       u.missing AS unrunnable,
+       (SELECT b.run_id FROM {schema}.batches b WHERE b.id = r.parent_batch_id) AS parent_run,
+       (SELECT coalesce(sum(b.total), 0)::bigint FROM {schema}.batches b WHERE b.run_id = r.id)
+           AS children
 FROM page r
 CROSS JOIN t
 LEFT JOIN LATERAL (

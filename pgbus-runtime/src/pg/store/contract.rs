@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
 use crate::start_options::{NewRun, StartOptions};
 use crate::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
-use crate::view::{ResultView, RunFilter, RunRead, RunSummary, RunView};
+use crate::view::{Overview, ResultView, RunCount, RunFilter, RunRead, RunSummary, RunView};
 
 impl Store for PgStore {
     async fn start_run(
@@ -155,6 +155,24 @@ impl Store for PgStore {
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, Error> {
         Client::new(self.clone(), None).list_runs(filter).await
+    }
+
+    async fn workflows(&self) -> Result<Vec<String>, Error> {
+        Client::new(self.clone(), None).workflows().await
+    }
+
+    async fn count_runs(&self, filter: &RunFilter, cap: u32) -> Result<RunCount, Error> {
+        Client::new(self.clone(), None)
+            .count_runs(filter, cap)
+            .await
+    }
+
+    async fn overview(&self) -> Result<Overview, Error> {
+        Client::new(self.clone(), None).overview().await
+    }
+
+    async fn newest_activity(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, Error> {
+        Client::new(self.clone(), None).newest_activity().await
     }
 
     async fn declare_schedules(&self, specs: &[ScheduleSpec]) -> Result<Vec<String>, Error> {
