@@ -127,7 +127,7 @@ async fn first_step_pickups(client: &Client, runs: &[RunId]) -> Result<Vec<f64>,
 
 /// The `p`th percentile of `sorted` by the nearest-rank method: the smallest
 /// value with at least p% of the samples at or below it.
-fn nearest_rank(sorted: &[f64], p: usize) -> f64 {
+pub(crate) fn nearest_rank(sorted: &[f64], p: usize) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

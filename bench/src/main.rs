@@ -11,7 +11,9 @@
 //! 6. starts per second: 10,000 runs one by one and with `start_many`;
 //! 7. flow control: steps per second beside 10,000 concurrency keys at
 //!    their limit, and what holding back the rows at the head of the queue
-//!    costs the claim.
+//!    costs the claim;
+//! 8. (only with `--only-dashboard`, which takes minutes to load its data)
+//!    how long each page of `pgbus dashboard` takes on a million runs.
 //!
 //! ```sh
 //! cargo run --release -p pgbus-bench                    # the full run, under 5 minutes
@@ -19,6 +21,8 @@
 //! cargo run --release -p pgbus-bench -- --only-steps    # section 1 alone
 //! cargo run --release -p pgbus-bench -- --only-starts   # section 6 alone
 //! cargo run --release -p pgbus-bench -- --only-flow     # section 7 alone
+//! cargo build --release -p pgbus-cli && \
+//!     cargo run --release -p pgbus-bench -- --only-dashboard  # section 8
 //! ```
 //!
 //! It prints a table and writes the same figures as JSON to
@@ -29,6 +33,7 @@
 
 mod baseline;
 mod cpu;
+mod dashboard;
 mod flow;
 mod history;
 mod latency;
@@ -62,7 +67,7 @@ pub(crate) fn workspace_root() -> &'static Path {
 
 /// The workspace's target directory: `CARGO_TARGET_DIR` when set, as cargo
 /// reads it, else `target/` at the root.
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| workspace_root().join("target"), PathBuf::from)
 }
@@ -103,6 +108,7 @@ fn main() -> ExitCode {
     let mut report = Report::new(&args, options.scale(), options.only_starts);
     report.only_flow = options.only_flow;
     report.only_steps = options.only_steps;
+    report.only_dashboard = options.only_dashboard;
     schema::GROUP_COMMIT.store(options.group_commit, std::sync::atomic::Ordering::Relaxed);
     let outcome = runtime.block_on(async {
         tokio::select! {
@@ -127,6 +133,8 @@ fn main() -> ExitCode {
             "starts.json"
         } else if options.only_flow {
             "flow.json"
+        } else if options.only_dashboard {
+            "dashboard.json"
         } else {
             "latest.json"
         };
@@ -165,6 +173,12 @@ async fn measure(options: &Options, report: &mut Report) -> Result<(), BoxError>
     if options.only_flow {
         eprintln!("pgbus-bench: flow control");
         report.flow = Some(flow::measure(url, scale.waiting_runs, scale.measure_secs).await?);
+        return Ok(());
+    }
+    if options.only_dashboard {
+        eprintln!("pgbus-bench: dashboard pages");
+        report.dashboard =
+            Some(dashboard::measure(url, scale.dashboard_runs, scale.dashboard_rounds).await?);
         return Ok(());
     }
     report

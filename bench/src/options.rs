@@ -22,6 +22,11 @@ usage: cargo run --release -p pgbus-bench [-- options]
   --only-flow       only flow control (section 7): steps per second beside
                     10,000 keys at their limit; its JSON goes to
                     target/bench/flow.json
+  --only-dashboard  only the dashboard's pages (section 8): loads 1,000,000
+                    runs (20,000 with --quick) into a schema, serves it with
+                    target/release/pgbus (build it first: cargo build
+                    --release -p pgbus-cli) and times each page; its JSON
+                    goes to target/bench/dashboard.json
 
 Environment:
   PGBUS_BENCH_DATABASE_URL   where to measure (default postgres://127.0.0.1:5432/test);
@@ -48,6 +53,8 @@ pub(crate) struct Options {
     pub(crate) only_starts: bool,
     /// Only the flow control section.
     pub(crate) only_flow: bool,
+    /// Only the dashboard pages section.
+    pub(crate) only_dashboard: bool,
     /// The engine with group commit (its default; off with
     /// `--no-group-commit`).
     pub(crate) group_commit: bool,
@@ -63,6 +70,7 @@ impl Options {
             only_steps: false,
             only_starts: false,
             only_flow: false,
+            only_dashboard: false,
             group_commit: true,
             url: std::env::var("PGBUS_BENCH_DATABASE_URL")
                 .unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned()),
@@ -75,6 +83,7 @@ impl Options {
                 "--only-steps" => options.only_steps = true,
                 "--only-starts" => options.only_starts = true,
                 "--only-flow" => options.only_flow = true,
+                "--only-dashboard" => options.only_dashboard = true,
                 "--no-group-commit" => options.group_commit = false,
                 other => return Err(format!("unknown option `{other}`; see --help")),
             }
@@ -112,6 +121,10 @@ pub(crate) struct Scale {
     pub(crate) waiting_runs: u32,
     /// Runs started each way for starts per second (one by one, in bulk).
     pub(crate) start_runs: usize,
+    /// Runs in the dashboard pages' schema (about five step rows each).
+    pub(crate) dashboard_runs: u64,
+    /// Timed requests of each dashboard page, after one untimed.
+    pub(crate) dashboard_rounds: usize,
 }
 
 impl Scale {
@@ -123,6 +136,8 @@ impl Scale {
         history_rows: [1_000_000, 5_000_000],
         waiting_runs: 10_000,
         start_runs: 10_000,
+        dashboard_runs: 1_000_000,
+        dashboard_rounds: 12,
     };
 
     const QUICK: Self = Self {
@@ -133,5 +148,7 @@ impl Scale {
         history_rows: [20_000, 100_000],
         waiting_runs: 500,
         start_runs: 1_000,
+        dashboard_runs: 20_000,
+        dashboard_rounds: 3,
     };
 }

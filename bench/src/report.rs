@@ -17,6 +17,7 @@ use crate::throughput::Throughput;
 /// Everything measured, in the issue's order. Phases that did not run (an
 /// error stopped the run, or `--no-macro-cost`) are empty.
 #[derive(Debug, Clone, serde::Serialize)]
+#[allow(clippy::struct_excessive_bools)] // one per `--only-*` switch
 pub(crate) struct Report {
     /// How the benchmark was invoked.
     pub(crate) command: String,
@@ -45,6 +46,10 @@ pub(crate) struct Report {
     pub(crate) flow: Option<crate::flow::FlowFigures>,
     /// Whether only section 7 ran (`--only-flow`).
     pub(crate) only_flow: bool,
+    /// 8. The dashboard's pages on a million runs.
+    pub(crate) dashboard: Option<crate::dashboard::DashboardFigures>,
+    /// Whether only section 8 ran (`--only-dashboard`).
+    pub(crate) only_dashboard: bool,
     /// The whole run, seconds.
     pub(crate) wall_s: f64,
     /// What stopped the run early, if anything did.
@@ -112,6 +117,8 @@ impl Report {
             only_starts,
             flow: None,
             only_flow: false,
+            dashboard: None,
+            only_dashboard: false,
             only_steps: false,
             wall_s: 0.0,
             error: None,
@@ -134,7 +141,9 @@ impl fmt::Display for Report {
         writeln!(f, "pgbus benchmark (issue 7)")?;
         self.fmt_machine(f)?;
         writeln!(f, "  command    {}", self.command)?;
-        if self.only_steps {
+        if self.only_dashboard {
+            self.fmt_dashboard(f)?;
+        } else if self.only_steps {
             self.fmt_throughput(f)?;
         } else if !self.only_starts && !self.only_flow {
             self.fmt_throughput(f)?;
@@ -143,10 +152,10 @@ impl fmt::Display for Report {
             self.fmt_memory(f)?;
             self.fmt_macro_cost(f)?;
         }
-        if !self.only_flow && !self.only_steps {
+        if !self.only_flow && !self.only_steps && !self.only_dashboard {
             self.fmt_starts(f)?;
         }
-        if !self.only_starts && !self.only_steps {
+        if !self.only_starts && !self.only_steps && !self.only_dashboard {
             self.fmt_flow(f)?;
         }
         writeln!(f)?;
@@ -441,6 +450,93 @@ target dir; each timed build follows a warm-up build and touches only the crate'
 Client::start_many in calls of MAX_STARTS_PER_CALL (a transaction of two statements at most
 each). Each of the four in a fresh schema, after one warm-up start; no worker runs. Keys:
 each run its own idempotency key (`start-<n>`), none taken before.",
+        )
+    }
+
+    fn fmt_dashboard(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::dashboard::BUDGET_MS;
+        writeln!(f)?;
+        writeln!(f, "8. Dashboard pages (issue 23): each page's answer, ms")?;
+        let Some(d) = &self.dashboard else {
+            return note(f, "not measured");
+        };
+        let s = &d.shape;
+        let by_status: Vec<String> = s
+            .runs_by_status
+            .iter()
+            .map(|(status, n)| format!("{n} {status}"))
+            .collect();
+        note(
+            f,
+            &format!(
+                "data: {} runs ({}), {} fan-out children in {} batches ({} open), {} keyed;",
+                s.runs,
+                by_status.join(", "),
+                s.child_runs,
+                s.batches,
+                s.open_batches,
+                s.keyed_runs
+            ),
+        )?;
+        note(
+            f,
+            &format!(
+                "      {} step rows ({} failed, {} waiting; at most {} in a run), {} events, {} signals",
+                s.steps, s.failed_steps, s.waiting_steps, s.most_attempts, s.events, s.signals
+            ),
+        )?;
+        let sizes: Vec<String> = s
+            .mib
+            .iter()
+            .map(|(table, mib)| format!("{table} {mib:.0} MiB"))
+            .collect();
+        let load: f64 = s.load_s.iter().map(|(_, secs)| secs).sum();
+        note(
+            f,
+            &format!("      {}; loaded in {load:.0} s", sizes.join(", ")),
+        )?;
+        note(
+            f,
+            &format!(
+                "served by {}; {} timed requests a page after one untimed",
+                d.binary, d.rounds
+            ),
+        )?;
+        writeln!(f)?;
+        note(
+            f,
+            &format!(
+                "{:<38} {:>8} {:>8} {:>8} {:>9}  under {BUDGET_MS:.0} ms",
+                "page", "p50", "p95", "max", "bytes"
+            ),
+        )?;
+        for page in &d.pages {
+            let verdict = match page.under_budget {
+                Some(true) => "yes".to_owned(),
+                Some(false) => "NO".to_owned(),
+                None => page.outcome.clone(),
+            };
+            if page.samples == 0 {
+                writeln!(
+                    f,
+                    "   {:<38} {:>8} {:>8} {:>8} {:>9}  {verdict}",
+                    page.name, "-", "-", "-", "-"
+                )?;
+            } else {
+                writeln!(
+                    f,
+                    "   {:<38} {:>8.1} {:>8.1} {:>8.1} {:>9}  {verdict}",
+                    page.name, page.p50_ms, page.p95_ms, page.max_ms, page.bytes
+                )?;
+            }
+        }
+        note(
+            f,
+            "Each request on a fresh loopback connection, from connecting to the answer's last byte;",
+        )?;
+        note(
+            f,
+            "every page requested once per round, in turn. Under the budget: every timed answer was.",
         )
     }
 

@@ -77,6 +77,16 @@ impl BenchSchema {
         (host.as_str(), port).to_socket_addrs().ok()?.next()
     }
 
+    /// The URL the schema's database was reached at.
+    pub(crate) fn url(&self) -> &str {
+        self.0.url()
+    }
+
+    /// The schema's name, unquoted (`bench_<hex>`).
+    pub(crate) fn name(&self) -> &str {
+        self.0.schema().as_str()
+    }
+
     /// `sql` with `{schema}` replaced by the quoted schema name (a validated
     /// `bench_<hex>` identifier, safe to splice).
     pub(crate) fn sql(&self, sql: &str) -> String {
