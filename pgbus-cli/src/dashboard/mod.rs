@@ -265,7 +265,8 @@ fn routes(app: Arc<App>) -> Router {
             router.route(path, route)
         });
     forms
-        .route("/", get(pages::runs))
+        .route("/", get(pages::overview))
+        .route("/runs", get(pages::runs))
         .route("/runs/{id}", get(pages::run))
         .route("/bulk", get(pages::bulk_confirm))
         .route("/bulk/{job}", get(pages::bulk_progress))

@@ -1,9 +1,11 @@
-//! The dashboard's pages: the frame they share and the runs list here, a
-//! run's page with its actions in `run`, the insights in `insights`, the
-//! live workers in `workers`, the schedules in `schedules`.
+//! The dashboard's pages: the frame they share and the runs list here, the
+//! overview (the landing page) in `overview`, a run's page with its actions
+//! in `run`, the insights in `insights`, the live workers in `workers`, the
+//! schedules in `schedules`.
 
 mod bulk;
 mod insights;
+mod overview;
 mod run;
 mod schedules;
 mod workers;
@@ -23,6 +25,7 @@ use crate::dashboard::when::when;
 
 pub(crate) use bulk::{Jobs, bulk_apply, bulk_confirm, bulk_progress};
 pub(crate) use insights::insights;
+pub(crate) use overview::overview;
 #[cfg(test)]
 pub(crate) use run::ACTIONS;
 pub(crate) use run::{act, run};
@@ -30,7 +33,7 @@ pub(crate) use schedules::schedules;
 pub(crate) use workers::workers;
 
 /// How often, in seconds, a page that changes on its own reloads itself:
-/// the runs list, a run that has not ended.
+/// the overview, the runs list, a run that has not ended.
 const REFRESH_SECS: u32 = 5;
 
 /// A page in the dashboard's frame, which stays as it was drawn (an ended
@@ -59,7 +62,10 @@ fn frame(title: &str, body: &Markup, refresh: Option<u32>) -> Markup {
             body data-refresh=[refresh] {
                 header {
                     a.brand href="/" { "pgbus" }
-                    nav { a href="/" { "Runs" } a href="/insights" { "Insights" } a href="/workers" { "Workers" } a href="/schedules" { "Schedules" } }
+                    nav {
+                        a href="/" { "Overview" } a href="/runs" { "Runs" } a href="/insights" { "Insights" }
+                        a href="/workers" { "Workers" } a href="/schedules" { "Schedules" }
+                    }
                 }
                 main { h1 { (title) } (body) }
             }
@@ -147,7 +153,7 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
         .then(|| runs.last().map(|r| r.id.0))
         .flatten();
     let body = html! {
-        form.filters method="get" action="/" {
+        form.filters method="get" action="/runs" {
             label { "Workflow " input name="workflow" value=(workflow.clone().unwrap_or_default()); }
             label { "Status "
                 select name="status" {
@@ -230,7 +236,7 @@ fn list_link(workflow: Option<&str>, status: Option<RunStatus>, before: Option<i
     if let Some(status) = status {
         params.push(format!("status={}", status.as_str()));
     }
-    format!("/?{}", params.join("&"))
+    format!("/runs?{}", params.join("&"))
 }
 
 /// The confirmation page of a bulk `action` on the runs list's filter.
@@ -241,7 +247,8 @@ fn bulk_link(
     before: Option<i64>,
 ) -> String {
     let list = list_link(workflow, Some(status), before);
-    format!("/bulk?action={action}&{}", &list[2..])
+    let filters = list.split_once('?').map_or("", |(_, query)| query);
+    format!("/bulk?action={action}&{filters}")
 }
 
 /// `text` safe in a query string.

@@ -172,7 +172,7 @@ async fn bulk_actions_follow_the_status_filter() {
     let (_, _, list) = http(
         base,
         "GET",
-        "/?workflow=dashboard.plain&status=ready",
+        "/runs?workflow=dashboard.plain&status=ready",
         &[],
         "",
     );
@@ -186,10 +186,10 @@ async fn bulk_actions_follow_the_status_filter() {
         !list.contains("action=resume"),
         "a ready run is not resumed"
     );
-    let (_, _, list) = http(base, "GET", "/", &[], "");
+    let (_, _, list) = http(base, "GET", "/runs", &[], "");
     assert!(!list.contains("/bulk?"), "{list}");
 
-    let (_, _, list) = http(base, "GET", "/?status=paused", &[], "");
+    let (_, _, list) = http(base, "GET", "/runs?status=paused", &[], "");
     for action in ["resume", "skip", "cancel"] {
         assert!(
             list.contains(&format!("href=\"/bulk?action={action}&amp;status=paused\"")),
