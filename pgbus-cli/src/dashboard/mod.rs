@@ -267,6 +267,8 @@ fn routes(app: Arc<App>) -> Router {
     forms
         .route("/", get(pages::overview))
         .route("/runs", get(pages::runs))
+        .route("/queues", get(pages::queues))
+        .route("/limits", get(pages::limits))
         .route("/runs/{id}", get(pages::run))
         .route("/bulk", get(pages::bulk_confirm))
         .route("/bulk/{job}", get(pages::bulk_progress))

@@ -1,11 +1,13 @@
 //! The dashboard's pages: the frame they share and the runs list here, the
 //! overview (the landing page) in `overview`, a run's page with its actions
-//! in `run`, the insights in `insights`, the live workers in `workers`, the
+//! in `run`, the queues and the limits in force in `queues`, the insights
+//! in `insights`, the live workers in `workers`, the
 //! schedules in `schedules`.
 
 mod bulk;
 mod insights;
 mod overview;
+mod queues;
 mod run;
 mod schedules;
 mod workers;
@@ -26,6 +28,7 @@ use crate::dashboard::when::when;
 pub(crate) use bulk::{Jobs, bulk_apply, bulk_confirm, bulk_progress};
 pub(crate) use insights::insights;
 pub(crate) use overview::overview;
+pub(crate) use queues::{limits, queues};
 #[cfg(test)]
 pub(crate) use run::ACTIONS;
 pub(crate) use run::{act, run};
@@ -63,7 +66,8 @@ fn frame(title: &str, body: &Markup, refresh: Option<u32>) -> Markup {
                 header {
                     a.brand href="/" { "pgbus" }
                     nav {
-                        a href="/" { "Overview" } a href="/runs" { "Runs" } a href="/insights" { "Insights" }
+                        a href="/" { "Overview" } a href="/runs" { "Runs" } a href="/queues" { "Queues" }
+                        a href="/limits" { "Limits" } a href="/insights" { "Insights" }
                         a href="/workers" { "Workers" } a href="/schedules" { "Schedules" }
                     }
                 }
