@@ -17,7 +17,7 @@ use std::sync::Arc;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use maud::{DOCTYPE, Markup, html};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 use pgbus_runtime::view::{Missing, RunFilter};
 use pgbus_runtime::{RunId, RunStatus};
 use serde::Deserialize;
@@ -65,6 +65,7 @@ fn frame(title: &str, body: &Markup, refresh: Option<u32>) -> Markup {
             body data-refresh=[refresh] {
                 header {
                     a.brand href="/" { "pgbus" }
+                    (PreEscaped(SOURCE_MARK))
                     nav {
                         a href="/" { "Overview" } a href="/runs" { "Runs" } a href="/queues" { "Queues" }
                         a href="/limits" { "Limits" } a href="/insights" { "Insights" }
@@ -74,6 +75,41 @@ fn frame(title: &str, body: &Markup, refresh: Option<u32>) -> Markup {
                 main { h1 { (title) } (body) }
             }
         }
+    }
+}
+
+/// Where a page's header says which database it read: an empty mark the
+/// frame draws, filled by the router once the page is drawn
+/// (`dashboard::with_source`). Text from runs is escaped, so only the frame
+/// draws it.
+pub(crate) const SOURCE_MARK: &str = "<span class=\"source\"></span>";
+
+/// What a page's header says of the database it read (`source`).
+pub(crate) fn source_line(source: &super::Source) -> Markup {
+    use pgbus_runtime::ReplicaLag;
+    match source {
+        super::Source::Primary => html! { span.source { "read from the primary" } },
+        super::Source::AfterAction => html! {
+            span.source title="This browser's pages read the primary for a few seconds after an action, so they show it." {
+                "read from the primary, after your action"
+            }
+        },
+        super::Source::Replica(Ok(ReplicaLag::Behind { ms })) => html! {
+            span class=(if *ms >= 10_000 { "source behind" } else { "source" }) {
+                "read from the replica, " (format!("{:.1}", *ms as f64 / 1000.0)) " s behind"
+            }
+        },
+        super::Source::Replica(Ok(ReplicaLag::NothingReplayed)) => html! {
+            span.source.behind { "read from the replica, which has replayed nothing yet" }
+        },
+        super::Source::Replica(Ok(_)) => html! {
+            span.source title="The server at --replica-url is not in recovery." {
+                "read from the replica URL, which is not a replica (nothing lags)"
+            }
+        },
+        super::Source::Replica(Err(error)) => html! {
+            span.source.behind title=(error) { "read from the replica, lag unknown" }
+        },
     }
 }
 

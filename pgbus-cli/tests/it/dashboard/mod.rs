@@ -2,7 +2,7 @@
 //! (`bulk`), its pages beside
 //! held locks, abandoned requests and large runs (`bounds`), the pages that
 //! reload themselves (`live`), the overview at `/` (`overview`), the queues and limits
-//! pages (`queues`), a run's long values and errors (`run_page`),
+//! pages (`queues`), reads off the primary (`replica`), a run's long values and errors (`run_page`),
 //! and the workers page with what the pages say
 //! of runs nobody can run (`workers`).
 
@@ -12,6 +12,7 @@ mod guards;
 mod live;
 mod overview;
 mod queues;
+mod replica;
 mod run_page;
 mod schedules;
 mod workers;
