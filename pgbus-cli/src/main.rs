@@ -10,6 +10,7 @@
 mod commands;
 mod dashboard;
 mod output;
+mod replica;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -168,6 +169,12 @@ enum Command {
         /// run it): the workers' lost-worker threshold (default 30s).
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         lost_worker_threshold: Duration,
+        /// A read replica, as a libpq URL: pages read it (with the same
+        /// schema and timeouts as the primary), each page's header says how
+        /// far behind it is, and every action goes to `DATABASE_URL`; the
+        /// pages shown right after an action read the primary.
+        #[arg(long, env = "PGBUS_REPLICA_URL", hide_env_values = true)]
+        replica_url: Option<String>,
     },
     /// Lists the live workers: name, host, pid, queues, concurrency, the
     /// workflows each registered (with the definition digest's first 12

@@ -54,9 +54,9 @@ pub use start_options::{
     MAX_QUEUE_NAME_CHARS, MAX_START_MANY_INPUT_BYTES, MAX_STARTS_PER_CALL, StartAt, StartOptions,
 };
 pub use view::{
-    BatchView, EventView, HeldBack, LastAttempt, MinuteCounts, Omitted, Overview, QueueNow,
-    ReplicaLag, ResultView, RunCount, RunCounts, RunFilter, RunRead, RunSummary, RunView,
-    SignalView, StepView, Unrunnable, ValueOf, WorkflowNow,
+    BatchView, ConcurrencyNow, EventView, HeldBack, KeyNow, LastAttempt, LimitsNow, MinuteCounts,
+    Omitted, Overview, QueueNow, RateNow, ReplicaLag, ResultView, RunCount, RunCounts, RunFilter,
+    RunRead, RunSummary, RunView, SignalView, StepView, Unrunnable, ValueOf, WorkflowNow,
 };
 pub use worker::{ErrorReport, StallAction, SweepReport, Sweeper, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};

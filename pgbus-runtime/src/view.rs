@@ -8,11 +8,13 @@ use crate::context::RunId;
 use crate::engine::{BatchStatus, EventKind, RunStatus, StepOutcome, StepStatus};
 
 mod held;
+mod limits;
 mod operator;
 mod result;
 mod unrunnable;
 
 pub use held::HeldBack;
+pub use limits::{ConcurrencyNow, KeyNow, LimitsNow, RateNow};
 pub use operator::{MinuteCounts, Overview, QueueNow, ReplicaLag, RunCount, WorkflowNow};
 pub use result::{LastAttempt, REASON_EVENTS_READ, ResultView};
 pub use unrunnable::{Missing, Unrunnable};

@@ -161,6 +161,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
         _ => None,
     };
     let db = connect(&cli).await?;
+    let replica = crate::replica::of_dashboard(&cli, DEFAULT_STATEMENT_TIMEOUT).await?;
     let out = Output::detect();
     match cli.command {
         Command::Migrate => {
@@ -211,6 +212,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
             public_origin,
             retention,
             lost_worker_threshold,
+            ..
         } => {
             // An empty token (`PGBUS_DASHBOARD_TOKEN=`) is none given.
             let token = token.filter(|t| !t.is_empty());
@@ -226,6 +228,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
                 retention: retention.0,
                 public_origin,
                 lost_worker_threshold,
+                replica,
             };
             crate::dashboard::serve(db, settings).await?;
         }

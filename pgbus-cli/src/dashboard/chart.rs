@@ -1,11 +1,13 @@
-//! The run page's timeline chart: a range-bar chart drawn on the server as
-//! inline SVG (no script, nothing fetched), one row per attempt and one for the
-//! run's paused periods, one bar per piece of the timeline.
+//! The dashboard's charts, drawn on the server as inline SVG (no script,
+//! nothing fetched): the run page's timeline, a range-bar chart with one row
+//! per attempt and one for the run's paused periods, one bar per piece of the
+//! timeline; and the overview's last hour, one stacked column per minute.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
+use pgbus_runtime::MinuteCounts;
 use pgbus_runtime::timeline::{Piece, Segment};
 
 use super::when::ago;
@@ -126,9 +128,86 @@ pub(crate) fn timeline(segments: &[Segment], now: DateTime<Utc>) -> Markup {
     }
 }
 
+/// Height of the last hour's chart, in SVG units, and of its bar area.
+const HOUR_HEIGHT: f64 = 130.0;
+const HOUR_BARS: f64 = 100.0;
+/// The minutes the last hour's chart has a column for: the hour is
+/// `(at - 1h, at]`, so the minute holding `at - 1h` and the one holding `at`
+/// both show.
+const HOUR_COLUMNS: i64 = 61;
+
+/// The runs that ended or paused in each minute of the hour before `at`
+/// (the overview's [`MinuteCounts`]), one stacked column per minute, oldest
+/// on the left: finished at the bottom, then cancelled, then paused, each in
+/// the colour the run page gives that end. Scaled to the busiest minute,
+/// whose count the chart says; a minute with nothing is a gap.
+/// One minute's column as `(class, y, height)` pieces, bottom up, for the
+/// counts that are not zero.
+fn stack(m: &MinuteCounts, per_run: f64) -> Vec<(&'static str, f64, f64)> {
+    let mut top = HOUR_BARS + 4.0;
+    [
+        ("finished", m.finished),
+        ("cancelled", m.cancelled),
+        ("paused", m.paused),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(class, n)| {
+        let height = n as f64 * per_run;
+        top -= height;
+        (class, top, height)
+    })
+    .collect()
+}
+
+pub(crate) fn last_hour(minutes: &[MinuteCounts], at: DateTime<Utc>) -> Markup {
+    use chrono::{DurationRound as _, TimeDelta};
+    let last = at.duration_trunc(TimeDelta::minutes(1)).unwrap_or(at);
+    let first = last - TimeDelta::minutes(HOUR_COLUMNS - 1);
+    let shown: Vec<&MinuteCounts> = minutes
+        .iter()
+        .filter(|m| m.minute >= first && m.minute <= last)
+        .collect();
+    let busiest = shown
+        .iter()
+        .map(|m| m.finished + m.cancelled + m.paused)
+        .max()
+        .unwrap_or(0);
+    let column = WIDTH / HOUR_COLUMNS as f64;
+    let per_run = if busiest > 0 {
+        HOUR_BARS / busiest as f64
+    } else {
+        0.0
+    };
+    html! {
+        svg.hour xmlns="http://www.w3.org/2000/svg" role="img"
+            viewBox=(format!("0 0 {WIDTH} {HOUR_HEIGHT}"))
+            aria-label="runs ended and paused per minute over the last hour" {
+            line.base x1="0" y1=(HOUR_BARS + 4.0) x2=(WIDTH) y2=(HOUR_BARS + 4.0) {}
+            @for m in shown {
+                @let i = (m.minute - first).num_minutes() as f64;
+                @let x = format!("{:.1}", i * column + 1.0);
+                @let width = format!("{:.1}", (column - 2.0).max(1.0));
+                g.minute data-minute=(crate::commands::time(m.minute)) {
+                    title {
+                        (crate::commands::time(m.minute)) ": " (m.finished) " finished, "
+                        (m.cancelled) " cancelled, " (m.paused) " paused"
+                    }
+                    @for (class, y, height) in stack(m, per_run) {
+                        rect class=(class) x=(x) y=(format!("{y:.1}")) width=(width) height=(format!("{height:.1}")) {}
+                    }
+                }
+            }
+            text.axis x="0" y=(HOUR_HEIGHT - 6.0) { (ago(first, at)) }
+            text.axis x=(WIDTH) y=(HOUR_HEIGHT - 6.0) text-anchor="end" { "now" }
+            text.axis x="0" y="12" { "busiest minute: " (busiest) }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use chrono::TimeDelta;
+    use chrono::{DurationRound as _, TimeDelta};
     use pgbus_runtime::StepOutcome;
 
     use super::*;
@@ -268,5 +347,49 @@ mod tests {
         let svg = timeline(&segments, at(1)).into_string();
         assert!(!svg.contains("<b>"), "{svg}");
         assert!(svg.contains("&lt;b&gt;x&lt;/b&gt;#1"), "{svg}");
+    }
+
+    /// One column per minute of the hour, stacked finished, cancelled,
+    /// paused from the bottom, scaled to the busiest minute; a minute
+    /// outside the hour is left out.
+    #[test]
+    fn the_last_hour_stacks_each_minute() {
+        use pgbus_runtime::MinuteCounts;
+        let now = at(30);
+        let minute = |back: i64, f, c, p| {
+            let start = now.duration_trunc(TimeDelta::minutes(1)).expect("a minute")
+                - TimeDelta::minutes(back);
+            MinuteCounts::new(start, f, c, p)
+        };
+        let svg = last_hour(
+            &[minute(61, 9, 9, 9), minute(60, 1, 0, 0), minute(0, 2, 1, 1)],
+            now,
+        )
+        .into_string();
+        assert_eq!(svg.matches("<rect").count(), 4, "{svg}");
+        assert!(svg.contains("busiest minute: 4"), "{svg}");
+        // The oldest column on the left; one run is a quarter of the height.
+        assert!(
+            svg.contains(r#"<rect class="finished" x="1.0" y="79.0" width="12.8" height="25.0">"#),
+            "{svg}"
+        );
+        // The newest column at the right: finished, cancelled, paused, up.
+        let last = &svg[svg.rfind("<g class=\"minute\"").expect("a column")..];
+        assert!(
+            last.contains(r#"class="finished" x="886.2" y="54.0" width="12.8" height="50.0""#),
+            "{last}"
+        );
+        assert!(
+            last.contains(r#"class="cancelled" x="886.2" y="29.0" width="12.8" height="25.0""#),
+            "{last}"
+        );
+        assert!(
+            last.contains(r#"class="paused" x="886.2" y="4.0" width="12.8" height="25.0""#),
+            "{last}"
+        );
+        assert!(
+            last.contains(": 2 finished, 1 cancelled, 1 paused</title>"),
+            "{last}"
+        );
     }
 }

@@ -17,6 +17,12 @@
 //! page that plants a cookie cannot forge the token; a post must carry this
 //! host's `Origin`. Each action is an event with its actor, `dashboard:` and
 //! the name the operator typed.
+//!
+//! Given a read replica (`--replica-url`), pages read it and every action
+//! (each POST) goes to the primary; for a few seconds after an action, this
+//! browser's pages read the primary (a signed cookie says until when), so
+//! the operator sees their change. Each page's header says which it read,
+//! and how far behind the replica is.
 
 mod chart;
 mod form;
@@ -25,6 +31,7 @@ mod pages;
 mod tests;
 mod when;
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +45,7 @@ use axum::routing::{MethodRouter, get, post};
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use pgbus_runtime::Database;
 use subtle::ConstantTimeEq;
+use tower::ServiceExt as _;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -51,6 +59,14 @@ const SESSION_FOR: Duration = Duration::from_hours(12);
 /// derived under the secret: a page on another port can overwrite the id,
 /// but cannot make the token that matches it.
 const CSRF_COOKIE: &str = "pgbus_csrf";
+/// The cookie that sends this browser's page reads to the primary after an
+/// action: an expiry and its HMAC, as the session's.
+const WROTE_COOKIE: &str = "pgbus_wrote";
+/// How long after an action a browser's pages read the primary, when a
+/// replica is given: long enough for the redirect and the first reloads
+/// (as Rails' database selector's delay), short enough to keep the reads
+/// off the primary.
+const READ_PRIMARY_AFTER_ACTION: Duration = Duration::from_secs(10);
 /// How long a wrong token holds up the next wrong one, dashboard-wide.
 const FAILED_TOKEN_PAUSE: Duration = Duration::from_millis(250);
 
@@ -108,6 +124,9 @@ pub(crate) struct Settings {
     /// workers page, and whether a run's due step has a worker that can run
     /// it (the workers' lost-worker threshold).
     pub(crate) lost_worker_threshold: Duration,
+    /// A read replica (`--replica-url`): the pages read it; actions, and
+    /// the pages right after one, the primary.
+    pub(crate) replica: Option<Database>,
 }
 
 impl Settings {
@@ -136,8 +155,9 @@ pub(crate) struct App {
     /// This process's secret: 32 random bytes, new at every start, so a
     /// restart ends every session and CSRF token.
     secret: [u8; 32],
-    /// The bulk actions started from this dashboard, and how far each got.
-    pub(crate) jobs: pages::Jobs,
+    /// The bulk actions started from this dashboard, and how far each got
+    /// (shared by the primary's and the replica's routes).
+    pub(crate) jobs: Arc<pages::Jobs>,
     /// Every presented token waits its turn here; a wrong one holds the
     /// turn for [`FAILED_TOKEN_PAUSE`] in a task of its own, so abandoning
     /// the request does not end the pause.
@@ -150,8 +170,19 @@ impl App {
             db,
             settings,
             secret: random_secret(),
-            jobs: pages::Jobs::default(),
+            jobs: Arc::new(pages::Jobs::default()),
             failed_tokens: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    /// The same dashboard (secret, jobs, settings) reading `db`.
+    fn reading(&self, db: Database) -> Self {
+        Self {
+            db,
+            settings: self.settings.clone(),
+            secret: self.secret,
+            jobs: Arc::clone(&self.jobs),
+            failed_tokens: Arc::clone(&self.failed_tokens),
         }
     }
 
@@ -176,19 +207,31 @@ impl App {
 
     /// A session cookie's value, good until `SESSION_FOR` from now.
     fn session(&self) -> String {
-        let until = unix_now().saturating_add(SESSION_FOR.as_secs());
-        format!("{until}.{}", self.sign("session", &until.to_string()))
+        self.good_for("session", SESSION_FOR)
     }
 
     /// Whether `cookie` is a session this process made and still good.
     fn valid_session(&self, cookie: &str) -> bool {
+        self.still_good("session", cookie)
+    }
+
+    /// A cookie value for `purpose`, good for `span` from now: the expiry
+    /// and its HMAC.
+    fn good_for(&self, purpose: &str, span: Duration) -> String {
+        let until = unix_now().saturating_add(span.as_secs());
+        format!("{until}.{}", self.sign(purpose, &until.to_string()))
+    }
+
+    /// Whether `cookie` is a [`App::good_for`] value of `purpose` this
+    /// process made, not expired.
+    fn still_good(&self, purpose: &str, cookie: &str) -> bool {
         let Some((until, mac)) = cookie.split_once('.') else {
             return false;
         };
         let Ok(until_secs) = until.parse::<u64>() else {
             return false;
         };
-        until_secs > unix_now() && same(mac, &self.sign("session", until))
+        until_secs > unix_now() && same(mac, &self.sign(purpose, until))
     }
 
     /// The CSRF token of the browser whose id is `id`.
@@ -245,7 +288,7 @@ pub(crate) async fn serve(db: Database, settings: Settings) -> Result<(), BoxErr
 
 /// The dashboard's routes, with access and CSRF checks in front of them.
 pub(crate) fn router(db: Database, settings: Settings) -> Router {
-    routes(Arc::new(App::new(db, settings)))
+    routes(&Arc::new(App::new(db, settings)))
 }
 
 /// Every route that takes a form, the one place POST routes are made: each
@@ -258,14 +301,141 @@ pub(crate) fn form_routes() -> Vec<(&'static str, MethodRouter<Arc<App>>)> {
     ]
 }
 
-fn routes(app: Arc<App>) -> Router {
+/// Every route, behind the guard; a request goes to the routes reading the
+/// primary or the replica by [`read_or_write`].
+fn routes(app: &Arc<App>) -> Router {
+    let primary = pages_on(Arc::clone(app));
+    let replica = app
+        .settings
+        .replica
+        .clone()
+        .map(|db| Arc::new(app.reading(db)));
+    let replica = replica.map(|read| (Arc::clone(&read), pages_on(read)));
+    let chosen = Arc::clone(app);
+    let choose = tower::service_fn(move |request: Request| {
+        let (app, primary, replica) = (Arc::clone(&chosen), primary.clone(), replica.clone());
+        async move { Ok::<_, Infallible>(read_or_write(&app, primary, replica, request).await) }
+    });
+    Router::new()
+        .fallback_service(choose)
+        .layer(middleware::from_fn_with_state(Arc::clone(app), guard))
+}
+
+/// Which database served a page, as its header says.
+#[derive(Debug, Clone)]
+enum Source {
+    /// The primary: no replica was given.
+    Primary,
+    /// The primary, for this browser's pages right after an action.
+    AfterAction,
+    /// The replica, with its lag (or why it could not be read).
+    Replica(Result<pgbus_runtime::ReplicaLag, String>),
+}
+
+/// Sends `request` to the routes reading the primary or the replica: with
+/// no replica, the primary; an action (anything but `GET` and `HEAD`)
+/// always the primary, after which this browser's pages read the primary
+/// for [`READ_PRIMARY_AFTER_ACTION`]; any other page the replica. The page
+/// says which in its header ([`pages::source_line`]).
+async fn read_or_write(
+    app: &App,
+    primary: Router,
+    replica: Option<(Arc<App>, Router)>,
+    request: Request,
+) -> Response {
+    let Some((read, replica)) = replica else {
+        return with_source(primary, request, Some(Source::Primary)).await;
+    };
+    let method = request.method().clone();
+    if method != axum::http::Method::GET && method != axum::http::Method::HEAD {
+        let response = with_source(primary, request, Some(Source::AfterAction)).await;
+        // A refused form (a bad CSRF token, an unknown run) is answered
+        // without a redirect: it changed nothing to see.
+        if !response.status().is_redirection() {
+            return response;
+        }
+        let cookie = Cookie::build((
+            app.settings.cookie_name(WROTE_COOKIE),
+            app.good_for("wrote", READ_PRIMARY_AFTER_ACTION),
+        ))
+        .http_only(true)
+        .secure(app.settings.secure())
+        .same_site(SameSite::Lax)
+        .path("/");
+        // A session cookie: its value carries its expiry, checked here.
+        return (CookieJar::new().add(cookie), response).into_response();
+    }
+    let jar = CookieJar::from_headers(request.headers());
+    let wrote = jar
+        .get(&app.settings.cookie_name(WROTE_COOKIE))
+        .is_some_and(|c| app.still_good("wrote", c.value()));
+    if wrote {
+        return with_source(primary, request, Some(Source::AfterAction)).await;
+    }
+    // The stylesheet and the script are the binary's: no database read.
+    let page = !matches!(request.uri().path(), "/style.css" | "/refresh.js");
+    let source = if page {
+        Some(Source::Replica(
+            read.db
+                .client()
+                .replica_lag()
+                .await
+                .map_err(|e| crate::commands::chain(&e)),
+        ))
+    } else {
+        None
+    };
+    with_source(replica, request, source).await
+}
+
+/// `routes`' answer to `request`, its page's header saying `source`: the
+/// frame leaves an empty mark there ([`pages::SOURCE_MARK`]), filled here
+/// (the run page is drawn off the request's task, so the frame cannot
+/// know).
+async fn with_source(routes: Router, request: Request, source: Option<Source>) -> Response {
+    let Ok(response) = routes.oneshot(request).await;
+    let Some(source) = source else {
+        return response;
+    };
+    let html = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    if !html {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the page could not be read",
+        )
+            .into_response();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let filled = text.replacen(
+        pages::SOURCE_MARK,
+        &pages::source_line(&source).into_string(),
+        1,
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(filled))
+}
+
+/// The pages and forms, reading `app`'s database, with no guard (the
+/// guard is in front of both sets).
+fn pages_on(app: Arc<App>) -> Router {
     let forms = form_routes()
         .into_iter()
         .fold(Router::new(), |router, (path, route)| {
             router.route(path, route)
         });
     forms
-        .route("/", get(pages::runs))
+        .route("/", get(pages::overview))
+        .route("/runs", get(pages::runs))
+        .route("/queues", get(pages::queues))
+        .route("/limits", get(pages::limits))
         .route("/runs/{id}", get(pages::run))
         .route("/bulk", get(pages::bulk_confirm))
         .route("/bulk/{job}", get(pages::bulk_progress))
@@ -275,7 +445,6 @@ fn routes(app: Arc<App>) -> Router {
         .route("/style.css", get(style))
         .route("/refresh.js", get(refresh))
         .fallback(pages::not_found)
-        .layer(middleware::from_fn_with_state(Arc::clone(&app), guard))
         .with_state(app)
 }
 

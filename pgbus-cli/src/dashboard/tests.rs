@@ -77,9 +77,10 @@ async fn every_form_route_refuses_a_missing_or_wrong_token_and_a_foreign_origin(
             retention: None,
             public_origin: None,
             lost_worker_threshold: Duration::from_secs(30),
+            replica: None,
         },
     ));
-    let server = tokio::spawn(axum::serve(listener, routes(Arc::clone(&app))).into_future());
+    let server = tokio::spawn(axum::serve(listener, routes(&app)).into_future());
     // A browser's id cookie, and the token the dashboard derives from it.
     let id = "0123456789abcdef0123456789abcdef";
     let cookie = format!("pgbus_csrf={id}");

@@ -188,7 +188,7 @@ async fn the_dashboard_draws_a_run_and_its_buttons_pause_and_resume() {
 
     // The runs list renders, with both runs.
     browser
-        .goto(&format!("{}/", dashboard.url))
+        .goto(&format!("{}/runs", dashboard.url))
         .await
         .expect("open the runs");
     let html = browser.source().await.expect("source");

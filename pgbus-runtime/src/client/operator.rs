@@ -5,9 +5,13 @@ use chrono::{DateTime, Utc};
 use tracing::instrument;
 
 use super::Client;
+use crate::definition::SlotHolder;
 use crate::engine::RunStatus;
 use crate::error::Error;
-use crate::view::{MinuteCounts, Overview, QueueNow, ReplicaLag, RunCount, RunFilter, WorkflowNow};
+use crate::view::{
+    ConcurrencyNow, KeyNow, LimitsNow, MinuteCounts, Overview, QueueNow, RateNow, ReplicaLag,
+    RunCount, RunFilter, WorkflowNow,
+};
 
 impl Client {
     /// The most names [`Client::workflows`] returns.
@@ -180,6 +184,90 @@ impl Client {
                 (cancelled, failed, pauses),
                 minutes,
             ))
+        }
+        .await;
+        guarded.finish();
+        read
+    }
+
+    /// The flow limits in force and what each holds now (see
+    /// [`LimitsNow`]), read in one snapshot: the concurrency limits and
+    /// rate limits workers registered, per concurrency key the slots held
+    /// and the rows held back, per rate of one window its starts inside
+    /// the window ending now. Each part stops at its bound (a limit's rows,
+    /// [`LimitsNow::COUNT_CAP`] rows per count through the partial indexes
+    /// flow control keeps), so it costs the same on a schema of any age.
+    /// Times are the store's.
+    ///
+    /// # Errors
+    /// Database errors; [`Error::Corrupt`] for a stored holder it does not
+    /// know.
+    #[instrument(target = "pgbus_runtime::client", skip_all, err(level = "debug"))]
+    pub async fn limits(&self) -> Result<LimitsNow, Error> {
+        let now = self.store.clock.now();
+        let mut guarded = self.store.guarded().await?;
+        let read = async {
+            let client = guarded
+                .build_transaction()
+                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await?;
+            let (sql, prep) = (&self.store.sql, &self.store.prep);
+            let at: DateTime<Utc> = match now {
+                Some(now) => now,
+                None => client
+                    .query_one("SELECT clock_timestamp()", &[])
+                    .await?
+                    .get(0),
+            };
+            let statement = prep.in_driver_tx(&client, &sql.limits_in_force).await?;
+            let concurrency = statement
+                .query(&client, &[&LimitsNow::LIMITS_MAX])
+                .await?
+                .iter()
+                .map(|row| {
+                    let holder: String = row.get("holder");
+                    Ok(ConcurrencyNow::new(
+                        row.get("key"),
+                        row.get("workflow"),
+                        row.get("max_in_flight"),
+                        SlotHolder::parse(&holder).ok_or_else(|| {
+                            Error::Corrupt(format!("unknown slot holder {holder:?}"))
+                        })?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, Error>>()?;
+            let statement = prep.in_driver_tx(&client, &sql.limit_keys).await?;
+            let keys = statement
+                .query(&client, &[&LimitsNow::COUNT_CAP, &LimitsNow::KEYS_MAX])
+                .await?
+                .iter()
+                .map(|row| {
+                    KeyNow::new(
+                        row.get("key"),
+                        row.get("limit_key"),
+                        row.get("in_flight"),
+                        row.get("held"),
+                    )
+                })
+                .collect();
+            let statement = prep.in_driver_tx(&client, &sql.rates_in_force).await?;
+            let rates = statement
+                .query(&client, &[&Some(at), &LimitsNow::LIMITS_MAX])
+                .await?
+                .iter()
+                .map(|row| {
+                    RateNow::new(
+                        row.get("key"),
+                        row.get("workflow"),
+                        (row.get("max_starts"), row.get("period_ms")),
+                        row.get("starts_in_window"),
+                    )
+                })
+                .collect();
+            client.commit().await?;
+            Ok(LimitsNow::new(at, concurrency, keys, rates))
         }
         .await;
         guarded.finish();

@@ -233,6 +233,17 @@ impl LimitTable {
         changed
     }
 
+    /// Every workflow that declares a limit, with what it declares, by
+    /// name (bytewise).
+    pub fn workflows(&self) -> impl Iterator<Item = (&str, &Declared)> {
+        self.workflows.iter().map(|(name, d)| (name.as_str(), d))
+    }
+
+    /// Every queue limit, by queue name (bytewise).
+    pub fn queues(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.queues.iter().map(|(name, max)| (name.as_str(), *max))
+    }
+
     /// What `workflow` declares, as registered.
     #[must_use]
     pub fn declared(&self, workflow: &str) -> Option<&Declared> {

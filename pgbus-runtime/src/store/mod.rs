@@ -32,7 +32,9 @@ use crate::engine::{Action, AttemptResult, Plan, RunStatus, SignalCheck};
 use crate::error::Error;
 use crate::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
 use crate::start_options::StartOptions;
-use crate::view::{Overview, ResultView, RunCount, RunFilter, RunRead, RunSummary, RunView};
+use crate::view::{
+    LimitsNow, Overview, ResultView, RunCount, RunFilter, RunRead, RunSummary, RunView,
+};
 
 pub use crate::pg::store::PgStore;
 pub use crate::start_options::NewRun;
@@ -298,6 +300,10 @@ pub trait Store: Send + Sync + 'static {
     /// Runs and queues now and the last hour on the store's clock, as
     /// [`Client::overview`](crate::Client::overview) reads them.
     fn overview(&self) -> impl Future<Output = Result<Overview, Error>> + Send;
+
+    /// The flow limits in force and what each holds now on the store's
+    /// clock, as [`Client::limits`](crate::Client::limits) reads them.
+    fn limits(&self) -> impl Future<Output = Result<LimitsNow, Error>> + Send;
 
     /// When the newest run was created, if any.
     fn newest_activity(

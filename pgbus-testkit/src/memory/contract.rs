@@ -221,6 +221,10 @@ impl Store for MemoryStore {
         Ok(self.rows().overview())
     }
 
+    async fn limits(&self) -> Result<pgbus_runtime::LimitsNow, Error> {
+        Ok(self.rows().limits())
+    }
+
     async fn newest_activity(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, Error> {
         Ok(self.rows().newest_activity())
     }

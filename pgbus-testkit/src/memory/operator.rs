@@ -1,12 +1,15 @@
 //! The operator's reads beside runs, as the Postgres store answers them:
-//! workflow names, bounded counts, the overview and the newest activity.
+//! workflow names, bounded counts, the overview, the limits in force and
+//! the newest activity.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
+use pgbus_runtime::engine::flow::{RateKey, SlotKey};
 use pgbus_runtime::engine::{RunStatus, StepStatus};
 use pgbus_runtime::{
-    Client, Error, EventKind, MinuteCounts, Overview, QueueNow, RunCount, RunFilter, WorkflowNow,
+    Client, ConcurrencyNow, Error, EventKind, KeyNow, LimitsNow, MinuteCounts, Overview, QueueNow,
+    RateNow, RunCount, RunFilter, SlotHolder, WorkflowNow,
 };
 
 use super::Rows;
@@ -180,6 +183,102 @@ impl Rows {
                 )
             })
             .collect()
+    }
+
+    /// As `Client::limits`, on the virtual clock.
+    pub(crate) fn limits(&self) -> LimitsNow {
+        let most = usize::try_from(LimitsNow::LIMITS_MAX).unwrap_or(usize::MAX);
+        let capped = |n: usize| {
+            i64::try_from(n)
+                .unwrap_or(i64::MAX)
+                .min(LimitsNow::COUNT_CAP)
+        };
+        let mut concurrency = Vec::new();
+        let mut rates = Vec::new();
+        for (workflow, declared) in self.flow.workflows() {
+            let named = || Some(workflow.to_owned());
+            if let Some(limit) = declared.concurrency {
+                concurrency.push(ConcurrencyNow::new(
+                    format!("workflow:{workflow}"),
+                    named(),
+                    i64::from(limit.max_in_flight),
+                    limit.holder,
+                ));
+            }
+            if let Some(limit) = declared.key_concurrency {
+                concurrency.push(ConcurrencyNow::new(
+                    format!("key:{workflow}"),
+                    named(),
+                    i64::from(limit.max_in_flight),
+                    limit.holder,
+                ));
+            }
+            let window = |key: &RateKey, period_ms: u64| {
+                let from =
+                    self.now - Duration::milliseconds(i64::try_from(period_ms).unwrap_or(i64::MAX));
+                let starts = self
+                    .windows
+                    .get(key)
+                    .map_or(0, |log| log.iter().filter(|t| **t > from).count());
+                i64::try_from(starts).unwrap_or(i64::MAX)
+            };
+            let rate = |limit: String, rate: pgbus_runtime::Rate, starts: Option<i64>| {
+                RateNow::new(
+                    limit,
+                    workflow.to_owned(),
+                    (
+                        i64::from(rate.count),
+                        i64::try_from(rate.period_ms).unwrap_or(i64::MAX),
+                    ),
+                    starts,
+                )
+            };
+            if let Some(r) = declared.rate {
+                let key = RateKey::Workflow(workflow.to_owned());
+                rates.push(rate(key.to_string(), r, Some(window(&key, r.period_ms))));
+            }
+            for (step, r) in &declared.steps {
+                let key = RateKey::Step {
+                    workflow: workflow.to_owned(),
+                    step: step.clone(),
+                };
+                rates.push(rate(key.to_string(), *r, Some(window(&key, r.period_ms))));
+            }
+            if let Some(r) = declared.key_rate {
+                rates.push(rate(format!("key:{workflow}"), r, None));
+            }
+        }
+        for (queue, max) in self.flow.queues() {
+            concurrency.push(ConcurrencyNow::new(
+                format!("queue:{queue}"),
+                None,
+                i64::from(max),
+                SlotHolder::Step,
+            ));
+        }
+        concurrency.sort_by(|a, b| a.limit.cmp(&b.limit));
+        concurrency.truncate(most);
+        rates.sort_by(|a, b| a.limit.cmp(&b.limit));
+        rates.truncate(most);
+
+        let limit_of = |key: &SlotKey| match key {
+            SlotKey::Key { workflow, .. } => format!("key:{workflow}"),
+            other => other.to_string(),
+        };
+        let mut keys: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
+        for (key, runs) in &self.holders {
+            keys.entry((limit_of(key), key.to_string())).or_default().0 = capped(runs.len());
+        }
+        for (key, rows) in &self.held {
+            keys.entry((limit_of(key), key.to_string())).or_default().1 = capped(rows.len());
+        }
+        let keys = keys
+            .into_iter()
+            .filter(|(_, (in_flight, held))| *in_flight > 0 || *held > 0)
+            .take(usize::try_from(LimitsNow::KEYS_MAX).unwrap_or(usize::MAX))
+            .map(|((limit, key), (in_flight, held))| KeyNow::new(key, limit, in_flight, held))
+            .collect();
+        LimitsNow::new(self.now, concurrency, keys, rates)
     }
 
     /// As `Client::newest_activity`.

@@ -481,4 +481,5 @@ mod deadlines;
 // Flow control: concurrency and rate limits (issue 21).
 mod flow;
 mod flow_rates;
+mod limits;
 mod operator;

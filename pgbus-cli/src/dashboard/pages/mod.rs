@@ -1,9 +1,13 @@
-//! The dashboard's pages: the frame they share and the runs list here, a
-//! run's page with its actions in `run`, the insights in `insights`, the
-//! live workers in `workers`, the schedules in `schedules`.
+//! The dashboard's pages: the frame they share and the runs list here, the
+//! overview (the landing page) in `overview`, a run's page with its actions
+//! in `run`, the queues and the limits in force in `queues`, the insights
+//! in `insights`, the live workers in `workers`, the
+//! schedules in `schedules`.
 
 mod bulk;
 mod insights;
+mod overview;
+mod queues;
 mod run;
 mod schedules;
 mod workers;
@@ -13,7 +17,7 @@ use std::sync::Arc;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use maud::{DOCTYPE, Markup, html};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 use pgbus_runtime::view::{Missing, RunFilter};
 use pgbus_runtime::{RunId, RunStatus};
 use serde::Deserialize;
@@ -23,6 +27,8 @@ use crate::dashboard::when::when;
 
 pub(crate) use bulk::{Jobs, bulk_apply, bulk_confirm, bulk_progress};
 pub(crate) use insights::insights;
+pub(crate) use overview::overview;
+pub(crate) use queues::{limits, queues};
 #[cfg(test)]
 pub(crate) use run::ACTIONS;
 pub(crate) use run::{act, run};
@@ -30,7 +36,7 @@ pub(crate) use schedules::schedules;
 pub(crate) use workers::workers;
 
 /// How often, in seconds, a page that changes on its own reloads itself:
-/// the runs list, a run that has not ended.
+/// the overview, the runs list, a run that has not ended.
 const REFRESH_SECS: u32 = 5;
 
 /// A page in the dashboard's frame, which stays as it was drawn (an ended
@@ -59,11 +65,51 @@ fn frame(title: &str, body: &Markup, refresh: Option<u32>) -> Markup {
             body data-refresh=[refresh] {
                 header {
                     a.brand href="/" { "pgbus" }
-                    nav { a href="/" { "Runs" } a href="/insights" { "Insights" } a href="/workers" { "Workers" } a href="/schedules" { "Schedules" } }
+                    (PreEscaped(SOURCE_MARK))
+                    nav {
+                        a href="/" { "Overview" } a href="/runs" { "Runs" } a href="/queues" { "Queues" }
+                        a href="/limits" { "Limits" } a href="/insights" { "Insights" }
+                        a href="/workers" { "Workers" } a href="/schedules" { "Schedules" }
+                    }
                 }
                 main { h1 { (title) } (body) }
             }
         }
+    }
+}
+
+/// Where a page's header says which database it read: an empty mark the
+/// frame draws, filled by the router once the page is drawn
+/// (`dashboard::with_source`). Text from runs is escaped, so only the frame
+/// draws it.
+pub(crate) const SOURCE_MARK: &str = "<span class=\"source\"></span>";
+
+/// What a page's header says of the database it read (`source`).
+pub(crate) fn source_line(source: &super::Source) -> Markup {
+    use pgbus_runtime::ReplicaLag;
+    match source {
+        super::Source::Primary => html! { span.source { "read from the primary" } },
+        super::Source::AfterAction => html! {
+            span.source title="This browser's pages read the primary for a few seconds after an action, so they show it." {
+                "read from the primary, after your action"
+            }
+        },
+        super::Source::Replica(Ok(ReplicaLag::Behind { ms })) => html! {
+            span class=(if *ms >= 10_000 { "source behind" } else { "source" }) {
+                "read from the replica, " (format!("{:.1}", *ms as f64 / 1000.0)) " s behind"
+            }
+        },
+        super::Source::Replica(Ok(ReplicaLag::NothingReplayed)) => html! {
+            span.source.behind { "read from the replica, which has replayed nothing yet" }
+        },
+        super::Source::Replica(Ok(_)) => html! {
+            span.source title="The server at --replica-url is not in recovery." {
+                "read from the replica URL, which is not a replica (nothing lags)"
+            }
+        },
+        super::Source::Replica(Err(error)) => html! {
+            span.source.behind title=(error) { "read from the replica, lag unknown" }
+        },
     }
 }
 
@@ -147,7 +193,7 @@ pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQu
         .then(|| runs.last().map(|r| r.id.0))
         .flatten();
     let body = html! {
-        form.filters method="get" action="/" {
+        form.filters method="get" action="/runs" {
             label { "Workflow " input name="workflow" value=(workflow.clone().unwrap_or_default()); }
             label { "Status "
                 select name="status" {
@@ -230,7 +276,7 @@ fn list_link(workflow: Option<&str>, status: Option<RunStatus>, before: Option<i
     if let Some(status) = status {
         params.push(format!("status={}", status.as_str()));
     }
-    format!("/?{}", params.join("&"))
+    format!("/runs?{}", params.join("&"))
 }
 
 /// The confirmation page of a bulk `action` on the runs list's filter.
@@ -241,7 +287,8 @@ fn bulk_link(
     before: Option<i64>,
 ) -> String {
     let list = list_link(workflow, Some(status), before);
-    format!("/bulk?action={action}&{}", &list[2..])
+    let filters = list.split_once('?').map_or("", |(_, query)| query);
+    format!("/bulk?action={action}&{filters}")
 }
 
 /// `text` safe in a query string.

@@ -24,7 +24,7 @@ async fn a_held_lock_leaves_no_query_of_the_dashboard_waiting() {
     let locker = t.lock_runs().await;
 
     for _round in 0..3 {
-        let pages: Vec<_> = ["/", &format!("/runs/{}", run.0), "/insights?window=30d"]
+        let pages: Vec<_> = ["/runs", &format!("/runs/{}", run.0), "/insights?window=30d"]
             .into_iter()
             .map(|path| {
                 let (base, path) = (base.clone(), path.to_owned());
@@ -80,6 +80,7 @@ async fn an_abandoned_page_cancels_its_query() {
     let mut wrong = Vec::new();
     for path in [
         "/".to_owned(),
+        "/runs".to_owned(),
         format!("/runs/{}", run.0),
         "/insights".to_owned(),
     ] {
@@ -212,10 +213,11 @@ async fn every_page_is_bounded_beside_a_million_runs() {
     let dashboard = Dashboard::start(&t.name, &[]);
     let pages = [
         "/".to_owned(),
-        "/?status=paused".to_owned(),
-        "/?workflow=load.w1&status=finished".to_owned(),
-        "/?before=500000".to_owned(),
-        "/?status=ready".to_owned(),
+        "/runs".to_owned(),
+        "/runs?status=paused".to_owned(),
+        "/runs?workflow=load.w1&status=finished".to_owned(),
+        "/runs?before=500000".to_owned(),
+        "/runs?status=ready".to_owned(),
         "/workers".to_owned(),
         "/schedules".to_owned(),
         format!("/runs/{}", big.0),

@@ -306,7 +306,7 @@ async fn forms_need_the_browsers_csrf_token_and_the_same_origin() {
     assert!(head.contains("error=already-paused"), "{head}");
     assert_eq!(http(base, "GET", "/runs/987654321", &[], "").0, 404);
     assert_eq!(http(base, "GET", "/insights?window=2h", &[], "").0, 400);
-    assert_eq!(http(base, "GET", "/?status=stuck", &[], "").0, 400);
+    assert_eq!(http(base, "GET", "/runs?status=stuck", &[], "").0, 400);
 }
 
 /// A token is at least 16 characters; it can come from a file (or the

@@ -25,7 +25,8 @@ async fn pages_that_change_reload_themselves_and_the_rest_load_no_script() {
 
     for path in [
         "/".to_owned(),
-        "/?status=ready".to_owned(),
+        "/runs".to_owned(),
+        "/runs?status=ready".to_owned(),
         format!("/runs/{}", going.0),
     ] {
         let (status, _, body) = http(base, "GET", &path, &[], "");

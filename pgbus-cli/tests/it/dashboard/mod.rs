@@ -1,7 +1,8 @@
 //! The dashboard over plain HTTP: its guards (`guards`), bulk actions
 //! (`bulk`), its pages beside
 //! held locks, abandoned requests and large runs (`bounds`), the pages that
-//! reload themselves (`live`), a run's long values and errors (`run_page`),
+//! reload themselves (`live`), the overview at `/` (`overview`), the queues and limits
+//! pages (`queues`), reads off the primary (`replica`), a run's long values and errors (`run_page`),
 //! and the workers page with what the pages say
 //! of runs nobody can run (`workers`).
 
@@ -9,6 +10,9 @@ mod bounds;
 mod bulk;
 mod guards;
 mod live;
+mod overview;
+mod queues;
+mod replica;
 mod run_page;
 mod schedules;
 mod workers;

@@ -68,7 +68,7 @@ async fn times_show_how_long_ago_they_are() {
     t.backdate(run).await;
     let dashboard = Dashboard::start(&t.name, &[]);
     let base = dashboard.url.as_str();
-    for path in ["/".to_owned(), format!("/runs/{}", run.0)] {
+    for path in ["/runs".to_owned(), format!("/runs/{}", run.0)] {
         let (status, _, body) = http(base, "GET", &path, &[], "");
         assert_eq!(status, 200, "{path}");
         assert!(
@@ -78,11 +78,11 @@ async fn times_show_how_long_ago_they_are() {
         assert!(body.contains("<time datetime=\""), "{path}");
     }
     // A paged list links back to the newest runs, its filters kept.
-    let (_, _, body) = http(base, "GET", "/?before=999999&status=ready", &[], "");
+    let (_, _, body) = http(base, "GET", "/runs?before=999999&status=ready", &[], "");
     assert!(
-        body.contains(r#"<a class="newest" href="/?status=ready">← Newest runs</a>"#),
+        body.contains(r#"<a class="newest" href="/runs?status=ready">← Newest runs</a>"#),
         "{body}"
     );
-    let (_, _, body) = http(base, "GET", "/", &[], "");
+    let (_, _, body) = http(base, "GET", "/runs", &[], "");
     assert!(!body.contains("Newest runs"), "{body}");
 }

@@ -78,7 +78,7 @@ async fn a_run_no_live_worker_can_run_has_a_banner_and_a_mark() {
         "{body}"
     );
     assert!(body.contains("has been due since"), "{body}");
-    let (_, _, list) = http(base, "GET", "/", &[], "");
+    let (_, _, list) = http(base, "GET", "/runs", &[], "");
     assert!(list.contains("cannot run: workflow missing"), "{list}");
 
     // A worker of another workflow changes nothing; one of this one does.
@@ -90,6 +90,6 @@ async fn a_run_no_live_worker_can_run_has_a_banner_and_a_mark() {
     plain.heartbeat().await.expect("a heartbeat registers it");
     let (_, _, body) = http(base, "GET", &page, &[], "");
     assert!(!body.contains("banner stuck"), "{body}");
-    let (_, _, list) = http(base, "GET", "/", &[], "");
+    let (_, _, list) = http(base, "GET", "/runs", &[], "");
     assert!(!list.contains("cannot run"), "{list}");
 }

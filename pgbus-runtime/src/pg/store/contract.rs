@@ -12,7 +12,9 @@ use crate::error::Error;
 use crate::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
 use crate::start_options::{NewRun, StartOptions};
 use crate::store::{Claim, Claimer, Ended, Handoff, Registration, Stalled, Store};
-use crate::view::{Overview, ResultView, RunCount, RunFilter, RunRead, RunSummary, RunView};
+use crate::view::{
+    LimitsNow, Overview, ResultView, RunCount, RunFilter, RunRead, RunSummary, RunView,
+};
 
 impl Store for PgStore {
     async fn start_run(
@@ -169,6 +171,10 @@ impl Store for PgStore {
 
     async fn overview(&self) -> Result<Overview, Error> {
         Client::new(self.clone(), None).overview().await
+    }
+
+    async fn limits(&self) -> Result<LimitsNow, Error> {
+        Client::new(self.clone(), None).limits().await
     }
 
     async fn newest_activity(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, Error> {
