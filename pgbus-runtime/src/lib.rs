@@ -56,7 +56,7 @@ pub use start_options::{
 pub use view::{
     BatchView, EventView, HeldBack, LastAttempt, MinuteCounts, Omitted, Overview, QueueNow,
     ReplicaLag, ResultView, RunCount, RunCounts, RunFilter, RunRead, RunSummary, RunView,
-    SignalView, StepView, Unrunnable, ValueOf, WorkflowNow,
+    SignalView, StepView, Unrunnable, ValueOf, WaitingFor, WorkflowNow,
 };
 pub use worker::{ErrorReport, StallAction, SweepReport, Sweeper, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};
