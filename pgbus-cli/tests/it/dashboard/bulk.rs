@@ -18,7 +18,7 @@ impl Other {
 }
 
 /// The value of the hidden field `name` of a page's form.
-fn field(body: &str, name: &str) -> String {
+pub(super) fn field(body: &str, name: &str) -> String {
     body.split(&format!("name=\"{name}\" value=\""))
         .nth(1)
         .and_then(|rest| rest.split('"').next())
@@ -28,7 +28,7 @@ fn field(body: &str, name: &str) -> String {
 
 /// The bulk action's page `path` once its job has ended (within 10 s,
 /// asked every 50 ms): a condition, not a sleep.
-fn ended(base: &str, path: &str) -> String {
+pub(super) fn ended(base: &str, path: &str) -> String {
     for _ in 0..200 {
         let (status, _, body) = http(base, "GET", path, &[], "");
         assert_eq!(status, 200, "{body}");
@@ -41,7 +41,7 @@ fn ended(base: &str, path: &str) -> String {
 }
 
 /// Where a redirect sends the browser.
-fn location(head: &str) -> String {
+pub(super) fn location(head: &str) -> String {
     head.lines()
         .find_map(|l| {
             l.strip_prefix("location: ")

@@ -2,6 +2,7 @@
 //! (`bulk`), its pages beside
 //! held locks, abandoned requests and large runs (`bounds`), the pages that
 //! reload themselves (`live`), a run's long values and errors (`run_page`),
+//! the runs list's filters, search and pages (`runs_list`),
 //! and the workers page with what the pages say
 //! of runs nobody can run (`workers`).
 
@@ -10,6 +11,7 @@ mod bulk;
 mod guards;
 mod live;
 mod run_page;
+mod runs_list;
 mod schedules;
 mod workers;
 
