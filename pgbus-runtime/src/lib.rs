@@ -56,7 +56,8 @@ pub use start_options::{
 pub use view::{
     BatchView, ConcurrencyNow, EventView, HeldBack, KeyNow, LastAttempt, LimitsNow, MinuteCounts,
     Omitted, Overview, QueueNow, RateNow, ReplicaLag, ResultView, RunCount, RunCounts, RunFilter,
-    RunRead, RunSummary, RunView, SignalView, StepView, Unrunnable, ValueOf, WorkflowNow,
+    RunRead, RunSummary, RunView, SignalView, StepView, Unrunnable, ValueOf, WaitingFor,
+    WorkflowNow,
 };
 pub use worker::{ErrorReport, StallAction, SweepReport, Sweeper, Worker, WorkerBuilder};
 pub use workflow::{StepFuture, Workflow};

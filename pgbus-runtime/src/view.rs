@@ -12,12 +12,14 @@ mod limits;
 mod operator;
 mod result;
 mod unrunnable;
+mod waiting;
 
 pub use held::HeldBack;
 pub use limits::{ConcurrencyNow, KeyNow, LimitsNow, RateNow};
 pub use operator::{MinuteCounts, Overview, QueueNow, ReplicaLag, RunCount, WorkflowNow};
 pub use result::{LastAttempt, REASON_EVENTS_READ, ResultView};
 pub use unrunnable::{Missing, Unrunnable};
+pub use waiting::WaitingFor;
 
 /// How old a worker's heartbeat may be for a read to count the worker as
 /// live, unless the read says otherwise ([`RunRead::lost_worker_threshold`],
@@ -70,6 +72,9 @@ pub struct RunView {
     /// For a fan_out child: the run that started its batch (the run of the
     /// batch's parent step). The same as [`RunSummary::parent_run`].
     pub parent_run_id: Option<RunId>,
+    /// For a fan_out child: the durable name of the step whose batch it
+    /// counts toward (the batch's parent step).
+    pub parent_step: Option<String>,
     /// Its latest signals (at most [`RunRead::last`]), in the order they
     /// were sent, consumed or not.
     pub signals: Vec<SignalView>,

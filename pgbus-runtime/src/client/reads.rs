@@ -295,6 +295,7 @@ fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
         events: Vec::new(),
         parent_batch_id: row.get("parent_batch_id"),
         parent_run_id,
+        parent_step: row.get("parent_step"),
         signals: Vec::new(),
         batches: Vec::new(),
         counts: RunCounts::new(

@@ -250,6 +250,7 @@ pub(crate) fn run(status: RunStatus, events: Vec<EventView>, updated: i64) -> Ru
         events,
         parent_batch_id: None,
         parent_run_id: None,
+        parent_step: None,
         signals: Vec::new(),
         batches: Vec::new(),
         counts: crate::RunCounts::default(),

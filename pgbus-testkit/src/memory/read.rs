@@ -25,6 +25,7 @@ impl Rows {
         };
         Ok(read.cut(RunView {
             parent_run_id: summary.parent_run,
+            parent_step: self.parent_step(run),
             run: summary,
             definition_digest: run.definition_digest.clone(),
             options_digest: run.options_digest.clone(),
@@ -129,6 +130,14 @@ impl Rows {
             children,
             ..run.summary.clone()
         }
+    }
+
+    /// As `get_run.sql`'s `parent_step`: the name of the step whose batch
+    /// the run counts toward.
+    fn parent_step(&self, run: &Run) -> Option<String> {
+        let batch = self.batches.get(&run.parent_batch_id?)?;
+        let step = self.steps.get(&batch.view.parent_step_id)?;
+        Some(step.view.step_name.clone())
     }
 
     /// As `Client::list_runs`: the page `filter` asks for, newest first.

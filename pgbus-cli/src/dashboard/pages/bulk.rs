@@ -6,10 +6,12 @@
 //! The confirmed set is the filter's runs between the lowest and the highest
 //! id seen at confirmation: a run started later has a higher id and is never
 //! touched. The form carries the count seen; if the same read now finds
-//! another count, nothing is done and the confirmation is shown again.
+//! another count, nothing is done and the confirmation is shown again. The
+//! filter is the runs list's [`ListFilter`], carried whole by the link and
+//! the form's hidden fields, so the list, the count and the re-read keep the
+//! same runs.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,11 +22,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use pgbus_runtime::view::RunFilter;
-use pgbus_runtime::{Client, Error, RunId, RunStatus};
-use serde::Deserialize;
+use pgbus_runtime::{Client, Error, RunCount, RunId, RunStatus};
 
 use super::run::{REFUSALS, code_of};
-use super::{encode, error_page, live_page, page, parse_status};
+use super::runs::{ListFilter, Params, bulk_link};
+use super::{error_page, live_page, page};
 use crate::dashboard::form::CsrfForm;
 use crate::dashboard::when::{maybe, when};
 use crate::dashboard::{App, Csrf};
@@ -68,7 +70,7 @@ pub(crate) struct Jobs(Mutex<VecDeque<Arc<Job>>>);
 pub(crate) struct Job {
     id: String,
     action: &'static str,
-    workflow: Option<String>,
+    filter: ListFilter,
     status: RunStatus,
     actor: String,
     reason: String,
@@ -94,18 +96,6 @@ impl Progress {
     }
 }
 
-/// The bulk confirmation's link, and where its refusals send the operator.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct BulkQuery {
-    action: Option<String>,
-    workflow: Option<String>,
-    status: Option<String>,
-    before: Option<i64>,
-    error: Option<String>,
-    /// With `error=changed`: the count the operator confirmed.
-    was: Option<usize>,
-}
-
 /// What a refused bulk form says on the confirmation page, by its code.
 const BULK_REFUSALS: [(&str, &str); 3] = [
     ("actor", "Say who you are."),
@@ -120,28 +110,22 @@ const BULK_REFUSALS: [(&str, &str); 3] = [
 struct Asked {
     action: &'static str,
     label: &'static str,
-    workflow: Option<String>,
+    filter: ListFilter,
     status: RunStatus,
 }
 
 impl Asked {
     /// The action and filter a link or a form names, or what the error
     /// page says.
-    fn parse(
-        action: Option<&str>,
-        workflow: Option<String>,
-        status: Option<&str>,
-    ) -> Result<Self, String> {
-        let Some(status) = parse_status(status)? else {
+    fn parse(params: &Params) -> Result<Self, String> {
+        let filter = ListFilter::parse(params)?;
+        let Some(status) = filter.status else {
             return Err(
                 "A bulk action acts on the runs of one status: filter the list by status first."
                     .to_owned(),
             );
         };
-        let workflow = workflow.filter(|w| !w.trim().is_empty());
-        if workflow.as_deref().is_some_and(|w| w.contains('\0')) {
-            return Err("A workflow name has no NUL characters.".to_owned());
-        }
+        let action = params.get("action");
         let Some((action, label)) = bulk_actions(status)
             .iter()
             .find(|(name, _)| Some(*name) == action)
@@ -160,31 +144,20 @@ impl Asked {
         Ok(Self {
             action,
             label,
-            workflow,
+            filter,
             status,
         })
     }
 
     /// The confirmation page for this action, its filter, and `extra`.
     fn confirm_link(&self, before: Option<i64>, extra: &str) -> String {
-        let mut link = format!("/bulk?action={}&status={}", self.action, self.status);
-        if let Some(workflow) = &self.workflow {
-            link.push_str("&workflow=");
-            link.push_str(&encode(workflow));
-        }
-        if let Some(before) = before {
-            let _ = write!(link, "&before={before}");
-        }
-        link.push_str(extra);
-        link
+        format!("{}{extra}", bulk_link(self.action, &self.filter, before))
     }
 
-    /// What the action is, in words: "cancel the ready runs of `w`".
+    /// What the action is, in words: "cancel the ready runs: top-level, of
+    /// workflows starting with `w`".
     fn describe(&self) -> Markup {
-        html! {
-            (self.action) " the " (self.status) " runs"
-            @if let Some(workflow) = &self.workflow { " of workflow " code { (crate::commands::visible(workflow)) } }
-        }
+        html! { (self.action) " the " (self.status) " runs: " (self.filter.describe()) }
     }
 }
 
@@ -201,13 +174,10 @@ async fn matching(
 ) -> Result<Vec<RunId>, Error> {
     let mut ids = Vec::new();
     let mut cursor = below;
+    let every = asked.filter.run_filter(threshold);
     while ids.len() <= cap {
         let want = u32::try_from((cap + 1 - ids.len()).min(1_000)).unwrap_or(1_000);
-        let mut filter = RunFilter::new()
-            .limit(want)
-            .lost_worker_threshold(threshold);
-        filter.workflow.clone_from(&asked.workflow);
-        filter.status = Some(asked.status);
+        let mut filter = every.clone().limit(want);
         filter.before = cursor.map(RunId);
         let page = client.list_runs(&filter).await?;
         let full = page.len() == want as usize;
@@ -229,20 +199,23 @@ async fn matching(
 /// confirms it.
 pub(crate) async fn bulk_confirm(
     State(app): State<Arc<App>>,
-    Query(query): Query<BulkQuery>,
+    Query(pairs): Query<Vec<(String, String)>>,
     Extension(csrf): Extension<Csrf>,
 ) -> Response {
-    let asked = match Asked::parse(
-        query.action.as_deref(),
-        query.workflow.clone(),
-        query.status.as_deref(),
-    ) {
+    let params = Params(pairs);
+    let asked = match Asked::parse(&params) {
         Ok(asked) => asked,
         Err(refused) => return error_page(StatusCode::BAD_REQUEST, &refused),
     };
+    let (before, was) = match (params.number("before"), params.number("was")) {
+        (Ok(before), Ok(was)) => (before, was),
+        (Err(refused), _) | (_, Err(refused)) => {
+            return error_page(StatusCode::BAD_REQUEST, &refused);
+        }
+    };
     let client = app.db.client();
     let threshold = app.settings.lost_worker_threshold;
-    let ids = match matching(&client, &asked, query.before, None, BULK_AT_MOST, threshold).await {
+    let ids = match matching(&client, &asked, before, None, BULK_AT_MOST, threshold).await {
         Ok(ids) => ids,
         Err(error) => {
             return error_page(
@@ -251,18 +224,60 @@ pub(crate) async fn bulk_confirm(
             );
         }
     };
+    // Every run the filter keeps from this page on, counted (the set acted
+    // on stops at `BULK_AT_MOST`).
+    let mut every = asked.filter.run_filter(threshold);
+    every.before = before.map(RunId);
+    let count = if ids.len() > BULK_AT_MOST || asked.filter.path.is_some() {
+        match client.count_runs(&every, RunCount::MAX_CAP).await {
+            Ok(count) => Some(count),
+            Err(error) => {
+                return error_page(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &crate::commands::chain(&error),
+                );
+            }
+        }
+    } else {
+        None
+    };
+    let notice = (params.get("error"), was);
+    let body = confirm_body(&asked, &ids, count, before, notice, &csrf);
+    page(&format!("Bulk {}", asked.action), &body).into_response()
+}
+
+/// The confirmation: what the action takes (`ids`, newest first, one more
+/// than [`BULK_AT_MOST`] when there are more; `count`, all of them, when
+/// counted), from `before` on, the form that confirms it, and the `notice`
+/// of a refused form (its code, and the count it confirmed).
+fn confirm_body(
+    asked: &Asked,
+    ids: &[RunId],
+    count: Option<RunCount>,
+    before: Option<i64>,
+    notice: (Option<&str>, Option<i64>),
+    csrf: &Csrf,
+) -> Markup {
     let more = ids.len() > BULK_AT_MOST;
     let set = &ids[..ids.len().min(BULK_AT_MOST)];
-    let back = super::list_link(asked.workflow.as_deref(), Some(asked.status), query.before);
-    let body = html! {
-        @if query.error.as_deref() == Some("changed") {
+    let mut back = asked.filter.params();
+    if let Some(before) = before {
+        back.push(("before", before.to_string()));
+    }
+    let back = format!(
+        "{}?{}",
+        super::runs::LIST,
+        serde_urlencoded::to_string(&back).unwrap_or_default()
+    );
+    html! {
+        @if notice.0 == Some("changed") {
             p.notice.error {
                 "The runs changed since you confirmed"
-                @if let Some(was) = query.was { " " (was) }
+                @if let Some(was) = notice.1 { " " (was) }
                 ": nothing was done. Here they are as they are now; confirm again."
             }
         }
-        @if let Some((_, text)) = query.error.as_deref().and_then(|e| BULK_REFUSALS.iter().find(|(code, _)| *code == e)) {
+        @if let Some((_, text)) = notice.0.and_then(|e| BULK_REFUSALS.iter().find(|(code, _)| *code == e)) {
             p.notice.error { (text) }
         }
         @match (set.first(), set.last()) {
@@ -270,12 +285,18 @@ pub(crate) async fn bulk_confirm(
                 p.count {
                     "To " (asked.describe()) ": "
                     @if more {
-                        strong { "more than " (BULK_AT_MOST) " runs" } " match. This acts on the "
-                        (BULK_AT_MOST) " newest of them (runs " (from.0) " to " (upto.0)
-                        "); confirm again afterwards for the rest."
+                        strong { (count.map_or_else(|| format!("more than {BULK_AT_MOST}"), |c| c.to_string())) " runs" }
+                        " match. This acts on the " (BULK_AT_MOST) " newest of them (runs " (from.0)
+                        " to " (upto.0) "); confirm again afterwards for the rest."
                     } @else {
                         strong { (set.len()) " run" @if set.len() != 1 { "s" } } " match (runs "
                         (from.0) " to " (upto.0) ")."
+                    }
+                }
+                @if matches!(count, Some(RunCount::AtLeast(_))) {
+                    p.cut {
+                        "The input path was tried on " (RunFilter::INPUT_SCAN) " runs only: older "
+                        "runs it may match are not counted, nor acted on."
                     }
                 }
                 p.cut {
@@ -293,8 +314,9 @@ pub(crate) async fn bulk_confirm(
                 form method="post" action="/bulk" class=(format!("act bulk {}", asked.action)) {
                     input type="hidden" name="csrf" value=(csrf.0);
                     input type="hidden" name="action" value=(asked.action);
-                    input type="hidden" name="workflow" value=(asked.workflow.clone().unwrap_or_default());
-                    input type="hidden" name="status" value=(asked.status.as_str());
+                    @for (name, value) in asked.filter.params() {
+                        input type="hidden" name=(name) value=(value);
+                    }
                     input type="hidden" name="from" value=(from.0);
                     input type="hidden" name="upto" value=(upto.0);
                     input type="hidden" name="expected" value=(set.len());
@@ -306,46 +328,39 @@ pub(crate) async fn bulk_confirm(
             _ => { p.empty { "No runs match: nothing to " (asked.action) "." } }
         }
         p { a href=(back) { "← Back to the runs" } }
-    };
-    page(&format!("Bulk {}", asked.action), &body).into_response()
+    }
 }
 
-/// The confirming form of a bulk action (its CSRF token checked by
-/// [`CsrfForm`]).
-#[derive(Debug, Deserialize)]
-pub(crate) struct BulkForm {
-    action: String,
-    #[serde(default)]
-    workflow: String,
-    status: String,
-    /// The lowest and highest run id of the confirmed set.
-    from: i64,
-    upto: i64,
-    /// How many runs the confirmation counted.
-    expected: usize,
-    actor: String,
-    reason: String,
-}
-
-/// `POST /bulk`: the confirmed set read again; if it is the same size, a
-/// job acts on it run by run, and the answer is its page.
+/// `POST /bulk`: the confirmed set read again, with the filter its hidden
+/// fields carry (every field of [`ListFilter`]) and `from`, `upto` (the
+/// lowest and highest id confirmed) and `expected` (how many runs the
+/// confirmation counted); if it is the same size, a job acts on it run by
+/// run, and the answer is its page.
 pub(crate) async fn bulk_apply(
     State(app): State<Arc<App>>,
-    CsrfForm(form): CsrfForm<BulkForm>,
+    CsrfForm(pairs): CsrfForm<Vec<(String, String)>>,
 ) -> Response {
-    let asked = match Asked::parse(
-        Some(&form.action),
-        Some(form.workflow.clone()),
-        Some(&form.status),
-    ) {
+    let form = Params(pairs);
+    let asked = match Asked::parse(&form) {
         Ok(asked) => asked,
         Err(refused) => return error_page(StatusCode::BAD_REQUEST, &refused),
     };
-    let again = |extra: &str| {
-        Redirect::to(&asked.confirm_link(form.upto.checked_add(1), extra)).into_response()
+    let numbers = (
+        form.number("from"),
+        form.number("upto"),
+        form.number("expected"),
+    );
+    let (Ok(Some(from)), Ok(Some(upto)), Ok(Some(expected))) = numbers else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "This form is incomplete: it names the runs confirmed (`from`, `upto`, \
+             `expected`).",
+        );
     };
-    let actor = form.actor.trim();
-    let reason = form.reason.trim();
+    let again =
+        |extra: &str| Redirect::to(&asked.confirm_link(upto.checked_add(1), extra)).into_response();
+    let actor = form.get("actor").unwrap_or_default();
+    let reason = form.get("reason").unwrap_or_default();
     if actor.is_empty() {
         return again("&error=actor");
     }
@@ -357,8 +372,8 @@ pub(crate) async fn bulk_apply(
     let ids = match matching(
         &client,
         &asked,
-        form.upto.checked_add(1),
-        Some(form.from),
+        upto.checked_add(1),
+        Some(from),
         BULK_AT_MOST,
         threshold,
     )
@@ -375,13 +390,13 @@ pub(crate) async fn bulk_apply(
     if ids.is_empty() {
         return again("");
     }
-    if ids.len() != form.expected {
-        return again(&format!("&error=changed&was={}", form.expected));
+    if i64::try_from(ids.len()).ok() != Some(expected) {
+        return again(&format!("&error=changed&was={expected}"));
     }
     let job = Arc::new(Job {
         id: uuid::Uuid::new_v4().simple().to_string(),
         action: asked.action,
-        workflow: asked.workflow.clone(),
+        filter: asked.filter.clone(),
         status: asked.status,
         actor: format!("dashboard:{actor}"),
         reason: reason.to_owned(),
@@ -495,7 +510,7 @@ pub(crate) async fn bulk_progress(State(app): State<Arc<App>>, Path(id): Path<St
     let asked = Asked {
         action: job.action,
         label: "",
-        workflow: job.workflow.clone(),
+        filter: job.filter.clone(),
         status: job.status,
     };
     let body = html! {

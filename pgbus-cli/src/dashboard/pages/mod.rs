@@ -1,7 +1,8 @@
-//! The dashboard's pages: the frame they share and the runs list here, the
-//! overview (the landing page) in `overview`, a run's page with its actions
-//! in `run`, the queues and the limits in force in `queues`, the insights
-//! in `insights`, the live workers in `workers`, the
+//! The dashboard's pages: the frame they share here, the overview (the
+//! landing page) in `overview`, the runs list in `runs`, a run's page with
+//! its actions in `run`, the bulk actions in `bulk`, the queues and the
+//! limits in force in `queues`, the insights in `insights`, the live
+//! workers in `workers`, the
 //! schedules in `schedules`.
 
 mod bulk;
@@ -9,21 +10,17 @@ mod insights;
 mod overview;
 mod queues;
 mod run;
+mod runs;
 mod schedules;
 mod workers;
 
-use std::sync::Arc;
-
-use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
-use pgbus_runtime::view::{Missing, RunFilter};
-use pgbus_runtime::{RunId, RunStatus};
-use serde::Deserialize;
+use pgbus_runtime::RunStatus;
+use pgbus_runtime::view::Missing;
 
 use super::App;
-use crate::dashboard::when::when;
 
 pub(crate) use bulk::{Jobs, bulk_apply, bulk_confirm, bulk_progress};
 pub(crate) use insights::insights;
@@ -32,6 +29,7 @@ pub(crate) use queues::{limits, queues};
 #[cfg(test)]
 pub(crate) use run::ACTIONS;
 pub(crate) use run::{act, run};
+pub(crate) use runs::runs;
 pub(crate) use schedules::schedules;
 pub(crate) use workers::workers;
 
@@ -147,110 +145,6 @@ fn stuck_badge(missing: Missing) -> Markup {
     html! { span.badge.stuck title=(title) { "cannot run: " (word) } }
 }
 
-/// The runs list's filters and page.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RunsQuery {
-    workflow: Option<String>,
-    status: Option<String>,
-    before: Option<i64>,
-}
-
-/// How many runs a page of the list shows.
-const PAGE: u32 = 50;
-
-pub(crate) async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQuery>) -> Response {
-    let workflow = query.workflow.filter(|w| !w.trim().is_empty());
-    if workflow.as_deref().is_some_and(|w| w.contains('\0')) {
-        return error_page(
-            StatusCode::BAD_REQUEST,
-            "A workflow name has no NUL characters.",
-        );
-    }
-    let status = match parse_status(query.status.as_deref()) {
-        Ok(status) => status,
-        Err(refused) => return error_page(StatusCode::BAD_REQUEST, &refused),
-    };
-    let mut filter = RunFilter::new()
-        .limit(PAGE)
-        .lost_worker_threshold(app.settings.lost_worker_threshold);
-    filter.workflow.clone_from(&workflow);
-    filter.status = status;
-    filter.before = query.before.map(RunId);
-    let runs = match app.db.client().list_runs(&filter).await {
-        Ok(runs) => runs,
-        Err(error) => {
-            return error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &crate::commands::chain(&error),
-            );
-        }
-    };
-    let now = match now(&app).await {
-        Ok(now) => now,
-        Err(error) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, &error),
-    };
-    let next = (runs.len() == PAGE as usize)
-        .then(|| runs.last().map(|r| r.id.0))
-        .flatten();
-    let body = html! {
-        form.filters method="get" action="/runs" {
-            label { "Workflow " input name="workflow" value=(workflow.clone().unwrap_or_default()); }
-            label { "Status "
-                select name="status" {
-                    option value="" { "any" }
-                    @for s in RunStatus::ALL {
-                        option value=(s.as_str()) selected[status == Some(*s)] { (s.as_str()) }
-                    }
-                }
-            }
-            button type="submit" { "Filter" }
-        }
-        @if runs.is_empty() {
-            p.empty { "No runs match." }
-        } @else {
-            table.runs {
-                thead { tr { th { "Run" } th { "Workflow" } th { "Status" } th { "Step" } th { "Created" } th { "Updated" } } }
-                tbody {
-                    @for run in &runs {
-                        tr {
-                            td { a href=(format!("/runs/{}", run.id.0)) { (run.id.0) } }
-                            td { (crate::commands::visible(&run.workflow)) }
-                            td {
-                                (status_badge(run.status))
-                                @if let Some(missing) = run.unrunnable { (stuck_badge(missing)) }
-                            }
-                            td { (crate::commands::visible(run.current_step.as_deref().unwrap_or("-"))) }
-                            td { (when(run.created_at, now)) }
-                            td { (when(run.updated_at, now)) }
-                        }
-                    }
-                }
-            }
-        }
-        @if let Some(status) = status.filter(|_| !runs.is_empty()) {
-            @let actions = bulk::bulk_actions(status);
-            @if !actions.is_empty() {
-                p.bulk {
-                    "All the runs this filter matches: "
-                    @for (action, label) in actions {
-                        a.bulk href=(bulk_link(action, workflow.as_deref(), status, query.before)) { (label) } " "
-                    }
-                }
-            }
-        }
-        // No "newer": the list reads by id descending from a `before`
-        // cursor only, so the page above this one cannot be read; the
-        // newest page can.
-        @if query.before.is_some() {
-            a.newest href=(list_link(workflow.as_deref(), status, None)) { "← Newest runs" } " "
-        }
-        @if let Some(before) = next {
-            a.next href=(list_link(workflow.as_deref(), status, Some(before))) { "Older runs →" }
-        }
-    };
-    live_page("Runs", &body, REFRESH_SECS).into_response()
-}
-
 /// The status a link asks for, if any: one of [`RunStatus::ALL`], else
 /// what the error page says, naming them (never the link's own text: a link
 /// cannot make the page say what it likes).
@@ -264,7 +158,8 @@ fn parse_status(text: Option<&str>) -> Result<Option<RunStatus>, String> {
     }
 }
 
-/// The runs list with its filters, from `before` on if given.
+/// The runs list (`runs::LIST`) filtered by workflow and status, from
+/// `before` on if given: the overview's links into it.
 fn list_link(workflow: Option<&str>, status: Option<RunStatus>, before: Option<i64>) -> String {
     let mut params = Vec::new();
     if let Some(before) = before {
@@ -276,19 +171,7 @@ fn list_link(workflow: Option<&str>, status: Option<RunStatus>, before: Option<i
     if let Some(status) = status {
         params.push(format!("status={}", status.as_str()));
     }
-    format!("/runs?{}", params.join("&"))
-}
-
-/// The confirmation page of a bulk `action` on the runs list's filter.
-fn bulk_link(
-    action: &str,
-    workflow: Option<&str>,
-    status: RunStatus,
-    before: Option<i64>,
-) -> String {
-    let list = list_link(workflow, Some(status), before);
-    let filters = list.split_once('?').map_or("", |(_, query)| query);
-    format!("/bulk?action={action}&{filters}")
+    format!("{}?{}", runs::LIST, params.join("&"))
 }
 
 /// `text` safe in a query string.

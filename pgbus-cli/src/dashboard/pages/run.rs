@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
-use pgbus_runtime::view::{RunView, ValueOf};
+use pgbus_runtime::view::{RunView, ValueOf, WaitingFor};
 use pgbus_runtime::{Error, RunId, RunStatus};
 use serde::Deserialize;
 
@@ -113,6 +113,7 @@ fn run_body(
             dt { "Workflow" } dd { (run.workflow) }
             dt { "Status" } dd { (status_badge(run.status)) }
             dt { "Current step" } dd { (run.current_step.as_deref().unwrap_or("-")) }
+            (family(view))
             dt { "Created" } dd { (when(run.created_at, now)) }
             dt { "Updated" } dd { (when(run.updated_at, now)) }
             @if let Some(finished) = run.finished_at { dt { "Finished" } dd { (when(finished, now)) } }
@@ -302,21 +303,91 @@ fn error_text(class: &str, message: &str, causes: &[String], whole: &Whole) -> M
     }
 }
 
-/// What keeps the run's due step from running, if anything: no live worker
-/// has it, or a flow limit holds it back.
+/// What the run waits for, in words with relative times: no live worker
+/// has its step, a flow limit holds it back, a signal, its batch, a step's
+/// `wait` or a reattempt's backoff (see [`RunView::waiting_for`]).
 fn waits(view: &RunView, now: chrono::DateTime<chrono::Utc>) -> Markup {
     html! {
-        @if let Some(unrunnable) = &view.unrunnable {
-            p.banner.stuck role="alert" {
-                strong { "Cannot run: " }
-                (crate::commands::cannot_run(unrunnable, now))
-                " (" a href="/workers" { "live workers" } ")"
+        @match view.waiting_for(now) {
+            Some(WaitingFor::Worker(unrunnable)) => {
+                p.banner.stuck role="alert" {
+                    strong { "Cannot run: " }
+                    (crate::commands::cannot_run(&unrunnable, now))
+                    " (" a href="/workers" { "live workers" } ")"
+                }
+            }
+            Some(WaitingFor::Limit(held)) => {
+                p.banner.held role="status" {
+                    strong { "Held back: " }
+                    (crate::commands::held_text(&held, now))
+                }
+            }
+            Some(waiting) => {
+                p.banner.waits role="status" { strong { "Waiting: " } (waiting_text(&waiting, view.run.id, now)) }
+            }
+            None => {}
+        }
+    }
+}
+
+/// A wait other than a worker or a limit, as a sentence.
+fn waiting_text(waiting: &WaitingFor, run: RunId, now: chrono::DateTime<chrono::Utc>) -> Markup {
+    let visible = crate::commands::visible;
+    html! {
+        @match waiting {
+            WaitingFor::Signal { step_name, name, since, timeout_at, .. } => {
+                "step " code { (visible(step_name)) } " waits for signal " code { (visible(name)) }
+                ", since " (when(*since, now)) "; "
+                @match timeout_at {
+                    Some(at) if *at <= now => { "its wait timed out " (when(*at, now)) ", and the sweep acts on that next." }
+                    Some(at) => { "it times out " (when(*at, now)) "." }
+                    None => { "it has no timeout." }
+                }
+            }
+            WaitingFor::Batch { step_name, batch_id, finished, cancelled, total, .. } => {
+                "step " code { (visible(step_name)) } " waits for "
+                @if let Some(batch) = batch_id {
+                    "its batch " (batch) ": " (finished) " of " (total) " children finished"
+                    @if *cancelled > 0 { ", " (cancelled) " cancelled" }
+                } @else {
+                    "its batch of children"
+                }
+                " (" a href=(super::runs::children_link(run)) { "the children" } ")."
+            }
+            WaitingFor::Time { step_name, until, .. } => {
+                "step " code { (visible(step_name)) } " is due " (when(*until, now))
+                " (its wait after the step before, or the start's delay)."
+            }
+            WaitingFor::Backoff { step_name, attempt, until, .. } => {
+                "attempt " (attempt) " of step " code { (visible(step_name)) }
+                " waits out its backoff; it is due " (when(*until, now)) "."
+            }
+            other => { (other.to_string()) }
+        }
+    }
+}
+
+/// A run's place in a fan-out tree: the run whose batch started it (which
+/// batch, of which step), and its own children, a link to their list.
+fn family(view: &RunView) -> Markup {
+    html! {
+        @if let Some(parent) = view.parent_run_id {
+            dt { "Parent" }
+            dd.parent {
+                "child of " a href=(format!("/runs/{}", parent.0)) { "run " (parent.0) }
+                @if let Some(batch) = view.parent_batch_id {
+                    " (batch " (batch)
+                    @if let Some(step) = &view.parent_step { " of step " code { (crate::commands::visible(step)) } }
+                    ")"
+                }
             }
         }
-        @if let Some(held) = view.held_back() {
-            p.banner.held role="status" {
-                strong { "Held back: " }
-                (crate::commands::held_text(&held, now))
+        @if view.run.children > 0 {
+            dt { "Children" }
+            dd.children {
+                a href=(super::runs::children_link(view.run.id)) {
+                    (view.run.children) " child run" @if view.run.children != 1 { "s" }
+                }
             }
         }
     }
@@ -603,5 +674,58 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("&lt;b&gt;ship&lt;/b&gt;#2"), "{html}");
+    }
+
+    #[test]
+    fn a_wait_reads_as_a_sentence_with_relative_times() {
+        use pgbus_runtime::view::WaitingFor;
+        let now = chrono::Utc.with_ymd_and_hms(2026, 12, 3, 12, 0, 0).unwrap();
+        let run = pgbus_runtime::RunId(7);
+        let signal = WaitingFor::Signal {
+            step_id: 1,
+            step_name: "ship".to_owned(),
+            name: "payment.<settled>".to_owned(),
+            since: now - chrono::TimeDelta::minutes(30),
+            timeout_at: Some(now + chrono::TimeDelta::minutes(90)),
+        };
+        let html = super::waiting_text(&signal, run, now).into_string();
+        assert!(
+            html.starts_with(
+                "step <code>ship</code> waits for signal <code>payment.&lt;settled&gt;</code>, since <time"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"<span class="ago">30 min ago</span>; it times out <time"#),
+            "{html}"
+        );
+        assert!(
+            html.ends_with(r#"<span class="ago">in 1 h</span>."#),
+            "{html}"
+        );
+        let late = WaitingFor::Signal {
+            step_id: 1,
+            step_name: "ship".to_owned(),
+            name: "paid".to_owned(),
+            since: now - chrono::TimeDelta::hours(3),
+            timeout_at: None,
+        };
+        let html = super::waiting_text(&late, run, now).into_string();
+        assert!(html.ends_with("; it has no timeout."), "{html}");
+
+        let batch = WaitingFor::Batch {
+            step_id: 2,
+            step_name: "notify".to_owned(),
+            batch_id: Some(4),
+            finished: 3,
+            cancelled: 1,
+            total: 10,
+            since: None,
+        };
+        let html = super::waiting_text(&batch, run, now).into_string();
+        assert_eq!(
+            html,
+            r#"step <code>notify</code> waits for its batch 4: 3 of 10 children finished, 1 cancelled (<a href="/runs?parent=7">the children</a>)."#
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! held locks, abandoned requests and large runs (`bounds`), the pages that
 //! reload themselves (`live`), the overview at `/` (`overview`), the queues and limits
 //! pages (`queues`), reads off the primary (`replica`), a run's long values and errors (`run_page`),
+//! the runs list's filters, search and pages (`runs_list`),
 //! and the workers page with what the pages say
 //! of runs nobody can run (`workers`).
 
@@ -14,6 +15,7 @@ mod overview;
 mod queues;
 mod replica;
 mod run_page;
+mod runs_list;
 mod schedules;
 mod workers;
 

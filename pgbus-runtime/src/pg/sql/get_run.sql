@@ -8,7 +8,8 @@
 -- (run_id, step_name, attempt) key), `scheduled` or `waiting`, due at or
 -- before now.
 -- The run that started it, for a fan_out child (`parent_run`: its batch's
--- parent step's run), and how many children its own batches hold.
+-- parent step's run) and that step's name (`parent_step`), and how many
+-- children its own batches hold.
 -- $1 run id, $2 the most bytes of input text to read (NULL: any), $3 now
 -- (NULL = clock_timestamp()), $4 lost-worker threshold (ms)
 WITH t AS (
@@ -30,6 +31,8 @@ SELECT r.id, r.workflow, r.definition_digest, r.options_digest, r.step_plan, r.s
        (SELECT count(*) FROM {schema}.signals WHERE run_id = $1) AS signal_count,
        (SELECT count(*) FROM {schema}.batches WHERE run_id = $1) AS batch_count,
        (SELECT b.run_id FROM {schema}.batches b WHERE b.id = r.parent_batch_id) AS parent_run,
+       (SELECT s.step_name FROM {schema}.batches b JOIN {schema}.steps s ON s.id = b.parent_step_id
+        WHERE b.id = r.parent_batch_id) AS parent_step,
        (SELECT coalesce(sum(b.total), 0)::bigint FROM {schema}.batches b WHERE b.run_id = $1)
            AS children,
        u.id AS unrunnable_step_id, u.step_name AS unrunnable_step,

@@ -128,6 +128,7 @@ async fn lists_filter_and_page_alike<C: Clocked>(clocked: C) {
         .await
         .expect("a run");
     assert_eq!(view.parent_run_id, Some(parent));
+    assert_eq!(view.parent_step.as_deref(), Some("spread"));
     assert_eq!(view.run.parent_run, Some(parent));
     let mut top = mails.clone();
     top.push(parent);
