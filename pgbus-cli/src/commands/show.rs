@@ -169,20 +169,19 @@ pub(crate) fn short_digest(digest: &str) -> String {
 /// The text of `pgbus show`.
 fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -> String {
     let mut text = header(out, view, now);
+    let attempt = |id: i64| attempt_name(view, id);
     let _ = writeln!(text, "\n{}", out.heading("steps"));
     let _ = writeln!(text, "{}", render(&steps_table(out, view)));
     let _ = writeln!(text, "\n{} (as of {})", out.heading("timeline"), time(now));
     let _ = writeln!(text, "{}", render(&timeline_table(out, segments)));
     if !view.signals.is_empty() {
-        let mut signals = out.table(&["id", "name", "sent", "consumed by step", "payload"]);
+        let mut signals = out.table(&["id", "name", "sent", "consumed by", "payload"]);
         for signal in &view.signals {
             signals.add_row(vec![
                 signal.id.0.to_string(),
                 signal.name.clone(),
                 time(signal.created_at),
-                signal
-                    .consumed_by
-                    .map_or_else(|| "-".to_owned(), |id| id.to_string()),
+                signal.consumed_by.map_or_else(|| "-".to_owned(), attempt),
                 value_text(
                     view,
                     ValueOf::Payload {
@@ -197,8 +196,8 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
     }
     if !view.batches.is_empty() {
         let mut batches = out.table(&[
-            "id",
-            "step",
+            "batch",
+            "started by",
             "status",
             "finished",
             "cancelled",
@@ -208,7 +207,7 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
         for batch in &view.batches {
             batches.add_row(vec![
                 batch.id.to_string(),
-                batch.parent_step_id.to_string(),
+                attempt(batch.parent_step_id),
                 batch.status.as_str().to_owned(),
                 batch.finished.to_string(),
                 batch.cancelled.to_string(),
@@ -292,8 +291,25 @@ fn header(out: Output, view: &RunView, now: DateTime<Utc>) -> String {
     if let Some(deadline) = view.deadline_at {
         let _ = writeln!(text, "deadline {}", time(deadline));
     }
-    if let Some(batch) = view.parent_batch_id {
-        let _ = writeln!(text, "child of fan-out batch {batch}");
+    match (view.parent_run_id, view.parent_batch_id) {
+        (Some(parent), batch) => {
+            let batch = batch
+                .map(|b| format!(", fan-out batch {b}"))
+                .unwrap_or_default();
+            let _ = writeln!(text, "parent run {parent}{batch} (`pgbus show {parent}`)");
+        }
+        // The batch outlived its parent's row (a hand-made cleanup): say
+        // what is left.
+        (None, Some(batch)) => {
+            let _ = writeln!(
+                text,
+                "child of fan-out batch {batch}, whose parent run is gone"
+            );
+        }
+        (None, None) => {}
+    }
+    if let Some(children) = children_text(view) {
+        let _ = writeln!(text, "{children}");
     }
     let _ = writeln!(
         text,
@@ -306,8 +322,7 @@ fn header(out: Output, view: &RunView, now: DateTime<Utc>) -> String {
 /// Every attempt of the run.
 fn steps_table(out: Output, view: &RunView) -> Table {
     let mut steps = out.table(&[
-        "id", "step", "attempt", "status", "outcome", "started", "finished", "worker", "error",
-        "output",
+        "step", "attempt", "status", "outcome", "started", "finished", "worker", "error", "output",
     ]);
     for step in &view.steps {
         let error = step.error_class.as_ref().map_or_else(String::new, |class| {
@@ -317,7 +332,6 @@ fn steps_table(out: Output, view: &RunView) -> Table {
             )
         });
         steps.add_row(vec![
-            step.id.to_string(),
             step.step_name.clone(),
             step.attempt.to_string(),
             step.status.as_str().to_owned(),
@@ -333,6 +347,46 @@ fn steps_table(out: Output, view: &RunView) -> Table {
         ]);
     }
     steps
+}
+
+/// The attempt (`steps.id`) `id` of `view` by name, as the timeline and
+/// events name it: `await_payment#1`; one older than the attempts read says
+/// so instead of showing a row id.
+pub(crate) fn attempt_name(view: &RunView, id: i64) -> String {
+    view.steps.iter().find(|step| step.id == id).map_or_else(
+        || "an older attempt".to_owned(),
+        |step| format!("{}#{}", step.step_name, step.attempt),
+    )
+}
+
+/// The run's fan-out children in one line: how many, in how many batches,
+/// how they ended, and the command that lists them; `None` for a run that
+/// never fanned out.
+pub(crate) fn children_text(view: &RunView) -> Option<String> {
+    if view.batches.is_empty() {
+        return None;
+    }
+    let sum = |f: fn(&pgbus_runtime::view::BatchView) -> i32| -> i64 {
+        view.batches.iter().map(|b| i64::from(f(b))).sum()
+    };
+    let (total, finished, cancelled) =
+        (sum(|b| b.total), sum(|b| b.finished), sum(|b| b.cancelled));
+    let read = i64::try_from(view.batches.len()).unwrap_or(i64::MAX);
+    let batches = if view.counts.batches > read {
+        format!(
+            "the latest {read} of its {} fan-out batches",
+            view.counts.batches
+        )
+    } else if read == 1 {
+        "1 fan-out batch".to_owned()
+    } else {
+        format!("{read} fan-out batches")
+    };
+    Some(format!(
+        "children {total} in {batches}: {finished} finished, {cancelled} cancelled, {} not ended (`pgbus runs --parent {}` lists them)",
+        total - finished - cancelled,
+        view.run.id
+    ))
 }
 
 /// The timeline's pieces, one a line.

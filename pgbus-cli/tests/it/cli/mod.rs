@@ -5,6 +5,7 @@
 
 mod actions;
 mod deploy;
+mod family;
 mod reads;
 mod schedules;
 mod unrunnable;
