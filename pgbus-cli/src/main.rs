@@ -225,9 +225,22 @@ enum Command {
 /// What `runs` lists.
 #[derive(Debug, clap::Args)]
 struct RunsArgs {
-    /// Only runs of this workflow.
+    /// Only runs of this workflow (its name exactly; a `*` is no wildcard,
+    /// see `--workflow-prefix`).
     #[arg(long)]
     workflow: Option<String>,
+    /// Only runs of workflows whose name starts with this (`orders.`).
+    #[arg(long, conflicts_with = "workflow")]
+    workflow_prefix: Option<String>,
+    /// Only top-level runs: those no fan-out started.
+    #[arg(long, conflicts_with = "parent")]
+    top_level: bool,
+    /// Only the children of this run: the runs its fan-out steps started.
+    #[arg(long, value_name = "RUN")]
+    parent: Option<i64>,
+    /// Only the run started with this idempotency key (one per workflow).
+    #[arg(long, value_name = "IDEMPOTENCY_KEY")]
+    key: Option<String>,
     /// Only runs in this status (ready, performing, paused, finished, cancelled).
     #[arg(long, value_parser = parse_status)]
     status: Option<RunStatus>,

@@ -117,3 +117,75 @@ async fn show_names_attempts_parents_and_children_not_row_ids() {
     );
     assert!(!text.contains("children "), "{text}");
 }
+
+#[tokio::test]
+async fn runs_lists_a_family_by_parent_prefix_and_key_with_both_columns() {
+    let t = TestSchema::new().await;
+    let keyed =
+        t.db.client()
+            .start_idempotent::<Ops>(&(), "order-7")
+            .await
+            .expect("start")
+            .run_id;
+    let parent = brood(&t, 2).await;
+    let children: Vec<i64> =
+        t.db.client()
+            .list_runs(&RunFilter::new().parent(parent))
+            .await
+            .expect("children")
+            .iter()
+            .map(|r| r.id.0)
+            .collect();
+    assert_eq!(children.len(), 2);
+    let ids = |args: &[&str]| -> Vec<i64> {
+        let mut all = vec!["runs", "--json"];
+        all.extend_from_slice(args);
+        crate::common::json(&t.ok(&all))
+            .as_array()
+            .expect("an array")
+            .iter()
+            .map(|r| r["id"].as_i64().expect("an id"))
+            .collect()
+    };
+    assert_eq!(ids(&["--top-level"]), [parent.0, keyed.0]);
+    assert_eq!(ids(&["--parent", &parent.0.to_string()]), children);
+    assert_eq!(ids(&["--parent", &keyed.0.to_string()]), [0_i64; 0]);
+    let mut family = children.clone();
+    family.push(parent.0);
+    assert_eq!(ids(&["--workflow-prefix", "cli.family."]), family);
+    assert_eq!(ids(&["--workflow-prefix", "cli.family.c"]), children);
+    assert_eq!(ids(&["--key", "order-7"]), [keyed.0]);
+    assert_eq!(ids(&["--key", "order-8"]), [0_i64; 0]);
+
+    let table = t.ok(&["runs"]);
+    let header = table.lines().next().expect("a header");
+    assert!(
+        header.contains("PARENT") && header.contains("CHILDREN"),
+        "{table}"
+    );
+    let row = |id: i64| -> Vec<String> {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(&id.to_string()))
+            .unwrap_or_else(|| panic!("run {id} in:\n{table}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    // id, workflow, status, step, parent, children, ...
+    assert_eq!(row(parent.0)[4..6], ["-", "2"], "{table}");
+    assert_eq!(
+        row(children[0])[4..6],
+        [parent.0.to_string(), "-".to_owned()]
+    );
+    assert_eq!(row(keyed.0)[4..6], ["-", "-"], "{table}");
+
+    // A `*` is no wildcard; the answer says which flag lists by prefix.
+    let none = t.ok(&["runs", "--workflow", "cli.family.*"]);
+    assert!(
+        none.contains("`--workflow-prefix` lists by prefix"),
+        "{none}"
+    );
+    t.fails(&["runs", "--top-level", "--parent", "1"], 2);
+    t.fails(&["runs", "--workflow", "a", "--workflow-prefix", "b"], 2);
+}
