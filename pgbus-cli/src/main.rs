@@ -70,8 +70,13 @@ enum Command {
         /// The run id.
         run: i64,
         /// JSON (`{"run": ..., "timeline": [...], "counts": {...}}`) instead of text.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "follow")]
         json: bool,
+        /// After the run, print its new events and status changes as they
+        /// come (read every second), until it finishes or is cancelled
+        /// (exit 0); a paused run is followed on. Ctrl-C stops (exit 130).
+        #[arg(long)]
+        follow: bool,
         /// How many of the latest attempts, events and signals to show (1 to
         /// 5000); `counts` in the JSON says how many there are.
         #[arg(long, default_value_t = 200, value_parser = parse_last)]

@@ -80,6 +80,12 @@ impl Output {
         Self::write_out(&format!("{text}\n"))
     }
 
+    /// Writes `text` as it is, never paged (what more lines will follow).
+    #[allow(clippy::unused_self)] // beside `emit`, so every write goes through `Output`
+    pub(crate) fn print(self, text: &str) -> std::io::Result<()> {
+        Self::write_out(text)
+    }
+
     /// Writes `text`: through `$PAGER` (else `less -FRX`, which quits when it
     /// fits one screen) on a terminal, straight out otherwise or when no pager
     /// starts.

@@ -171,12 +171,16 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
         Command::Show {
             run,
             json,
+            follow,
             last,
             value_bytes,
             lost_worker_threshold,
         } => {
             let read = Cut::read(last, value_bytes).lost_worker_threshold(lost_worker_threshold);
-            show_run(&db, out, run, json, last, read).await?;
+            if follow {
+                return show::follow(&db, out, run, last, read).await;
+            }
+            show_run(&db, out, run, json, last, read, false).await?;
         }
         Command::Pause(action) => act(&db, out, &action, Verb::Pause).await?,
         Command::Resume(action) => act(&db, out, &action, Verb::Resume).await?,

@@ -97,7 +97,7 @@ impl Cut {
 }
 
 /// `pgbus show`: `run` as `read` bounds it (the latest `last` of each part),
-/// as text or JSON.
+/// as text or JSON; the view as printed (escaped, cut).
 pub(super) async fn show_run(
     db: &Database,
     out: Output,
@@ -105,7 +105,8 @@ pub(super) async fn show_run(
     json: bool,
     last: usize,
     read: RunRead,
-) -> Result<(), BoxError> {
+    follow: bool,
+) -> Result<RunView, BoxError> {
     let mut view = db.client().run_with(RunId(run), read).await?;
     let now = db_now(db).await?;
     if !json {
@@ -140,9 +141,190 @@ pub(super) async fn show_run(
                 SHOWN_AT_MOST
             );
         }
-        out.emit(&text)?;
+        if follow {
+            // Never through the pager: the lines that follow come after it.
+            out.print(&text)?;
+        } else {
+            out.emit(&text)?;
+        }
     }
-    Ok(())
+    Ok(view)
+}
+
+/// How often `show --follow` reads the run again.
+pub(super) const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The exit code of a `show --follow` that Ctrl-C stopped: 128 + SIGINT, as
+/// a shell reports a command the signal ended, so a script waiting for the
+/// run's end can tell it did not see one.
+pub(super) const INTERRUPTED: u8 = 130;
+
+/// `pgbus show --follow`: `run` as `show` prints it, then every
+/// [`FOLLOW_EVERY`] its new events (by id) and status changes, one a line,
+/// until it finishes or is cancelled (exit 0) or Ctrl-C (exit
+/// [`INTERRUPTED`]). A paused run is followed on: a resume, a skip or a
+/// cancel is what comes next. Each read is one statement of the command's
+/// session, so the statement timeout bounds it; an error ends the command.
+pub(super) async fn follow(
+    db: &Database,
+    out: Output,
+    run: i64,
+    last: usize,
+    read: RunRead,
+) -> Result<std::process::ExitCode, BoxError> {
+    // Ctrl-C is caught from here on: the first poll installs the handler,
+    // before anything says the command is following.
+    let interrupted = tokio::signal::ctrl_c();
+    let mut interrupted = std::pin::pin!(interrupted);
+    tokio::select! {
+        biased;
+        caught = &mut interrupted => {
+            caught?;
+            return Ok(std::process::ExitCode::from(INTERRUPTED));
+        }
+        () = std::future::ready(()) => {}
+    }
+    let view = show_run(db, out, run, false, last, read, true).await?;
+    let mut seen = Seen::of(&view);
+    if view.run.status.is_terminal() {
+        eprintln!(
+            "run {run} has ended ({}): nothing to follow",
+            view.run.status
+        );
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "following run {run}: new events and status changes every {}, until it finishes or is cancelled (a paused run is followed on); Ctrl-C stops",
+        took(chrono::TimeDelta::from_std(FOLLOW_EVERY).unwrap_or_default())
+    );
+    // Values are not printed while following: read none of them.
+    let read = read.value_bytes(1);
+    loop {
+        tokio::select! {
+            caught = &mut interrupted => {
+                caught?;
+                eprintln!("stopped following run {run} (Ctrl-C)");
+                return Ok(std::process::ExitCode::from(INTERRUPTED));
+            }
+            () = tokio::time::sleep(FOLLOW_EVERY) => {}
+        }
+        let mut view = db.client().run_with(RunId(run), read).await?;
+        defang(&mut view);
+        // The database's time only for a line that says how long ago.
+        let now = if view.unrunnable.is_some() && !seen.unrunnable {
+            db_now(db).await?
+        } else {
+            view.run.updated_at
+        };
+        let mut text = String::new();
+        seen.news(out, &view, now, &mut text);
+        out.print(&text)?;
+        if view.run.status.is_terminal() {
+            return Ok(std::process::ExitCode::SUCCESS);
+        }
+    }
+}
+
+/// What `show --follow` has printed of a run so far.
+struct Seen {
+    status: pgbus_runtime::RunStatus,
+    /// The newest event printed.
+    event: i64,
+    /// How many events the run had then.
+    events: i64,
+    unrunnable: bool,
+}
+
+impl Seen {
+    fn of(view: &RunView) -> Self {
+        Self {
+            status: view.run.status,
+            event: view.events.iter().map(|e| e.id).max().unwrap_or(0),
+            events: view.counts.events,
+            unrunnable: view.unrunnable.is_some(),
+        }
+    }
+
+    /// The lines for what `view` has that was not printed: events newer
+    /// than the last printed (a note when more came than the read holds),
+    /// then the status if it changed, and a run no worker can run.
+    fn news(&mut self, out: Output, view: &RunView, now: DateTime<Utc>, text: &mut String) {
+        let mut new: Vec<_> = view.events.iter().filter(|e| e.id > self.event).collect();
+        new.sort_by_key(|e| e.id);
+        let missed = view.counts.events - self.events - i64::try_from(new.len()).unwrap_or(0);
+        if missed > 0 {
+            let _ = writeln!(
+                text,
+                "({missed} events in between not shown; `pgbus show {}` lists the latest)",
+                view.run.id
+            );
+        }
+        for event in new {
+            let _ = writeln!(text, "{}", event_line(event));
+        }
+        if let Some(event) = view.events.iter().map(|e| e.id).max() {
+            self.event = self.event.max(event);
+        }
+        self.events = view.counts.events;
+        let run = &view.run;
+        if run.status != self.status {
+            let _ = writeln!(
+                text,
+                "{}",
+                out.heading(&format!(
+                    "run {}: {} -> {} at {}",
+                    run.id,
+                    self.status,
+                    run.status,
+                    time(run.updated_at)
+                ))
+            );
+            if run.status == pgbus_runtime::RunStatus::Paused {
+                if let Some(class) = &view.error_class {
+                    let _ = writeln!(
+                        text,
+                        "error {class}: {}",
+                        view.error_message.as_deref().unwrap_or_default()
+                    );
+                }
+                let _ = writeln!(
+                    text,
+                    "paused: still following (`pgbus resume`, `skip` or `cancel` it to go on)"
+                );
+            }
+            self.status = run.status;
+        }
+        match (&view.unrunnable, self.unrunnable) {
+            (Some(unrunnable), false) => {
+                let line = format!("cannot run: {}", cannot_run(unrunnable, now));
+                let _ = writeln!(text, "{}", out.warning(&line));
+            }
+            (None, true) => {
+                let _ = writeln!(text, "a live worker can run it again");
+            }
+            _ => {}
+        }
+        self.unrunnable = view.unrunnable.is_some();
+    }
+}
+
+/// An event as one line: the columns of `show`'s events table.
+fn event_line(event: &pgbus_runtime::view::EventView) -> String {
+    let step = event.step_name.as_ref().map_or_else(
+        || "-".to_owned(),
+        |s| format!("{s}#{}", event.attempt.unwrap_or(0)),
+    );
+    let mut line = format!(
+        "{}  {}  {}  {step}  {}",
+        event.id,
+        time(event.created_at),
+        event.event,
+        event.actor
+    );
+    if let Some(reason) = event.reason.as_deref().filter(|r| !r.is_empty()) {
+        let _ = write!(line, "  {}", super::visible(reason));
+    }
+    line
 }
 
 /// The run's definition changes, one line each after the timeline (none:

@@ -6,6 +6,7 @@
 mod actions;
 mod deploy;
 mod family;
+mod follow;
 mod reads;
 mod schedules;
 mod unrunnable;
