@@ -10,7 +10,7 @@ use pgbus_runtime::view::{HeldBack, Missing, RunRead, RunView, Unrunnable, Value
 use pgbus_runtime::{Database, RunId};
 
 use super::text::{json_visible, render};
-use super::{BoxError, clip, db_now, defang, time, took, value_text};
+use super::{BoxError, db_now, defang, time, took, value_text};
 use crate::output::Output;
 
 /// How many of a run's latest attempts, events and signals `show` and the
@@ -370,7 +370,7 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
                         signal_id: signal.id,
                     },
                     &signal.payload,
-                    60,
+                    out.width(60),
                 ),
             ]);
         }
@@ -418,7 +418,7 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
                 |s| format!("{s}#{}", event.attempt.unwrap_or(0)),
             ),
             event.actor.clone(),
-            clip(event.reason.as_deref().unwrap_or_default(), 80),
+            out.clip(event.reason.as_deref().unwrap_or_default(), 80),
         ]);
     }
     let _ = writeln!(text, "\n{}\n{}", out.heading("events"), render(&events));
@@ -496,7 +496,7 @@ fn header(out: Output, view: &RunView, now: DateTime<Utc>) -> String {
     let _ = writeln!(
         text,
         "input {}",
-        value_text(view, ValueOf::Input, &view.input, 200)
+        value_text(view, ValueOf::Input, &view.input, out.width(200))
     );
     text
 }
@@ -521,10 +521,10 @@ fn steps_table(out: Output, view: &RunView) -> Table {
             step.started_at.map_or_else(|| "-".to_owned(), time),
             step.finished_at.map_or_else(|| "-".to_owned(), time),
             step.worker_id.clone().unwrap_or_else(|| "-".to_owned()),
-            clip(&error, 60),
+            out.clip(&error, 60),
             step.output.as_ref().map_or_else(
                 || "-".to_owned(),
-                |o| value_text(view, ValueOf::Output { step_id: step.id }, o, 60),
+                |o| value_text(view, ValueOf::Output { step_id: step.id }, o, out.width(60)),
             ),
         ]);
     }
