@@ -26,6 +26,14 @@ struct Cli {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: String,
 
+    /// A replica of the database, as a libpq URL: `runs`, `show` (and its
+    /// `--follow`), `stats` and `workers` read there, in read-only sessions
+    /// with the same settings and timeouts, and say on standard error how
+    /// far behind it is. Actions, `schedules`, `sweep`, `deploy-check` and
+    /// `migrate` always use `--database-url`.
+    #[arg(long, global = true, env = "PGBUS_REPLICA_URL", hide_env_values = true)]
+    replica_url: Option<String>,
+
     /// The schema pgbus keeps its tables in.
     #[arg(long, env = "PGBUS_SCHEMA", default_value = "pgbus")]
     schema: String,

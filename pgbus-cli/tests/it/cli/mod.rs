@@ -8,6 +8,7 @@ mod deploy;
 mod family;
 mod follow;
 mod reads;
+mod replica;
 mod schedules;
 mod unrunnable;
 
