@@ -10,7 +10,6 @@
 mod commands;
 mod dashboard;
 mod output;
-mod replica;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -26,6 +25,16 @@ struct Cli {
     /// The database, as a libpq URL.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: String,
+
+    /// A replica of the database, as a libpq URL: `runs`, `show` (and its
+    /// `--follow`), `stats` and `workers` read there, in read-only sessions
+    /// with the same settings and timeouts, and say on standard error how
+    /// far behind it is; so do the dashboard's pages, each saying in its
+    /// header how far behind it is (the pages shown right after an action
+    /// read the primary). Actions, `schedules`, `sweep`, `deploy-check` and
+    /// `migrate` always use `--database-url`.
+    #[arg(long, global = true, env = "PGBUS_REPLICA_URL", hide_env_values = true)]
+    replica_url: Option<String>,
 
     /// The schema pgbus keeps its tables in.
     #[arg(long, env = "PGBUS_SCHEMA", default_value = "pgbus")]
@@ -71,8 +80,13 @@ enum Command {
         /// The run id.
         run: i64,
         /// JSON (`{"run": ..., "timeline": [...], "counts": {...}}`) instead of text.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "follow")]
         json: bool,
+        /// After the run, print its new events and status changes as they
+        /// come (read every second), until it finishes or is cancelled
+        /// (exit 0); a paused run is followed on. Ctrl-C stops (exit 130).
+        #[arg(long)]
+        follow: bool,
         /// How many of the latest attempts, events and signals to show (1 to
         /// 5000); `counts` in the JSON says how many there are.
         #[arg(long, default_value_t = 200, value_parser = parse_last)]
@@ -169,12 +183,6 @@ enum Command {
         /// run it): the workers' lost-worker threshold (default 30s).
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         lost_worker_threshold: Duration,
-        /// A read replica, as a libpq URL: pages read it (with the same
-        /// schema and timeouts as the primary), each page's header says how
-        /// far behind it is, and every action goes to `DATABASE_URL`; the
-        /// pages shown right after an action read the primary.
-        #[arg(long, env = "PGBUS_REPLICA_URL", hide_env_values = true)]
-        replica_url: Option<String>,
     },
     /// Lists the live workers: name, host, pid, queues, concurrency, the
     /// workflows each registered (with the definition digest's first 12
@@ -232,9 +240,22 @@ enum Command {
 /// What `runs` lists.
 #[derive(Debug, clap::Args)]
 struct RunsArgs {
-    /// Only runs of this workflow.
+    /// Only runs of this workflow (its name exactly; a `*` is no wildcard,
+    /// see `--workflow-prefix`).
     #[arg(long)]
     workflow: Option<String>,
+    /// Only runs of workflows whose name starts with this (`orders.`).
+    #[arg(long, conflicts_with = "workflow")]
+    workflow_prefix: Option<String>,
+    /// Only top-level runs: those no fan-out started.
+    #[arg(long, conflicts_with = "parent")]
+    top_level: bool,
+    /// Only the children of this run: the runs its fan-out steps started.
+    #[arg(long, value_name = "RUN")]
+    parent: Option<i64>,
+    /// Only the run started with this idempotency key (one per workflow).
+    #[arg(long, value_name = "IDEMPOTENCY_KEY")]
+    key: Option<String>,
     /// Only runs in this status (ready, performing, paused, finished, cancelled).
     #[arg(long, value_parser = parse_status)]
     status: Option<RunStatus>,

@@ -26,6 +26,20 @@ impl Output {
         }
     }
 
+    /// `text` on one line ([`crate::commands::visible`]), cut to `max`
+    /// characters on a terminal, where a table must fit a screen; whole
+    /// otherwise, since a file or a pipe (a log, `grep`, a bug report)
+    /// wants the error an operator will search for, not its first words.
+    pub(crate) fn clip(self, text: &str, max: usize) -> String {
+        crate::commands::clip(text, self.width(max))
+    }
+
+    /// `max` on a terminal, no bound otherwise: how wide a clipped value
+    /// may be (see [`Output::clip`]).
+    pub(crate) fn width(self, max: usize) -> usize {
+        if self.terminal { max } else { usize::MAX }
+    }
+
     /// A table of `header` columns in the house look.
     pub(crate) fn table(self, header: &[&str]) -> Table {
         let mut table = Table::new();
@@ -78,6 +92,12 @@ impl Output {
     #[allow(clippy::unused_self)] // beside `emit`, so every write goes through `Output`
     pub(crate) fn line(self, text: &str) -> std::io::Result<()> {
         Self::write_out(&format!("{text}\n"))
+    }
+
+    /// Writes `text` as it is, never paged (what more lines will follow).
+    #[allow(clippy::unused_self)] // beside `emit`, so every write goes through `Output`
+    pub(crate) fn print(self, text: &str) -> std::io::Result<()> {
+        Self::write_out(text)
     }
 
     /// Writes `text`: through `$PAGER` (else `less -FRX`, which quits when it

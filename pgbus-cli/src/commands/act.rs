@@ -37,7 +37,11 @@ pub(super) async fn signal(
     } else {
         client.signal(RunId(run), name, &payload).await?
     };
-    out.line(&format!("signal {} `{name}` sent to run {run}", id.0))?;
+    // The name first: the id only tells this signal from others of its name.
+    out.line(&format!(
+        "signal `{name}` sent to run {run} (signal id {})",
+        id.0
+    ))?;
     Ok(())
 }
 

@@ -1,6 +1,9 @@
 //! What each subcommand does.
 
 use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+use pgbus_runtime::view::ReplicaLag;
 use pgbus_runtime::{Clock, Database, Schema};
 
 use crate::output::Output;
@@ -34,7 +37,7 @@ use workers::workers;
 /// The statement timeout of every command but `migrate`, unless one is given:
 /// below the dashboard's 15 s page timeout, so the server has cancelled a
 /// page's query before the page gives up on it.
-const DEFAULT_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -43,7 +46,10 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// hint where one helps.
 pub(crate) async fn run(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
     let schema = cli.schema.clone();
-    let url = cli.database_url.clone();
+    // The server an error names is the one the command talked to.
+    let url = reads_on_replica(&cli)
+        .unwrap_or(&cli.database_url)
+        .to_owned();
     execute(cli)
         .await
         .map_err(|error| hint(error, &url, &schema))
@@ -124,13 +130,103 @@ fn token_from_file(path: &std::path::Path) -> Result<String, BoxError> {
 
 /// The database, with the command's timeouts.
 async fn connect(cli: &Cli) -> Result<Database, BoxError> {
+    session(cli, &cli.database_url, false).await
+}
+
+/// The replica at `url`, for a command of `cli` that only reads: the
+/// primary's settings and timeouts, in read-only sessions (behind a
+/// transaction-mode pooler, where no session setting is sent, set
+/// `default_transaction_read_only` on the role).
+pub(crate) async fn connect_replica(cli: &Cli, url: &str) -> Result<Database, BoxError> {
+    session(cli, url, true).await
+}
+
+/// The replica URL `cli` gives, if any (an empty `PGBUS_REPLICA_URL` is none).
+pub(crate) fn replica_url(cli: &Cli) -> Option<&str> {
+    cli.replica_url
+        .as_deref()
+        .filter(|url| !url.trim().is_empty())
+}
+
+/// The replica URL when `cli`'s command reads there: `runs`, `show`,
+/// `stats` and `workers`, which only read. Such a command never reaches the
+/// primary: a loaded primary is why an operator reads elsewhere.
+fn reads_on_replica(cli: &Cli) -> Option<&str> {
+    let reads = matches!(
+        cli.command,
+        Command::Runs(_) | Command::Show { .. } | Command::Stats { .. } | Command::Workers { .. }
+    );
+    replica_url(cli).filter(|_| reads)
+}
+
+/// The dashboard's access token: from its file, else as given (an empty
+/// `PGBUS_DASHBOARD_TOKEN=` is none given), else none when `no_token`, else
+/// a fresh one.
+fn dashboard_token(
+    token_file: Option<std::path::PathBuf>,
+    token: Option<String>,
+    no_token: bool,
+) -> Result<crate::dashboard::Token, BoxError> {
+    let token = token.filter(|t| !t.is_empty());
+    Ok(match (token_file, token) {
+        (Some(path), _) => crate::dashboard::Token::Given(token_from_file(&path)?),
+        (None, Some(token)) => crate::dashboard::Token::Given(token),
+        (None, None) if no_token => crate::dashboard::Token::None,
+        (None, None) => crate::dashboard::Token::made(),
+    })
+}
+
+/// The replica the dashboard reads its pages off, when one is given; its
+/// actions, and the pages right after them, use the primary.
+async fn dashboard_replica(cli: &Cli) -> Result<Option<Database>, BoxError> {
+    match (&cli.command, replica_url(cli)) {
+        (Command::Dashboard { .. }, Some(url)) => Ok(Some(connect_replica(cli, url).await?)),
+        _ => Ok(None),
+    }
+}
+
+/// The database `cli`'s command talks to: the replica for a read when one
+/// is given (saying on standard error how far behind it is), else the
+/// primary.
+async fn open(cli: &Cli) -> Result<Database, BoxError> {
+    match reads_on_replica(cli) {
+        Some(url) => {
+            let db = connect_replica(cli, url).await?;
+            eprintln!("{}", replica_lag_line(&db).await?);
+            Ok(db)
+        }
+        None => connect(cli).await,
+    }
+}
+
+/// How far behind the replica `db` is, as the line a command prints on
+/// standard error before it reads there.
+pub(crate) async fn replica_lag_line(db: &Database) -> Result<String, BoxError> {
+    Ok(match db.client().replica_lag().await? {
+        ReplicaLag::Behind { ms } => {
+            let behind = format!(
+                "replica {:.1} s behind",
+                Duration::from_millis(ms.unsigned_abs()).as_secs_f64()
+            );
+            // Measured from the last transaction it replayed: an idle
+            // primary makes it grow though nothing is missing.
+            format!("{behind} (since its last replayed transaction)")
+        }
+        ReplicaLag::NothingReplayed => "replica: has replayed nothing yet".to_owned(),
+        // `NotAReplica`, and whatever a later version adds.
+        _ => "replica: not in recovery (reading a primary)".to_owned(),
+    })
+}
+
+/// A database at `url` with the command's settings and timeouts; read-only
+/// sessions when `read_only`.
+async fn session(cli: &Cli, url: &str, read_only: bool) -> Result<Database, BoxError> {
     let schema = Schema::new(&cli.schema)?;
-    let builder = Database::builder(&cli.database_url)
-        .schema(schema)
-        .clock(Clock::Database);
+    let builder = Database::builder(url).schema(schema).clock(Clock::Database);
     let db = if cli.transaction_pooler {
         builder.transaction_pooler(true).connect().await?
     } else {
+        let builder = builder.read_only(read_only);
         // No command waits on a lock or a slow query without end: the server
         // cancels it, and the command says so in one line.
         let statement_timeout = match &cli.command {
@@ -160,8 +256,8 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
         Command::DeployCheck { file, .. } => Some(read_definitions(file)?),
         _ => None,
     };
-    let db = connect(&cli).await?;
-    let replica = crate::replica::of_dashboard(&cli, DEFAULT_STATEMENT_TIMEOUT).await?;
+    let db = open(&cli).await?;
+    let replica = dashboard_replica(&cli).await?;
     let out = Output::detect();
     match cli.command {
         Command::Migrate => {
@@ -172,12 +268,16 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
         Command::Show {
             run,
             json,
+            follow,
             last,
             value_bytes,
             lost_worker_threshold,
         } => {
             let read = Cut::read(last, value_bytes).lost_worker_threshold(lost_worker_threshold);
-            show_run(&db, out, run, json, last, read).await?;
+            if follow {
+                return show::follow(&db, out, run, last, read).await;
+            }
+            show_run(&db, out, run, json, last, read, false).await?;
         }
         Command::Pause(action) => act(&db, out, &action, Verb::Pause).await?,
         Command::Resume(action) => act(&db, out, &action, Verb::Resume).await?,
@@ -214,14 +314,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
             lost_worker_threshold,
             ..
         } => {
-            // An empty token (`PGBUS_DASHBOARD_TOKEN=`) is none given.
-            let token = token.filter(|t| !t.is_empty());
-            let token = match (token_file, token) {
-                (Some(path), _) => crate::dashboard::Token::Given(token_from_file(&path)?),
-                (None, Some(token)) => crate::dashboard::Token::Given(token),
-                (None, None) if no_token => crate::dashboard::Token::None,
-                (None, None) => crate::dashboard::Token::made(),
-            };
+            let token = dashboard_token(token_file, token, no_token)?;
             let settings = crate::dashboard::Settings {
                 bind,
                 token,

@@ -14,7 +14,14 @@ pub(super) async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(
     let mut filter = RunFilter::new()
         .limit(args.limit)
         .lost_worker_threshold(args.lost_worker_threshold);
+    // A trailing `*` on an exact name is likely a prefix meant: said below
+    // when nothing matches, never guessed (a workflow's name may hold `*`).
+    let starred = args.workflow.as_ref().is_some_and(|w| w.ends_with('*'));
     filter.workflow = args.workflow;
+    filter.workflow_prefix = args.workflow_prefix;
+    filter.top_level = args.top_level;
+    filter.parent = args.parent.map(RunId);
+    filter.idempotency_key = args.key;
     filter.status = args.status;
     filter.before = args.before.map(RunId);
     filter.created_after = args.since.map(|d| now - delta(d));
@@ -27,12 +34,19 @@ pub(super) async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(
         ))?);
     }
     if runs.is_empty() {
+        if starred {
+            return Ok(out.line(
+                "no runs match (`--workflow` takes a name exactly; `--workflow-prefix` lists by prefix)",
+            )?);
+        }
         return Ok(out.line("no runs match")?);
     }
     // The mark's column only when a listed run has one: a healthy listing
     // reads as it always did.
     let marked = runs.iter().any(|run| run.unrunnable.is_some());
-    let mut header = vec!["id", "workflow", "status", "step", "created", "updated"];
+    let mut header = vec![
+        "id", "workflow", "status", "step", "parent", "children", "created", "updated",
+    ];
     if marked {
         header.push("cannot run");
     }
@@ -43,6 +57,15 @@ pub(super) async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(
             Cell::new(visible(&run.workflow)),
             out.status(run.status),
             Cell::new(visible(run.current_step.as_deref().unwrap_or("-"))),
+            Cell::new(
+                run.parent_run
+                    .map_or_else(|| "-".to_owned(), |p| p.0.to_string()),
+            ),
+            Cell::new(if run.children == 0 {
+                "-".to_owned()
+            } else {
+                run.children.to_string()
+            }),
             Cell::new(time(run.created_at)),
             Cell::new(time(run.updated_at)),
         ];

@@ -10,7 +10,7 @@ use pgbus_runtime::view::{HeldBack, Missing, RunRead, RunView, Unrunnable, Value
 use pgbus_runtime::{Database, RunId};
 
 use super::text::{json_visible, render};
-use super::{BoxError, clip, db_now, defang, time, took, value_text};
+use super::{BoxError, db_now, defang, time, took, value_text};
 use crate::output::Output;
 
 /// How many of a run's latest attempts, events and signals `show` and the
@@ -97,7 +97,7 @@ impl Cut {
 }
 
 /// `pgbus show`: `run` as `read` bounds it (the latest `last` of each part),
-/// as text or JSON.
+/// as text or JSON; the view as printed (escaped, cut).
 pub(super) async fn show_run(
     db: &Database,
     out: Output,
@@ -105,7 +105,8 @@ pub(super) async fn show_run(
     json: bool,
     last: usize,
     read: RunRead,
-) -> Result<(), BoxError> {
+    follow: bool,
+) -> Result<RunView, BoxError> {
     let mut view = db.client().run_with(RunId(run), read).await?;
     let now = db_now(db).await?;
     if !json {
@@ -140,9 +141,190 @@ pub(super) async fn show_run(
                 SHOWN_AT_MOST
             );
         }
-        out.emit(&text)?;
+        if follow {
+            // Never through the pager: the lines that follow come after it.
+            out.print(&text)?;
+        } else {
+            out.emit(&text)?;
+        }
     }
-    Ok(())
+    Ok(view)
+}
+
+/// How often `show --follow` reads the run again.
+pub(super) const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The exit code of a `show --follow` that Ctrl-C stopped: 128 + SIGINT, as
+/// a shell reports a command the signal ended, so a script waiting for the
+/// run's end can tell it did not see one.
+pub(super) const INTERRUPTED: u8 = 130;
+
+/// `pgbus show --follow`: `run` as `show` prints it, then every
+/// [`FOLLOW_EVERY`] its new events (by id) and status changes, one a line,
+/// until it finishes or is cancelled (exit 0) or Ctrl-C (exit
+/// [`INTERRUPTED`]). A paused run is followed on: a resume, a skip or a
+/// cancel is what comes next. Each read is one statement of the command's
+/// session, so the statement timeout bounds it; an error ends the command.
+pub(super) async fn follow(
+    db: &Database,
+    out: Output,
+    run: i64,
+    last: usize,
+    read: RunRead,
+) -> Result<std::process::ExitCode, BoxError> {
+    // Ctrl-C is caught from here on: the first poll installs the handler,
+    // before anything says the command is following.
+    let interrupted = tokio::signal::ctrl_c();
+    let mut interrupted = std::pin::pin!(interrupted);
+    tokio::select! {
+        biased;
+        caught = &mut interrupted => {
+            caught?;
+            return Ok(std::process::ExitCode::from(INTERRUPTED));
+        }
+        () = std::future::ready(()) => {}
+    }
+    let view = show_run(db, out, run, false, last, read, true).await?;
+    let mut seen = Seen::of(&view);
+    if view.run.status.is_terminal() {
+        eprintln!(
+            "run {run} has ended ({}): nothing to follow",
+            view.run.status
+        );
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "following run {run}: new events and status changes every {}, until it finishes or is cancelled (a paused run is followed on); Ctrl-C stops",
+        took(chrono::TimeDelta::from_std(FOLLOW_EVERY).unwrap_or_default())
+    );
+    // Values are not printed while following: read none of them.
+    let read = read.value_bytes(1);
+    loop {
+        tokio::select! {
+            caught = &mut interrupted => {
+                caught?;
+                eprintln!("stopped following run {run} (Ctrl-C)");
+                return Ok(std::process::ExitCode::from(INTERRUPTED));
+            }
+            () = tokio::time::sleep(FOLLOW_EVERY) => {}
+        }
+        let mut view = db.client().run_with(RunId(run), read).await?;
+        defang(&mut view);
+        // The database's time only for a line that says how long ago.
+        let now = if view.unrunnable.is_some() && !seen.unrunnable {
+            db_now(db).await?
+        } else {
+            view.run.updated_at
+        };
+        let mut text = String::new();
+        seen.news(out, &view, now, &mut text);
+        out.print(&text)?;
+        if view.run.status.is_terminal() {
+            return Ok(std::process::ExitCode::SUCCESS);
+        }
+    }
+}
+
+/// What `show --follow` has printed of a run so far.
+struct Seen {
+    status: pgbus_runtime::RunStatus,
+    /// The newest event printed.
+    event: i64,
+    /// How many events the run had then.
+    events: i64,
+    unrunnable: bool,
+}
+
+impl Seen {
+    fn of(view: &RunView) -> Self {
+        Self {
+            status: view.run.status,
+            event: view.events.iter().map(|e| e.id).max().unwrap_or(0),
+            events: view.counts.events,
+            unrunnable: view.unrunnable.is_some(),
+        }
+    }
+
+    /// The lines for what `view` has that was not printed: events newer
+    /// than the last printed (a note when more came than the read holds),
+    /// then the status if it changed, and a run no worker can run.
+    fn news(&mut self, out: Output, view: &RunView, now: DateTime<Utc>, text: &mut String) {
+        let mut new: Vec<_> = view.events.iter().filter(|e| e.id > self.event).collect();
+        new.sort_by_key(|e| e.id);
+        let missed = view.counts.events - self.events - i64::try_from(new.len()).unwrap_or(0);
+        if missed > 0 {
+            let _ = writeln!(
+                text,
+                "({missed} events in between not shown; `pgbus show {}` lists the latest)",
+                view.run.id
+            );
+        }
+        for event in new {
+            let _ = writeln!(text, "{}", event_line(event));
+        }
+        if let Some(event) = view.events.iter().map(|e| e.id).max() {
+            self.event = self.event.max(event);
+        }
+        self.events = view.counts.events;
+        let run = &view.run;
+        if run.status != self.status {
+            let _ = writeln!(
+                text,
+                "{}",
+                out.heading(&format!(
+                    "run {}: {} -> {} at {}",
+                    run.id,
+                    self.status,
+                    run.status,
+                    time(run.updated_at)
+                ))
+            );
+            if run.status == pgbus_runtime::RunStatus::Paused {
+                if let Some(class) = &view.error_class {
+                    let _ = writeln!(
+                        text,
+                        "error {class}: {}",
+                        view.error_message.as_deref().unwrap_or_default()
+                    );
+                }
+                let _ = writeln!(
+                    text,
+                    "paused: still following (`pgbus resume`, `skip` or `cancel` it to go on)"
+                );
+            }
+            self.status = run.status;
+        }
+        match (&view.unrunnable, self.unrunnable) {
+            (Some(unrunnable), false) => {
+                let line = format!("cannot run: {}", cannot_run(unrunnable, now));
+                let _ = writeln!(text, "{}", out.warning(&line));
+            }
+            (None, true) => {
+                let _ = writeln!(text, "a live worker can run it again");
+            }
+            _ => {}
+        }
+        self.unrunnable = view.unrunnable.is_some();
+    }
+}
+
+/// An event as one line: the columns of `show`'s events table.
+fn event_line(event: &pgbus_runtime::view::EventView) -> String {
+    let step = event.step_name.as_ref().map_or_else(
+        || "-".to_owned(),
+        |s| format!("{s}#{}", event.attempt.unwrap_or(0)),
+    );
+    let mut line = format!(
+        "{}  {}  {}  {step}  {}",
+        event.id,
+        time(event.created_at),
+        event.event,
+        event.actor
+    );
+    if let Some(reason) = event.reason.as_deref().filter(|r| !r.is_empty()) {
+        let _ = write!(line, "  {}", super::visible(reason));
+    }
+    line
 }
 
 /// The run's definition changes, one line each after the timeline (none:
@@ -169,27 +351,26 @@ pub(crate) fn short_digest(digest: &str) -> String {
 /// The text of `pgbus show`.
 fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -> String {
     let mut text = header(out, view, now);
+    let attempt = |id: i64| attempt_name(view, id);
     let _ = writeln!(text, "\n{}", out.heading("steps"));
     let _ = writeln!(text, "{}", render(&steps_table(out, view)));
     let _ = writeln!(text, "\n{} (as of {})", out.heading("timeline"), time(now));
     let _ = writeln!(text, "{}", render(&timeline_table(out, segments)));
     if !view.signals.is_empty() {
-        let mut signals = out.table(&["id", "name", "sent", "consumed by step", "payload"]);
+        let mut signals = out.table(&["id", "name", "sent", "consumed by", "payload"]);
         for signal in &view.signals {
             signals.add_row(vec![
                 signal.id.0.to_string(),
                 signal.name.clone(),
                 time(signal.created_at),
-                signal
-                    .consumed_by
-                    .map_or_else(|| "-".to_owned(), |id| id.to_string()),
+                signal.consumed_by.map_or_else(|| "-".to_owned(), attempt),
                 value_text(
                     view,
                     ValueOf::Payload {
                         signal_id: signal.id,
                     },
                     &signal.payload,
-                    60,
+                    out.width(60),
                 ),
             ]);
         }
@@ -197,8 +378,8 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
     }
     if !view.batches.is_empty() {
         let mut batches = out.table(&[
-            "id",
-            "step",
+            "batch",
+            "started by",
             "status",
             "finished",
             "cancelled",
@@ -208,7 +389,7 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
         for batch in &view.batches {
             batches.add_row(vec![
                 batch.id.to_string(),
-                batch.parent_step_id.to_string(),
+                attempt(batch.parent_step_id),
                 batch.status.as_str().to_owned(),
                 batch.finished.to_string(),
                 batch.cancelled.to_string(),
@@ -237,7 +418,7 @@ fn show(out: Output, view: &RunView, segments: &[Segment], now: DateTime<Utc>) -
                 |s| format!("{s}#{}", event.attempt.unwrap_or(0)),
             ),
             event.actor.clone(),
-            clip(event.reason.as_deref().unwrap_or_default(), 80),
+            out.clip(event.reason.as_deref().unwrap_or_default(), 80),
         ]);
     }
     let _ = writeln!(text, "\n{}\n{}", out.heading("events"), render(&events));
@@ -292,13 +473,30 @@ fn header(out: Output, view: &RunView, now: DateTime<Utc>) -> String {
     if let Some(deadline) = view.deadline_at {
         let _ = writeln!(text, "deadline {}", time(deadline));
     }
-    if let Some(batch) = view.parent_batch_id {
-        let _ = writeln!(text, "child of fan-out batch {batch}");
+    match (view.parent_run_id, view.parent_batch_id) {
+        (Some(parent), batch) => {
+            let batch = batch
+                .map(|b| format!(", fan-out batch {b}"))
+                .unwrap_or_default();
+            let _ = writeln!(text, "parent run {parent}{batch} (`pgbus show {parent}`)");
+        }
+        // The batch outlived its parent's row (a hand-made cleanup): say
+        // what is left.
+        (None, Some(batch)) => {
+            let _ = writeln!(
+                text,
+                "child of fan-out batch {batch}, whose parent run is gone"
+            );
+        }
+        (None, None) => {}
+    }
+    if let Some(children) = children_text(view) {
+        let _ = writeln!(text, "{children}");
     }
     let _ = writeln!(
         text,
         "input {}",
-        value_text(view, ValueOf::Input, &view.input, 200)
+        value_text(view, ValueOf::Input, &view.input, out.width(200))
     );
     text
 }
@@ -306,8 +504,7 @@ fn header(out: Output, view: &RunView, now: DateTime<Utc>) -> String {
 /// Every attempt of the run.
 fn steps_table(out: Output, view: &RunView) -> Table {
     let mut steps = out.table(&[
-        "id", "step", "attempt", "status", "outcome", "started", "finished", "worker", "error",
-        "output",
+        "step", "attempt", "status", "outcome", "started", "finished", "worker", "error", "output",
     ]);
     for step in &view.steps {
         let error = step.error_class.as_ref().map_or_else(String::new, |class| {
@@ -317,7 +514,6 @@ fn steps_table(out: Output, view: &RunView) -> Table {
             )
         });
         steps.add_row(vec![
-            step.id.to_string(),
             step.step_name.clone(),
             step.attempt.to_string(),
             step.status.as_str().to_owned(),
@@ -325,14 +521,54 @@ fn steps_table(out: Output, view: &RunView) -> Table {
             step.started_at.map_or_else(|| "-".to_owned(), time),
             step.finished_at.map_or_else(|| "-".to_owned(), time),
             step.worker_id.clone().unwrap_or_else(|| "-".to_owned()),
-            clip(&error, 60),
+            out.clip(&error, 60),
             step.output.as_ref().map_or_else(
                 || "-".to_owned(),
-                |o| value_text(view, ValueOf::Output { step_id: step.id }, o, 60),
+                |o| value_text(view, ValueOf::Output { step_id: step.id }, o, out.width(60)),
             ),
         ]);
     }
     steps
+}
+
+/// The attempt (`steps.id`) `id` of `view` by name, as the timeline and
+/// events name it: `await_payment#1`; one older than the attempts read says
+/// so instead of showing a row id.
+pub(crate) fn attempt_name(view: &RunView, id: i64) -> String {
+    view.steps.iter().find(|step| step.id == id).map_or_else(
+        || "an older attempt".to_owned(),
+        |step| format!("{}#{}", step.step_name, step.attempt),
+    )
+}
+
+/// The run's fan-out children in one line: how many, in how many batches,
+/// how they ended, and the command that lists them; `None` for a run that
+/// never fanned out.
+pub(crate) fn children_text(view: &RunView) -> Option<String> {
+    if view.batches.is_empty() {
+        return None;
+    }
+    let sum = |f: fn(&pgbus_runtime::view::BatchView) -> i32| -> i64 {
+        view.batches.iter().map(|b| i64::from(f(b))).sum()
+    };
+    let (total, finished, cancelled) =
+        (sum(|b| b.total), sum(|b| b.finished), sum(|b| b.cancelled));
+    let read = i64::try_from(view.batches.len()).unwrap_or(i64::MAX);
+    let batches = if view.counts.batches > read {
+        format!(
+            "the latest {read} of its {} fan-out batches",
+            view.counts.batches
+        )
+    } else if read == 1 {
+        "1 fan-out batch".to_owned()
+    } else {
+        format!("{read} fan-out batches")
+    };
+    Some(format!(
+        "children {total} in {batches}: {finished} finished, {cancelled} cancelled, {} not ended (`pgbus runs --parent {}` lists them)",
+        total - finished - cancelled,
+        view.run.id
+    ))
 }
 
 /// The timeline's pieces, one a line.

@@ -83,3 +83,45 @@ fn a_held_back_step_says_which_key_and_how_long_a_rate_window_has_left() {
     };
     assert!(super::held_text(&slot, now).contains("concurrency slot of `key:Pay:customer-7`"));
 }
+
+/// The sessions a command opens, read back from the server: the primary's
+/// carry the statement and lock timeouts and may write; a replica's carry
+/// the same timeouts and are read-only, even when the URL asks otherwise.
+#[tokio::test]
+async fn a_replica_session_is_read_only_with_the_primarys_timeouts() {
+    use clap::Parser as _;
+    let url = pgbus_testkit::test_database_url();
+    let cli = crate::Cli::try_parse_from([
+        "pgbus",
+        "--database-url",
+        &url,
+        "--statement-timeout",
+        "7s",
+        "runs",
+    ])
+    .unwrap();
+    let settings = |db: pgbus_runtime::Database| async move {
+        let client = db.pool().get().await.unwrap();
+        let mut read = Vec::new();
+        for setting in [
+            "statement_timeout",
+            "lock_timeout",
+            "default_transaction_read_only",
+        ] {
+            let row = client
+                .query_one(&format!("SHOW {setting}"), &[])
+                .await
+                .unwrap();
+            read.push(row.get::<_, String>(0));
+        }
+        read
+    };
+    let primary = super::connect(&cli).await.unwrap();
+    assert_eq!(settings(primary).await, ["7s", "5s", "off"]);
+    let replica = super::connect_replica(&cli, &url).await.unwrap();
+    assert_eq!(settings(replica).await, ["7s", "5s", "on"]);
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let asks_to_write = format!("{url}{separator}options=-c%20default_transaction_read_only%3Doff");
+    let replica = super::connect_replica(&cli, &asks_to_write).await.unwrap();
+    assert_eq!(settings(replica).await, ["7s", "5s", "on"]);
+}

@@ -105,6 +105,8 @@ pub(crate) struct Settings {
     pub(crate) pool_wait_timeout: Option<Duration>,
     /// Behind a transaction-mode pooler: no startup `options` of pgbus's own.
     pub(crate) pooler: bool,
+    /// `default_transaction_read_only = on`, after the string's options.
+    pub(crate) read_only: bool,
 }
 
 /// The `host:port` of each server `url` names, after libpq's environment
@@ -257,5 +259,9 @@ fn session_options(
         ));
     }
     options.extend(given.map(str::to_owned));
+    // After the string's own: a session asked to be read-only stays so.
+    if settings.read_only {
+        options.push("-c default_transaction_read_only=on".to_owned());
+    }
     Some(options.join(" "))
 }

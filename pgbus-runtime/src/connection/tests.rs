@@ -481,6 +481,23 @@ fn the_connector_applies_defaults_the_string_and_the_builder_in_that_order() {
         )
     );
 
+    // Read-only comes after the string's own options, which cannot undo it.
+    let read_only = Settings {
+        read_only: true,
+        ..Settings::default()
+    };
+    let connector = super::connector(
+        "host=h user=u keepalives=0 options='-c default_transaction_read_only=off'",
+        &read_only,
+        &env,
+        &no_os_user,
+    )
+    .unwrap();
+    assert_eq!(
+        connector.config.get_options(),
+        Some("-c jit=off -c default_transaction_read_only=off -c default_transaction_read_only=on")
+    );
+
     // Behind a transaction pooler: no options of ours, the string's as given.
     let pooler = Settings {
         pooler: true,

@@ -144,6 +144,18 @@ impl DatabaseBuilder {
         self
     }
 
+    /// Read-only sessions: `default_transaction_read_only = on`, sent as a
+    /// startup option after the URL's own `options` (so they cannot turn it
+    /// off; default off). A statement that writes fails with SQLSTATE 25006
+    /// ("cannot execute ... in a read-only transaction"). For a reader of a
+    /// replica, such as the operators' command with `--replica-url`: what
+    /// it reads can never write, whichever server the URL reaches. Refused
+    /// behind a transaction-mode pooler (set it on the role there).
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.settings.read_only = read_only;
+        self
+    }
+
     /// `idle_in_transaction_session_timeout`, sent as a startup option
     /// (default: none): the server ends a session that sits in an open
     /// transaction longer than this, releasing its locks. Whole milliseconds;
@@ -405,23 +417,7 @@ impl DatabaseBuilder {
             }
         }
         if settings.pooler {
-            for (setting, value) in [
-                ("statement_timeout", settings.statement_timeout),
-                ("lock_timeout", settings.lock_timeout),
-                (
-                    "idle_in_transaction_session_timeout",
-                    settings.idle_in_transaction_session_timeout,
-                ),
-            ] {
-                if value.is_some() {
-                    return invalid(
-                        setting,
-                        &format!(
-                            "cannot be sent as a startup option through a transaction-mode pooler; set it on the role: `ALTER ROLE ... SET {setting} = '30s'`"
-                        ),
-                    );
-                }
-            }
+            refused_behind_a_pooler(settings)?;
         }
         let handed_in = matches!(self.source, Source::Pool(_)) || self.pool.is_some();
         if handed_in && self.pool_size.is_some() {
@@ -463,4 +459,43 @@ impl DatabaseBuilder {
         }
         Ok(())
     }
+}
+
+/// The first session setting given that a transaction-mode pooler cannot
+/// carry (it refuses startup options), as [`Error::InvalidSetting`] saying
+/// how to set it on the role instead.
+fn refused_behind_a_pooler(settings: &Settings) -> Result<(), Error> {
+    // Each setting, whether given, and how the role sets it.
+    for (setting, given, on_the_role) in [
+        (
+            "statement_timeout",
+            settings.statement_timeout.is_some(),
+            "statement_timeout = '30s'",
+        ),
+        (
+            "lock_timeout",
+            settings.lock_timeout.is_some(),
+            "lock_timeout = '30s'",
+        ),
+        (
+            "idle_in_transaction_session_timeout",
+            settings.idle_in_transaction_session_timeout.is_some(),
+            "idle_in_transaction_session_timeout = '30s'",
+        ),
+        (
+            "read_only",
+            settings.read_only,
+            "default_transaction_read_only = on",
+        ),
+    ] {
+        if given {
+            return Err(Error::InvalidSetting {
+                setting: setting.to_owned(),
+                problem: format!(
+                    "cannot be sent as a startup option through a transaction-mode pooler; set it on the role: `ALTER ROLE ... SET {on_the_role}`"
+                ),
+            });
+        }
+    }
+    Ok(())
 }

@@ -585,6 +585,12 @@ async fn settings_that_do_not_apply_are_refused_by_name() {
                 .statement_timeout(Duration::from_secs(1)),
             "statement_timeout",
         ),
+        (
+            Database::builder("postgres://127.0.0.1:1/db")
+                .transaction_pooler(true)
+                .read_only(true),
+            "read_only",
+        ),
     ];
     for (builder, expected) in cases {
         match builder.connect().await {

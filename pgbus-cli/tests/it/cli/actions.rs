@@ -301,6 +301,65 @@ async fn a_held_lock_ends_each_command_within_its_lock_timeout() {
     assert!(err.contains("at least 1ms"), "{err}");
 }
 
+/// Every command but `migrate` runs its statements under a statement
+/// timeout: with every table of the schema locked and a lock timeout longer
+/// than the test, each one ends after its `--statement-timeout` with one
+/// line naming the flag, exit 1. The statement timeout counts the wait for a
+/// lock too, so a lock is a statement that takes as long as the test says.
+#[tokio::test]
+async fn every_command_runs_under_its_statement_timeout() {
+    let t = TestSchema::new().await;
+    let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
+    let id = run.0.to_string();
+    let definitions = std::env::temp_dir().join(format!("{}-definitions.json", t.name));
+    std::fs::write(
+        &definitions,
+        pgbus_runtime::deploy::Definitions::of([<Ops as pgbus_runtime::Workflow>::DEFINITION])
+            .to_json(),
+    )
+    .expect("write");
+    let definitions = definitions.to_str().expect("a path").to_owned();
+
+    let locker = t.database.raw_client().await.expect("connect");
+    locker
+        .batch_execute(&format!(
+            "BEGIN;
+             DO $$ DECLARE t text; BEGIN
+               FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = '{0}' LOOP
+                 EXECUTE format('LOCK TABLE %I.%I IN ACCESS EXCLUSIVE MODE', '{0}', t);
+               END LOOP;
+             END $$",
+            t.name
+        ))
+        .await
+        .expect("lock every table");
+
+    let commands: [&[&str]; 10] = [
+        &["runs"],
+        &["show", &id],
+        &["show", &id, "--follow"],
+        &["stats"],
+        &["workers"],
+        &["schedules", "list"],
+        &["pause", &id, "--reason", "timeout"],
+        &["signal", &id, "go"],
+        &["sweep"],
+        &["deploy-check", &definitions],
+    ];
+    for command in commands {
+        let mut args = vec!["--statement-timeout", "300ms", "--lock-timeout", "10m"];
+        args.extend_from_slice(command);
+        let err = t.fails(&args, 1);
+        assert!(
+            err.contains("statement timeout")
+                && err.contains("`--statement-timeout` allows longer"),
+            "{command:?}: {err}"
+        );
+    }
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    assert_eq!(t.status(run).await, RunStatus::Ready, "nothing landed");
+}
+
 #[tokio::test]
 async fn migrate_makes_a_schema_nobody_migrated_and_then_has_nothing_to_do() {
     let t = TestSchema::unmigrated().await;

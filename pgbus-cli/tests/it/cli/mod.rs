@@ -5,7 +5,10 @@
 
 mod actions;
 mod deploy;
+mod family;
+mod follow;
 mod reads;
+mod replica;
 mod schedules;
 mod unrunnable;
 

@@ -377,3 +377,45 @@ async fn workers_lists_the_live_workers_with_what_they_run() {
             .contains("cli-worker-1")
     );
 }
+
+/// Piped (a log, `grep`, a bug report), `show` prints an error, a reason
+/// and an output whole; only a terminal gets them cut to fit a table.
+#[tokio::test]
+async fn piped_show_prints_long_errors_reasons_and_outputs_whole() {
+    let t = TestSchema::new().await;
+    let run = t.db.client().start::<Ops>(&()).await.expect("start").run_id;
+    let error = format!(
+        "card declined: {} end-of-error",
+        "issuer said no; ".repeat(30)
+    );
+    let reason = format!("{} end-of-reason", "checking with the bank ".repeat(10));
+    let output = format!("{} end-of-output", "o".repeat(300));
+    let client = t.db.pool().get().await.expect("connection");
+    let sql = |s: &str| s.replace("{schema}", &format!("\"{}\"", t.name));
+    client
+        .execute(
+            &sql(
+                "UPDATE {schema}.steps SET status = 'failed', outcome = 'paused',
+                      error_class = 'Declined', error_message = $2, output = to_jsonb($3::text)
+                  WHERE run_id = $1",
+            ),
+            &[&run.0, &error, &output],
+        )
+        .await
+        .expect("fail the step");
+    client
+        .execute(
+            &sql(
+                "INSERT INTO {schema}.events (run_id, event, actor, reason, created_at)
+                  VALUES ($1, 'paused', 'ops', $2, now())",
+            ),
+            &[&run.0, &reason],
+        )
+        .await
+        .expect("an event");
+    let text = t.ok(&["show", &run.0.to_string()]);
+    assert!(text.contains(&format!("Declined: {error}")), "{text}");
+    assert!(text.contains(&reason), "{text}");
+    assert!(text.contains(&format!("\"{output}\"")), "{text}");
+    assert!(!text.contains('…'), "nothing cut: {text}");
+}

@@ -261,7 +261,13 @@ async fn a_bulk_action_keeps_the_prefix_and_the_top_level_filter() {
     let dashboard = Dashboard::start(&t.name, &[]);
     let base = dashboard.url.as_str();
 
-    let (_, _, list) = http(base, "GET", "/runs?workflow=onboarding&status=ready", &[], "");
+    let (_, _, list) = http(
+        base,
+        "GET",
+        "/runs?workflow=onboarding&status=ready",
+        &[],
+        "",
+    );
     assert!(
         list.contains(r#"href="/bulk?action=cancel&amp;workflow=onboarding&amp;status=ready""#),
         "{list}"

@@ -117,7 +117,9 @@ fn the_pager_links_newer_and_older_with_every_filter() {
     let html = pager(&filter, Some("1d"), Cursor::Newest, &full).into_string();
     assert!(!html.contains("Newer"), "the newest page: {html}");
     assert!(
-        html.contains(r#"href="/runs?workflow=onboarding&amp;within=1d&amp;before=100">Older runs"#),
+        html.contains(
+            r#"href="/runs?workflow=onboarding&amp;within=1d&amp;before=100">Older runs"#
+        ),
         "{html}"
     );
     let html = pager(&filter, None, Cursor::Before(100), &full).into_string();
