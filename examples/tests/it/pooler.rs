@@ -164,10 +164,14 @@ async fn the_readme_workflow_runs_to_the_end_through_pgbouncer() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
-    tokio::time::timeout(Duration::from_mins(1), worker.run_until(all_ended))
-        .await
-        .expect("every run ends within a minute")
-        .expect("the worker ran");
+    // Boxed: the worker's loop and the wait together are a large future.
+    tokio::time::timeout(
+        Duration::from_mins(1),
+        Box::pin(worker.run_until(all_ended)),
+    )
+    .await
+    .expect("every run ends within a minute")
+    .expect("the worker ran");
 
     for run in &runs {
         let view = client.run(*run).await.expect("read the run");

@@ -15,7 +15,7 @@ use super::when::ago;
 /// Width of the bar area, in SVG units.
 const WIDTH: f64 = 900.0;
 /// Width of the row labels on the left, at least: wider for longer labels,
-/// up to [`LABEL_AT_MOST`].
+/// up to [`LABEL_CHARS_AT_MOST`] characters.
 const LABEL: f64 = 170.0;
 /// About how wide one character of a label is (12px system-ui), in SVG
 /// units, with the column's margin.

@@ -384,6 +384,26 @@ fn tcp_user_timeout_is_in_milliseconds_and_keepalives_off_turns_off_both_sides()
 }
 
 #[test]
+fn read_only_comes_after_the_string_s_options_which_cannot_undo_it() {
+    let env = env_of(&[]);
+    let read_only = Settings {
+        read_only: true,
+        ..Settings::default()
+    };
+    let connector = super::connector(
+        "host=h user=u keepalives=0 options='-c default_transaction_read_only=off'",
+        &read_only,
+        &env,
+        &no_os_user,
+    )
+    .unwrap();
+    assert_eq!(
+        connector.config.get_options(),
+        Some("-c jit=off -c default_transaction_read_only=off -c default_transaction_read_only=on")
+    );
+}
+
+#[test]
 fn the_connector_applies_defaults_the_string_and_the_builder_in_that_order() {
     let env = env_of(&[]);
     let connector = super::connector(
@@ -479,23 +499,6 @@ fn the_connector_applies_defaults_the_string_and_the_builder_in_that_order() {
              -c tcp_keepalives_count=3 -c tcp_user_timeout=10000 -c statement_timeout=1500 \
              -c lock_timeout=700 -c idle_in_transaction_session_timeout=60000"
         )
-    );
-
-    // Read-only comes after the string's own options, which cannot undo it.
-    let read_only = Settings {
-        read_only: true,
-        ..Settings::default()
-    };
-    let connector = super::connector(
-        "host=h user=u keepalives=0 options='-c default_transaction_read_only=off'",
-        &read_only,
-        &env,
-        &no_os_user,
-    )
-    .unwrap();
-    assert_eq!(
-        connector.config.get_options(),
-        Some("-c jit=off -c default_transaction_read_only=off -c default_transaction_read_only=on")
     );
 
     // Behind a transaction pooler: no options of ours, the string's as given.
