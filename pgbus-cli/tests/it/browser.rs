@@ -7,9 +7,11 @@
 //! it, and the insights page renders for a window and shows an error page
 //! for an unknown one. A screenshot is written and checked as a PNG: what the
 //! 1280 by 900 window shows, since WebDriver takes the viewport, not the
-//! full page.
+//! full page. A fleet of workflows is driven through the overview, search,
+//! bulk actions, a fan-out family and the pages' reloads in `fleet`.
 
 mod chromedriver;
+mod fleet;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -111,6 +113,52 @@ async fn answer(browser: &Client) -> String {
     }
     let html = browser.source().await.unwrap_or_default();
     panic!("no notice after the form: {html}");
+}
+
+/// Asks `check` every 100 ms until it gives a value, for at most `within`
+/// (a bound, never an expected time: a page loads or reloads in its own
+/// time in the browser); past it, fails saying `what` was awaited, with the
+/// page's address and source.
+async fn until<T>(
+    browser: &Client,
+    what: &str,
+    within: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let url = browser.current_url().await.map(String::from);
+            let html = browser.source().await.unwrap_or_default();
+            panic!("{what}: not within {within:?}; at {url:?}: {html}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Saves what the window shows as `name`.png: into `docs/` when
+/// `PGBUS_SCREENSHOTS=docs` (the README's screenshots, made again on
+/// purpose), else under the test target directory, so a plain test run
+/// changes no tracked file. Checks it is a PNG of some substance.
+async fn screenshot(browser: &Client, name: &str) {
+    let dir = match std::env::var("PGBUS_SCREENSHOTS").as_deref() {
+        Ok("docs") => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs")),
+        Ok(other) if !other.is_empty() => {
+            panic!("PGBUS_SCREENSHOTS is `docs` or unset, not `{other}`")
+        }
+        _ => PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard"),
+    };
+    std::fs::create_dir_all(&dir).expect("a screenshot directory");
+    let png = browser.screenshot().await.expect("a screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "{name}: {} bytes",
+        png.len()
+    );
+    std::fs::write(dir.join(format!("{name}.png")), png).expect("write the screenshot");
 }
 
 /// The page of `idle`, a run no live worker can run, has a banner saying

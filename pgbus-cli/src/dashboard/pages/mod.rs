@@ -159,7 +159,10 @@ fn parse_status(text: Option<&str>) -> Result<Option<RunStatus>, String> {
 }
 
 /// The runs list (`runs::LIST`) filtered by workflow and status, from
-/// `before` on if given: the overview's links into it.
+/// `before` on if given, child runs included: the overview's links into it.
+/// The overview counts every run, a fan-out's children too, so its links
+/// list them too (the list alone shows top-level runs), or a count of ready
+/// children would open an empty list.
 fn list_link(workflow: Option<&str>, status: Option<RunStatus>, before: Option<i64>) -> String {
     let mut params = Vec::new();
     if let Some(before) = before {
@@ -171,6 +174,7 @@ fn list_link(workflow: Option<&str>, status: Option<RunStatus>, before: Option<i
     if let Some(status) = status {
         params.push(format!("status={}", status.as_str()));
     }
+    params.push("children=1".to_owned());
     format!("{}?{}", runs::LIST, params.join("&"))
 }
 

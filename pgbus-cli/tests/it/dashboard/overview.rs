@@ -1,7 +1,9 @@
 //! The overview is the landing page (issue 23): runs now per workflow and
-//! status, each count a link into the filtered list, which moved to `/runs`;
-//! links to the list from before the move still reach it.
+//! status, each count a link into the filtered list (child runs included, as
+//! in the count), which moved to `/runs`; links to the list from before the
+//! move still reach it.
 
+use super::runs_list::fanned;
 use super::{http, plain_run};
 use crate::common::{Dashboard, TestSchema};
 
@@ -14,6 +16,7 @@ async fn the_overview_lands_and_old_list_links_reach_the_list() {
         .pause(paused, "test", "held for the test")
         .await
         .expect("paused");
+    let parent = fanned(&t, &["ann"]).await;
     let dashboard = Dashboard::start(&t.name, &[]);
     let base = dashboard.url.as_str();
 
@@ -22,15 +25,34 @@ async fn the_overview_lands_and_old_list_links_reach_the_list() {
     assert!(body.contains("<h1>Overview</h1>"), "{body}");
     assert!(body.contains("<body data-refresh=\"5\">"), "{body}");
     for link in [
-        r#"<a href="/runs?workflow=dashboard.plain&amp;status=ready">1</a>"#,
-        r#"<a href="/runs?workflow=dashboard.plain&amp;status=paused">1</a>"#,
+        r#"<a href="/runs?workflow=dashboard.plain&amp;status=ready&amp;children=1">1</a>"#,
+        r#"<a href="/runs?workflow=dashboard.plain&amp;status=paused&amp;children=1">1</a>"#,
         r#"<a href="/">Overview</a><a href="/runs">Runs</a>"#,
     ] {
         assert!(body.contains(link), "{link}: {body}");
     }
-    // The ready run's step is due now on the default queue.
+    // A fan-out's ready child is counted, and its count's link lists it.
+    let link =
+        r#"<a href="/runs?workflow=onboarding.welcome&amp;status=ready&amp;children=1">1</a>"#;
+    assert!(body.contains(link), "{body}");
+    let (_, _, list) = http(
+        base,
+        "GET",
+        "/runs?workflow=onboarding.welcome&status=ready&children=1",
+        &[],
+        "",
+    );
     assert!(
-        body.contains(r#"<td>default</td><td class="num">1</td>"#),
+        list.contains(&format!(
+            r#"<td class="parent"><a href="/runs/{0}">{0}</a>"#,
+            parent.0
+        )),
+        "{list}"
+    );
+
+    // The ready run's step and the child's are due now on the default queue.
+    assert!(
+        body.contains(r#"<td>default</td><td class="num">2</td>"#),
         "{body}"
     );
 

@@ -35,21 +35,28 @@ fn sample() -> Overview {
     )
 }
 
-/// Each count of runs now links to the list of that workflow and status;
-/// none for zero; a count at the cap is a floor.
+/// Each count of runs now links to the list of that workflow and status,
+/// child runs included as they are in the count; none for zero; a count at
+/// the cap is a floor.
 #[test]
 fn runs_now_link_into_the_filtered_list() {
     let html = render(&sample()).into_string();
     assert!(
-        html.contains(r#"<a href="/runs?workflow=orders.fulfil&amp;status=ready">3</a>"#),
+        html.contains(
+            r#"<a href="/runs?workflow=orders.fulfil&amp;status=ready&amp;children=1">3</a>"#
+        ),
         "{html}"
     );
     assert!(
-        html.contains(r#"<a href="/runs?workflow=orders.fulfil&amp;status=paused">2</a>"#),
+        html.contains(
+            r#"<a href="/runs?workflow=orders.fulfil&amp;status=paused&amp;children=1">2</a>"#
+        ),
         "{html}"
     );
     assert!(
-        html.contains(r#"<a href="/runs?workflow=mail%20%3Cb%3E&amp;status=performing">1</a>"#),
+        html.contains(
+            r#"<a href="/runs?workflow=mail%20%3Cb%3E&amp;status=performing&amp;children=1">1</a>"#
+        ),
         "names are encoded in links: {html}"
     );
     assert!(
@@ -57,7 +64,7 @@ fn runs_now_link_into_the_filtered_list() {
         "and escaped in text: {html}"
     );
     assert!(
-        html.contains(r#"status=ready"><span title="at least: the read stops at 10000 rows">10000+</span></a>"#),
+        html.contains(r#"status=ready&amp;children=1"><span title="at least: the read stops at 10000 rows">10000+</span></a>"#),
         "{html}"
     );
     assert!(!html.contains("<b>"), "{html}");
@@ -87,11 +94,11 @@ fn the_last_hour_counts_failures_apart_from_pauses() {
     let html = render(&sample()).into_string();
     assert!(html.contains("<strong>3</strong>failures: "), "{html}");
     assert!(
-        html.contains(r#"<a href="/runs?status=cancelled">1 cancelled</a>"#),
+        html.contains(r#"<a href="/runs?status=cancelled&amp;children=1">1 cancelled</a>"#),
         "{html}"
     );
     assert!(
-        html.contains(r#"<a href="/runs?status=paused">2 paused on an error</a>"#),
+        html.contains(r#"<a href="/runs?status=paused&amp;children=1">2 paused on an error</a>"#),
         "{html}"
     );
     assert!(html.contains("<strong>4</strong>pauses"), "{html}");
