@@ -169,7 +169,7 @@ fn list_link(workflow: Option<&str>, status: Option<RunStatus>, before: Option<i
         params.push(format!("before={before}"));
     }
     if let Some(workflow) = workflow {
-        params.push(format!("workflow={}", encode(workflow)));
+        params.push(format!("workflow={}&exact=1", encode(workflow)));
     }
     if let Some(status) = status {
         params.push(format!("status={}", status.as_str()));

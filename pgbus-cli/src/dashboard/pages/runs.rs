@@ -62,6 +62,9 @@ impl Params {
 pub(crate) struct ListFilter {
     /// Runs of workflows whose name starts with this.
     pub(crate) prefix: Option<String>,
+    /// The workflow's name is `prefix` exactly (the overview's links: a
+    /// count of `orders` is not a list of `orders_v2` too).
+    pub(crate) exact: bool,
     pub(crate) status: Option<RunStatus>,
     /// Child runs too (the list is of top-level runs without it).
     pub(crate) children: bool,
@@ -86,6 +89,7 @@ impl ListFilter {
         };
         Ok(Self {
             prefix: text("workflow")?,
+            exact: params.get("exact").is_some_and(|v| v != "0"),
             status: super::parse_status(params.get("status"))?,
             children: params.get("children").is_some_and(|v| v != "0"),
             parent: params.number("parent")?.map(RunId),
@@ -107,6 +111,10 @@ impl ListFilter {
             }
         };
         push("workflow", self.prefix.clone());
+        push(
+            "exact",
+            (self.exact && self.prefix.is_some()).then(|| "1".to_owned()),
+        );
         push("status", self.status.map(|s| s.as_str().to_owned()));
         push("children", self.children.then(|| "1".to_owned()));
         push("parent", self.parent.map(|p| p.0.to_string()));
@@ -126,7 +134,11 @@ impl ListFilter {
     /// The runtime's filter, every page of it.
     pub(crate) fn run_filter(&self, threshold: std::time::Duration) -> RunFilter {
         let mut filter = RunFilter::new().lost_worker_threshold(threshold);
-        filter.workflow_prefix.clone_from(&self.prefix);
+        if self.exact {
+            filter.workflow.clone_from(&self.prefix);
+        } else {
+            filter.workflow_prefix.clone_from(&self.prefix);
+        }
         filter.status = self.status;
         filter.top_level = self.top_level();
         filter.parent = self.parent;
@@ -148,8 +160,14 @@ impl ListFilter {
         if let Some(parent) = self.parent {
             parts.push(html! { "children of run " (parent.0) });
         }
-        if let Some(prefix) = &self.prefix {
-            parts.push(html! { "of workflows starting with " code { (visible(prefix)) } });
+        match &self.prefix {
+            Some(name) if self.exact => {
+                parts.push(html! { "of workflow " code { (visible(name)) } });
+            }
+            Some(prefix) => {
+                parts.push(html! { "of workflows starting with " code { (visible(prefix)) } });
+            }
+            None => {}
         }
         if let Some(key) = &self.key {
             parts.push(html! { "with idempotency key " code { (visible(key)) } });

@@ -25,20 +25,19 @@ async fn the_overview_lands_and_old_list_links_reach_the_list() {
     assert!(body.contains("<h1>Overview</h1>"), "{body}");
     assert!(body.contains("<body data-refresh=\"5\">"), "{body}");
     for link in [
-        r#"<a href="/runs?workflow=dashboard.plain&amp;status=ready&amp;children=1">1</a>"#,
-        r#"<a href="/runs?workflow=dashboard.plain&amp;status=paused&amp;children=1">1</a>"#,
+        r#"<a href="/runs?workflow=dashboard.plain&amp;exact=1&amp;status=ready&amp;children=1">1</a>"#,
+        r#"<a href="/runs?workflow=dashboard.plain&amp;exact=1&amp;status=paused&amp;children=1">1</a>"#,
         r#"<a href="/">Overview</a><a href="/runs">Runs</a>"#,
     ] {
         assert!(body.contains(link), "{link}: {body}");
     }
     // A fan-out's ready child is counted, and its count's link lists it.
-    let link =
-        r#"<a href="/runs?workflow=onboarding.welcome&amp;status=ready&amp;children=1">1</a>"#;
+    let link = r#"<a href="/runs?workflow=onboarding.welcome&amp;exact=1&amp;status=ready&amp;children=1">1</a>"#;
     assert!(body.contains(link), "{body}");
     let (_, _, list) = http(
         base,
         "GET",
-        "/runs?workflow=onboarding.welcome&status=ready&children=1",
+        "/runs?workflow=onboarding.welcome&exact=1&status=ready&children=1",
         &[],
         "",
     );

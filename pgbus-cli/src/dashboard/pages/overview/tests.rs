@@ -43,19 +43,19 @@ fn runs_now_link_into_the_filtered_list() {
     let html = render(&sample()).into_string();
     assert!(
         html.contains(
-            r#"<a href="/runs?workflow=orders.fulfil&amp;status=ready&amp;children=1">3</a>"#
+            r#"<a href="/runs?workflow=orders.fulfil&amp;exact=1&amp;status=ready&amp;children=1">3</a>"#
         ),
         "{html}"
     );
     assert!(
         html.contains(
-            r#"<a href="/runs?workflow=orders.fulfil&amp;status=paused&amp;children=1">2</a>"#
+            r#"<a href="/runs?workflow=orders.fulfil&amp;exact=1&amp;status=paused&amp;children=1">2</a>"#
         ),
         "{html}"
     );
     assert!(
         html.contains(
-            r#"<a href="/runs?workflow=mail%20%3Cb%3E&amp;status=performing&amp;children=1">1</a>"#
+            r#"<a href="/runs?workflow=mail%20%3Cb%3E&amp;exact=1&amp;status=performing&amp;children=1">1</a>"#
         ),
         "names are encoded in links: {html}"
     );

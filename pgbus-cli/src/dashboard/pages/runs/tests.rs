@@ -22,6 +22,7 @@ fn summary(id: i64) -> RunSummary {
 fn a_filter_goes_through_its_links_and_forms_unchanged() {
     let filter = ListFilter {
         prefix: Some("onboarding & co".to_owned()),
+        exact: false,
         status: Some(RunStatus::Paused),
         children: true,
         parent: Some(RunId(7)),
@@ -37,6 +38,27 @@ fn a_filter_goes_through_its_links_and_forms_unchanged() {
     assert!(!every.top_level, "children are shown");
     assert_eq!(every.workflow_prefix.as_deref(), Some("onboarding & co"));
     assert_eq!(every.workflow, None, "a prefix, never an exact name");
+
+    // The overview's links name a workflow exactly: `onboarding` is not
+    // `onboarding_v2` too.
+    let exact = ListFilter {
+        prefix: Some("onboarding".to_owned()),
+        exact: true,
+        ..ListFilter::default()
+    };
+    let query = serde_urlencoded::to_string(exact.params()).unwrap();
+    assert_eq!(query, "workflow=onboarding&exact=1");
+    let back = ListFilter::parse(&Params(serde_urlencoded::from_str(&query).unwrap())).unwrap();
+    assert_eq!(back, exact);
+    let every = back.run_filter(std::time::Duration::from_secs(30));
+    assert_eq!(
+        (every.workflow.as_deref(), every.workflow_prefix.as_deref()),
+        (Some("onboarding"), None)
+    );
+    assert_eq!(
+        back.describe().into_string(),
+        "top-level, of workflow <code>onboarding</code>"
+    );
 
     // The default: top-level runs, nothing in the query.
     let none = ListFilter::default();
