@@ -29,9 +29,19 @@
         return true;
       }
     }
-    var options = document.querySelectorAll("option");
-    for (var j = 0; j < options.length; j++) {
-      if (options[j].selected !== options[j].defaultSelected) {
+    // A select shows its first option when none is marked selected in the
+    // page, and that option is then selected without being "default
+    // selected": compare indexes, not each option's flags.
+    var selects = document.querySelectorAll("select");
+    for (var j = 0; j < selects.length; j++) {
+      var shown = 0;
+      for (var k = 0; k < selects[j].options.length; k++) {
+        if (selects[j].options[k].defaultSelected) {
+          shown = k;
+          break;
+        }
+      }
+      if (selects[j].selectedIndex !== shown) {
         return true;
       }
     }

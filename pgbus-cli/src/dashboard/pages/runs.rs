@@ -595,11 +595,11 @@ fn pager(filter: &ListFilter, within: Option<&str>, cursor: Cursor, runs: &[RunS
     // Newer: from the newest run shown, or, on an empty page, from its start.
     let newer = match cursor {
         Cursor::Newest => None,
-        Cursor::Before(before) => Some(first.unwrap_or(before - 1)),
+        Cursor::Before(before) => Some(first.unwrap_or(before.saturating_sub(1))),
         Cursor::After(after) => full.then(|| first.unwrap_or(after)),
     };
     let older = match cursor {
-        Cursor::After(after) => Some(last.unwrap_or(after + 1)),
+        Cursor::After(after) => Some(last.unwrap_or(after.saturating_add(1))),
         _ => last.filter(|_| full),
     };
     html! {

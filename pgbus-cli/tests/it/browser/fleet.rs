@@ -862,6 +862,23 @@ async fn the_overview_reloads_itself_while_shown_and_never_while_hidden() {
     })
     .await;
 
+    // The runs list reloads too, its filters' selects left as the page drew
+    // them (a select showing its first option is not a field being changed).
+    browser.goto(&format!("{base}/runs")).await.expect("runs");
+    let period = browser.execute(mark, Vec::new()).await.expect("mark");
+    assert!(
+        period.as_f64().is_some_and(|p| p > 0.0),
+        "the list reloads: {period}"
+    );
+    until(&browser, "the runs list reloaded", patience, async || {
+        let marked = browser
+            .execute("return window.__pgbusMark === 1;", Vec::new())
+            .await
+            .ok()?;
+        (marked == serde_json::json!(false)).then_some(())
+    })
+    .await;
+
     browser.close().await.expect("end the session");
     drop(driver);
 }

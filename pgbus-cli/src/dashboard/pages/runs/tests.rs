@@ -162,6 +162,11 @@ fn the_pager_links_newer_and_older_with_every_filter() {
     let html = pager(&filter, None, Cursor::Before(10), &[]).into_string();
     assert!(html.contains("after=9"), "{html}");
     assert!(!html.contains("Older"), "{html}");
+    // Cursors at the ends of the id range: links, not an overflow.
+    let html = pager(&filter, None, Cursor::Before(i64::MIN), &[]).into_string();
+    assert!(html.contains(&format!("after={}", i64::MIN)), "{html}");
+    let html = pager(&filter, None, Cursor::After(i64::MAX), &[]).into_string();
+    assert!(html.contains(&format!("before={}", i64::MAX)), "{html}");
 }
 
 #[test]
