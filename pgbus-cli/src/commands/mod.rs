@@ -138,7 +138,11 @@ async fn connect(cli: &Cli) -> Result<Database, BoxError> {
 /// transaction-mode pooler, where no session setting is sent, set
 /// `default_transaction_read_only` on the role).
 pub(crate) async fn connect_replica(cli: &Cli, url: &str) -> Result<Database, BoxError> {
-    session(cli, url, true).await
+    // Said as the replica's: the same words for the primary would send an
+    // operator to the wrong server.
+    session(cli, url, true)
+        .await
+        .map_err(|error| format!("the replica (--replica-url): {}", chain(error.as_ref())).into())
 }
 
 /// The replica URL `cli` gives, if any (an empty `PGBUS_REPLICA_URL` is none).

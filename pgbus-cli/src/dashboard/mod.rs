@@ -573,15 +573,23 @@ async fn guard(
     }
     let (jar, id) = browser_id(&app, jar);
     request.extensions_mut().insert(Csrf(app.csrf_for(&id)));
+    // Only a form acts; a page that timed out changed nothing.
+    let acts = request.method() == axum::http::Method::POST;
     let response = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
         Ok(response) => response,
         Err(_) => (
             StatusCode::GATEWAY_TIMEOUT,
             pages::plain_page(
                 "The page took too long",
-                "No page within 15 seconds (a database that does not answer, or a page \
-                 too large to draw); it gave up. An action may or may not have been \
-                 applied: look at the run before trying it again.",
+                if acts {
+                    "No answer within 15 seconds (a database that does not answer); it \
+                     gave up. The action may or may not have been applied: look at the \
+                     run before trying it again."
+                } else {
+                    "No page within 15 seconds (a database that does not answer, or a \
+                     page too large to draw); it gave up. Nothing was changed: reading a \
+                     page never acts."
+                },
             ),
         )
             .into_response(),

@@ -84,7 +84,10 @@ async fn reads_go_to_the_replica_and_say_its_lag_while_actions_go_to_the_primary
         let out = with_replica(&t, gone, args);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("127.0.0.1:1"), "{args:?}: {err}");
+        assert!(
+            err.contains("the replica (--replica-url): ") && err.contains("127.0.0.1:1"),
+            "{args:?}: {err}"
+        );
     }
     for args in [
         ["resume", &id, "--reason", "back"].as_slice(),
