@@ -327,6 +327,11 @@ async fn search(
         Search::Key(key) => ("key", key),
     };
     params.0.retain(|(n, _)| n != "key" && n != "path");
+    // A key names one run, wherever it sits in a family: a child's key
+    // finds the child, not an empty top-level list.
+    if name == "key" && params.get("children").is_none() {
+        params.0.push(("children".to_owned(), "1".to_owned()));
+    }
     params.0.push((name.to_owned(), value));
     Ok(Ok(no_run))
 }
