@@ -54,7 +54,7 @@ fn sample(route: &str) -> (Vec<String>, &'static str) {
         "/bulk" => (
             vec!["/bulk".to_owned()],
             "action=cancel&workflow=none.such&status=ready&from=1&upto=1&expected=0\
-             &actor=ops&reason=walking+the+routes",
+             &digest=00&actor=ops&reason=walking+the+routes",
         ),
         other => panic!("no sample form for the POST route {other}: add one"),
     }

@@ -5,13 +5,17 @@
 //!
 //! The confirmed set is the filter's runs between the lowest and the highest
 //! id seen at confirmation: a run started later has a higher id and is never
-//! touched. The form carries the count seen; if the same read now finds
-//! another count, nothing is done and the confirmation is shown again. The
-//! filter is the runs list's [`ListFilter`], carried whole by the link and
-//! the form's hidden fields, so the list, the count and the re-read keep the
-//! same runs.
+//! touched. The form carries the [`digest`] of the exact ids confirmed; if
+//! the same read now finds other runs (even as many), nothing is done and
+//! the confirmation is shown again. A form whose action, filter and digest
+//! are those of a job running or ended in the last [`RESUBMIT_WITHIN`] is
+//! answered with that job's page, so a double submission starts one job.
+//! The filter is the runs list's [`ListFilter`], carried whole by the link
+//! and the form's hidden fields, so the list, the count and the re-read keep
+//! the same runs.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +27,7 @@ use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use pgbus_runtime::view::RunFilter;
 use pgbus_runtime::{Client, Error, RunCount, RunId, RunStatus};
+use sha2::{Digest as _, Sha256};
 
 use super::run::{REFUSALS, code_of};
 use super::runs::{ListFilter, Params, bulk_link};
@@ -42,6 +47,12 @@ const BULK_FOR: Duration = Duration::from_mins(10);
 const JOBS_KEPT: usize = 32;
 /// How many bulk actions may run at once.
 const JOBS_RUNNING_AT_MOST: usize = 2;
+/// How long after its job ended a form confirming the same runs is still
+/// read as a second submission of it, and answered with its page: long
+/// enough for a double click, a reload or the back button, short enough
+/// that the same action on the same runs later (they were paused again, say)
+/// is a new job.
+const RESUBMIT_WITHIN: Duration = Duration::from_mins(5);
 /// How often a bulk action's page reloads while its job runs.
 const PROGRESS_SECS: u32 = 2;
 /// How many run links each list of a job's page shows.
@@ -61,6 +72,55 @@ pub(crate) fn bulk_actions(status: RunStatus) -> &'static [(&'static str, &'stat
     }
 }
 
+/// The words of a bulk action: its name, the imperative that opens a
+/// sentence, and what its runs are once it is done.
+const VERBS: [(&str, &str, &str); 3] = [
+    ("cancel", "Cancel", "cancelled"),
+    ("resume", "Resume", "resumed"),
+    ("skip", "Skip the steps of", "skipped"),
+];
+
+/// The imperative and the past of `action` (its own name for both if it is
+/// not a bulk action).
+fn verb(action: &str) -> (&str, &str) {
+    VERBS
+        .iter()
+        .find(|(name, _, _)| *name == action)
+        .map_or((action, action), |(_, imperative, past)| {
+            (*imperative, *past)
+        })
+}
+
+/// "1 run", "4 runs".
+fn runs_counted(n: impl std::fmt::Display) -> String {
+    let n = n.to_string();
+    if n == "1" {
+        "1 run".to_owned()
+    } else {
+        format!("{n} runs")
+    }
+}
+
+/// The digest of a set of runs, what the confirming form carries: SHA-256
+/// over the ids in ascending order, each in decimal followed by a newline,
+/// in lowercase hex. Not a secret (the form's CSRF token guards it); it
+/// only tells two sets apart, whatever their order.
+pub(crate) fn digest(ids: &[RunId]) -> String {
+    let mut sorted: Vec<i64> = ids.iter().map(|id| id.0).collect();
+    sorted.sort_unstable();
+    let mut hasher = Sha256::new();
+    for id in sorted {
+        hasher.update(format!("{id}\n").as_bytes());
+    }
+    hasher
+        .finalize()
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
+}
+
 /// The bulk actions a dashboard remembers.
 #[derive(Debug, Default)]
 pub(crate) struct Jobs(Mutex<VecDeque<Arc<Job>>>);
@@ -75,6 +135,8 @@ pub(crate) struct Job {
     actor: String,
     reason: String,
     runs: Vec<RunId>,
+    /// The [`digest`] of `runs`, as confirmed.
+    digest: String,
     started_at: DateTime<Utc>,
     progress: Mutex<Progress>,
 }
@@ -154,10 +216,14 @@ impl Asked {
         format!("{}{extra}", bulk_link(self.action, &self.filter, before))
     }
 
-    /// What the action is, in words: "cancel the ready runs: top-level, of
-    /// workflows starting with `w`".
+    /// The runs the action takes, in words: "the ready runs (top-level, of
+    /// workflows starting with `w`)".
     fn describe(&self) -> Markup {
-        html! { (self.action) " the " (self.status) " runs: " (self.filter.describe()) }
+        let filter = self.filter.describe();
+        html! {
+            "the " (self.status) " runs"
+            @if !filter.0.is_empty() { " (" (filter) ")" }
+        }
     }
 }
 
@@ -273,7 +339,7 @@ fn confirm_body(
         @if notice.0 == Some("changed") {
             p.notice.error {
                 "The runs changed since you confirmed"
-                @if let Some(was) = notice.1 { " " (was) }
+                @if let Some(was) = notice.1 { " " (runs_counted(was)) }
                 ": nothing was done. Here they are as they are now; confirm again."
             }
         }
@@ -283,14 +349,16 @@ fn confirm_body(
         @match (set.first(), set.last()) {
             (Some(upto), Some(from)) => {
                 p.count {
-                    "To " (asked.describe()) ": "
                     @if more {
                         strong { (count.map_or_else(|| format!("more than {BULK_AT_MOST}"), |c| c.to_string())) " runs" }
-                        " match. This acts on the " (BULK_AT_MOST) " newest of them (runs " (from.0)
-                        " to " (upto.0) "); confirm again afterwards for the rest."
+                        " match: " (asked.describe()) ". This acts on the " (BULK_AT_MOST)
+                        " newest of them (runs " (from.0) " to " (upto.0)
+                        "); confirm again afterwards for the rest."
                     } @else {
-                        strong { (set.len()) " run" @if set.len() != 1 { "s" } } " match (runs "
-                        (from.0) " to " (upto.0) ")."
+                        strong { (runs_counted(set.len())) }
+                        @if set.len() == 1 { " matches: " } @else { " match: " }
+                        (asked.describe())
+                        @if set.len() == 1 { ", run " (from.0) "." } @else { ", runs " (from.0) " to " (upto.0) "." }
                     }
                 }
                 @if matches!(count, Some(RunCount::AtLeast(_))) {
@@ -320,6 +388,7 @@ fn confirm_body(
                     input type="hidden" name="from" value=(from.0);
                     input type="hidden" name="upto" value=(upto.0);
                     input type="hidden" name="expected" value=(set.len());
+                    input type="hidden" name="digest" value=(digest(set));
                     input name="actor" placeholder="your name" required maxlength="200";
                     input name="reason" placeholder="why" required maxlength="10000";
                     button type="submit" { (asked.label.trim_end_matches('…')) " " (set.len()) " runs" }
@@ -333,9 +402,12 @@ fn confirm_body(
 
 /// `POST /bulk`: the confirmed set read again, with the filter its hidden
 /// fields carry (every field of [`ListFilter`]) and `from`, `upto` (the
-/// lowest and highest id confirmed) and `expected` (how many runs the
-/// confirmation counted); if it is the same size, a job acts on it run by
-/// run, and the answer is its page.
+/// lowest and highest id confirmed), `expected` (how many runs the
+/// confirmation counted, for its notice) and `digest` (the [`digest`] of
+/// the runs confirmed); if the set read again has that digest, a job acts
+/// on it run by run, and the answer is its page. A form a job already
+/// answers (the same action, filter and digest, running or ended in the
+/// last [`RESUBMIT_WITHIN`]) is answered with that job's page.
 pub(crate) async fn bulk_apply(
     State(app): State<Arc<App>>,
     CsrfForm(pairs): CsrfForm<Vec<(String, String)>>,
@@ -350,15 +422,23 @@ pub(crate) async fn bulk_apply(
         form.number("upto"),
         form.number("expected"),
     );
-    let (Ok(Some(from)), Ok(Some(upto)), Ok(Some(expected))) = numbers else {
+    let (Ok(Some(from)), Ok(Some(upto)), Ok(Some(expected)), Some(confirmed)) =
+        (numbers.0, numbers.1, numbers.2, form.get("digest"))
+    else {
         return error_page(
             StatusCode::BAD_REQUEST,
             "This form is incomplete: it names the runs confirmed (`from`, `upto`, \
-             `expected`).",
+             `expected`, `digest`).",
         );
     };
     let again =
         |extra: &str| Redirect::to(&asked.confirm_link(upto.checked_add(1), extra)).into_response();
+    // A second submission of a form a job took: its runs have moved on (the
+    // read below would call them changed), and the job is what the operator
+    // asked for.
+    if let Some(job) = app.jobs.same(&asked, confirmed) {
+        return Redirect::to(&format!("/bulk/{}", job.id)).into_response();
+    }
     let actor = form.get("actor").unwrap_or_default();
     let reason = form.get("reason").unwrap_or_default();
     if actor.is_empty() {
@@ -390,7 +470,10 @@ pub(crate) async fn bulk_apply(
     if ids.is_empty() {
         return again("");
     }
-    if i64::try_from(ids.len()).ok() != Some(expected) {
+    // The same runs, not only as many: one that left the status and another
+    // that entered it keep the count and change the set.
+    let digest = digest(&ids);
+    if digest != confirmed {
         return again(&format!("&error=changed&was={expected}"));
     }
     let job = Arc::new(Job {
@@ -401,37 +484,85 @@ pub(crate) async fn bulk_apply(
         actor: format!("dashboard:{actor}"),
         reason: reason.to_owned(),
         runs: ids,
+        digest,
         started_at: Utc::now(),
         progress: Mutex::new(Progress::default()),
     });
-    if !app.jobs.admit(&job) {
-        return again("&error=busy");
+    match app.jobs.admit(&job) {
+        Admitted::Busy => again("&error=busy"),
+        // Submitted twice at once: both read the same runs, one job takes them.
+        Admitted::Same(other) => Redirect::to(&format!("/bulk/{}", other.id)).into_response(),
+        Admitted::Yes => {
+            tokio::spawn(apply(client, Arc::clone(&job)));
+            Redirect::to(&format!("/bulk/{}", job.id)).into_response()
+        }
     }
-    tokio::spawn(apply(client, Arc::clone(&job)));
-    Redirect::to(&format!("/bulk/{}", job.id)).into_response()
+}
+
+/// What [`Jobs::admit`] made of a job.
+enum Admitted {
+    /// Kept: it is to run.
+    Yes,
+    /// Another job, running or recently ended, is for the same runs.
+    Same(Arc<Job>),
+    /// Too many are running.
+    Busy,
 }
 
 impl Jobs {
-    /// Keeps `job`, unless [`JOBS_RUNNING_AT_MOST`] are running; forgets the
-    /// oldest ended job past [`JOBS_KEPT`].
-    fn admit(&self, job: &Arc<Job>) -> bool {
+    /// Keeps `job`, unless a job for the same runs is running or ended in
+    /// the last [`RESUBMIT_WITHIN`] (checked under the same lock, so two
+    /// submissions at once keep one), or [`JOBS_RUNNING_AT_MOST`] are
+    /// running; forgets the oldest ended job past [`JOBS_KEPT`].
+    fn admit(&self, job: &Arc<Job>) -> Admitted {
         let Ok(mut jobs) = self.0.lock() else {
-            return false;
+            return Admitted::Busy;
         };
+        if let Some(same) = Self::find_same(&jobs, job.action, &job.filter, &job.digest) {
+            return Admitted::Same(same);
+        }
         let running = jobs.iter().filter(|j| !j.ended()).count();
         if running >= JOBS_RUNNING_AT_MOST {
-            return false;
+            return Admitted::Busy;
         }
         while jobs.len() >= JOBS_KEPT {
             match jobs.iter().position(|j| j.ended()) {
                 Some(oldest) => {
                     jobs.remove(oldest);
                 }
-                None => return false,
+                None => return Admitted::Busy,
             }
         }
         jobs.push_back(Arc::clone(job));
-        true
+        Admitted::Yes
+    }
+
+    /// The job, running or ended in the last [`RESUBMIT_WITHIN`], that
+    /// `asked` with the runs of `digest` would repeat.
+    fn same(&self, asked: &Asked, digest: &str) -> Option<Arc<Job>> {
+        let jobs = self.0.lock().ok()?;
+        Self::find_same(&jobs, asked.action, &asked.filter, digest)
+    }
+
+    fn find_same(
+        jobs: &VecDeque<Arc<Job>>,
+        action: &str,
+        filter: &ListFilter,
+        digest: &str,
+    ) -> Option<Arc<Job>> {
+        let now = Utc::now();
+        let within = chrono::Duration::from_std(RESUBMIT_WITHIN).unwrap_or_default();
+        jobs.iter()
+            .rev()
+            .find(|j| {
+                j.action == action
+                    && j.filter == *filter
+                    && j.digest == digest
+                    && j.progress()
+                        .ended_at
+                        .is_none_or(|ended| now - ended < within)
+            })
+            .cloned()
     }
 
     fn get(&self, id: &str) -> Option<Arc<Job>> {
@@ -514,14 +645,17 @@ pub(crate) async fn bulk_progress(State(app): State<Arc<App>>, Path(id): Path<St
         status: job.status,
     };
     let body = html! {
-        p { "To " (asked.describe()) ", by " code { (job.actor) } ": " (job.reason) }
+        p { (verb(job.action).0) " " (asked.describe()) ", by " code { (job.actor) } ": " (job.reason) }
         dl.facts {
             dt { "Started" } dd { (when(job.started_at, now)) }
             dt { "Ended" } dd { (maybe(progress.ended_at, now)) }
             dt { "Progress" } dd.progress { (progress.reached()) " of " (job.runs.len()) " runs" }
         }
         @if progress.ended_at.is_some() {
-            p.notice.done { "Done: " (progress.done.len()) " of " (job.runs.len()) " runs " (job.action) "." }
+            p.notice.done {
+                "Done: " (progress.done.len()) " of " (runs_counted(job.runs.len())) " "
+                (verb(job.action).1) "."
+            }
         } @else {
             p.notice { "Running; this page follows it." }
         }
@@ -550,3 +684,6 @@ pub(crate) async fn bulk_progress(State(app): State<Arc<App>>, Path(id): Path<St
         live_page(&title, &body, PROGRESS_SECS).into_response()
     }
 }
+
+#[cfg(test)]
+mod tests;

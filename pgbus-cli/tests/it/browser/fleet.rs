@@ -691,7 +691,7 @@ async fn a_bulk_cancel_is_confirmed_by_count_and_touches_only_its_runs() {
         .expect("its text");
     assert!(
         count.starts_with(
-            "To cancel the ready runs: top-level, of workflows starting with onboarding.welcome: 3 runs match"
+            "3 runs match: the ready runs (top-level, of workflows starting with onboarding.welcome), runs "
         ),
         "{count}"
     );
@@ -716,7 +716,7 @@ async fn a_bulk_cancel_is_confirmed_by_count_and_touches_only_its_runs() {
     button.click().await.expect("confirm");
 
     // The job's page follows it to the end.
-    assert_eq!(bulk_done(&browser).await, "Done: 3 of 3 runs cancel.");
+    assert_eq!(bulk_done(&browser).await, "Done: 3 of 3 runs cancelled.");
 
     // Cancelled with the name and reason given; the rest as they were.
     let client = fleet.t.db.client();

@@ -105,11 +105,12 @@ async fn pages_read_the_replica_and_actions_the_primary() {
     let cookies = format!("pgbus_csrf={id}");
     let form = format!(
         "csrf={}&action=resume&workflow=dashboard.plain&status=paused&from={}&upto={}\
-         &expected={}&actor=ops&reason=go+on",
+         &expected={}&digest={}&actor=ops&reason=go+on",
         form_token(&page),
         field(&page, "from"),
         field(&page, "upto"),
         field(&page, "expected"),
+        field(&page, "digest"),
     );
     let (status, head, _) = http(
         base,
@@ -120,6 +121,6 @@ async fn pages_read_the_replica_and_actions_the_primary() {
     );
     assert_eq!(status, 303, "{head}");
     let done = ended(base, &location(&head));
-    assert!(done.contains("Done: 1 of 1 runs resume."), "{done}");
+    assert!(done.contains("Done: 1 of 1 run resumed."), "{done}");
     assert_eq!(t.status(run).await, RunStatus::Ready);
 }

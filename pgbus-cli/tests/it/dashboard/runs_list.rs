@@ -283,7 +283,7 @@ async fn a_bulk_action_keeps_the_prefix_and_the_top_level_filter() {
     assert!(page.contains("<strong>2 runs</strong> match"), "{page}");
     assert!(
         page.contains(
-            "cancel the ready runs: top-level, of workflows starting with <code>onboarding</code>"
+            "match: the ready runs (top-level, of workflows starting with <code>onboarding</code>)"
         ),
         "{page}"
     );
@@ -294,15 +294,16 @@ async fn a_bulk_action_keeps_the_prefix_and_the_top_level_filter() {
     let headers = [("Cookie", cookies.as_str()), ("Origin", base)];
     let form = format!(
         "csrf={}&action=cancel&workflow=onboarding&status=ready&from={}&upto={}&expected=2\
-         &actor=ops&reason=welcome+no+more",
+         &digest={}&actor=ops&reason=welcome+no+more",
         form_token(&page),
         field(&page, "from"),
         field(&page, "upto"),
+        field(&page, "digest"),
     );
     let (status, head, _) = http(base, "POST", "/bulk", &headers, &form);
     assert_eq!(status, 303, "{head}");
     let done = ended(base, &location(&head));
-    assert!(done.contains("Done: 2 of 2 runs cancel."), "{done}");
+    assert!(done.contains("Done: 2 of 2 runs cancelled."), "{done}");
     for run in &top {
         assert_eq!(t.status(*run).await, RunStatus::Cancelled);
     }
