@@ -97,7 +97,10 @@ impl Client {
     /// one snapshot: per workflow its runs not ended by status, per queue
     /// its due, held and running steps and its oldest due time, the
     /// failures and pauses of the last hour and its runs ended per minute.
-    /// Every part reads a partial index (`runs_workflow_status`,
+    /// The workflows are those with runs not ended, found from the runs in
+    /// each such status, never from the names of every run (see
+    /// [`Overview::workflows_cut`]).
+    /// Every part reads a partial index (`runs_workflow_status`, `runs_status_updated`,
     /// `steps_due_or_waiting`, `steps_held`, `steps_in_progress`,
     /// `runs_ended`, `events_paused`, `runs_paused`) and stops at
     /// [`Overview::COUNT_CAP`] rows, so it costs the same on a schema of
@@ -127,9 +130,11 @@ impl Client {
             let at_param = Some(at);
             let cap = Overview::COUNT_CAP;
             let statement = prep.in_driver_tx(&client, &sql.overview_workflows).await?;
-            let workflows = statement
+            let rows = statement
                 .query(&client, &[&Overview::WORKFLOWS, &cap])
-                .await?
+                .await?;
+            let workflows_cut = rows.iter().any(|row| row.get::<_, bool>("cut"));
+            let workflows = rows
                 .iter()
                 .map(|row| {
                     WorkflowNow::new(
@@ -177,13 +182,10 @@ impl Client {
                 }
             }
             client.commit().await?;
-            Ok(Overview::new(
-                at,
-                workflows,
-                queues,
-                (cancelled, failed, pauses),
-                minutes,
-            ))
+            Ok(
+                Overview::new(at, workflows, queues, (cancelled, failed, pauses), minutes)
+                    .with_workflows_cut(workflows_cut),
+            )
         }
         .await;
         guarded.finish();

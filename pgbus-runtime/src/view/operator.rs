@@ -71,8 +71,15 @@ pub struct Overview {
     /// The store's time the overview was read at; the hour is the one
     /// before it.
     pub at: DateTime<Utc>,
-    /// Per workflow with runs not ended, by name (bytewise).
+    /// Per workflow with runs not ended, by name (bytewise), at most
+    /// [`Overview::WORKFLOWS`]. Workflows whose runs have all ended are
+    /// never read, however many there are.
     pub workflows: Vec<WorkflowNow>,
+    /// Whether [`Overview::workflows`] may lack workflows with runs not
+    /// ended: more than [`Overview::WORKFLOWS`] had some, or a status held
+    /// more than [`Overview::COUNT_CAP`] runs (the names are read from at
+    /// most that many runs per status).
+    pub workflows_cut: bool,
     /// Per queue with due, held or running steps, by name (bytewise).
     pub queues: Vec<QueueNow>,
     /// Runs cancelled in the last hour.
@@ -91,7 +98,7 @@ impl Overview {
     /// The most rows any one count of an overview reads.
     pub const COUNT_CAP: i64 = 10_000;
 
-    /// The most workflow names an overview looks at.
+    /// The most workflows an overview lists.
     pub const WORKFLOWS: i64 = 1_000;
 
     /// Failures in the last hour: runs cancelled, and runs paused on a step
@@ -222,7 +229,16 @@ impl Overview {
             failed_pauses_last_hour,
             pauses_last_hour,
             minutes,
+            workflows_cut: false,
         }
+    }
+
+    /// This overview, saying whether its workflows were cut (see
+    /// [`Overview::workflows_cut`]).
+    #[must_use]
+    pub const fn with_workflows_cut(mut self, cut: bool) -> Self {
+        self.workflows_cut = cut;
+        self
     }
 }
 

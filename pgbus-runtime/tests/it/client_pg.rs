@@ -460,3 +460,77 @@ async fn a_bounded_read_keeps_what_the_cut_of_the_whole_run_keeps() {
         );
     }
 }
+
+/// More workflow names than a skip scan may look at, all with finished runs
+/// only, sorting before a workflow with a paused run: a prefix, an exact name
+/// and the overview still find the paused one.
+#[tokio::test]
+async fn reads_by_workflow_find_a_name_after_a_thousand_others() {
+    let t = TestDb::new().await;
+    t.execute(
+        "INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, input,
+                                    created_at, updated_at, finished_at)
+         SELECT format('aaa.wf_%s', lpad(i::text, 4, '0')), 'd', 'o', 'finished', 'null',
+                $1, $1, $1
+         FROM generate_series(1, 1001) i",
+        &[&t0()],
+    )
+    .await;
+    t.execute(
+        "INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, input,
+                                    created_at, updated_at, paused_at)
+         VALUES ('orders.fulfil', 'd', 'o', 'paused', 'null', $1, $1, $1),
+                ('orders_fulfil', 'd', 'o', 'paused', 'null', $1, $1, $1)",
+        &[&t0()],
+    )
+    .await;
+    let client = t.client();
+    let names = |filter: RunFilter| {
+        let client = client.clone();
+        async move {
+            client
+                .list_runs(&filter)
+                .await
+                .expect("a list")
+                .into_iter()
+                .map(|run| run.workflow)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        names(RunFilter::new().workflow_prefix("orders.")).await,
+        ["orders.fulfil"],
+        "a prefix is a range of names, its `.` no wildcard"
+    );
+    assert_eq!(
+        names(RunFilter::new().workflow_prefix("orders_")).await,
+        ["orders_fulfil"],
+        "a prefix's `_` is no wildcard"
+    );
+    assert_eq!(
+        names(
+            RunFilter::new()
+                .workflow("orders.fulfil")
+                .status(RunStatus::Paused)
+        )
+        .await,
+        ["orders.fulfil"]
+    );
+    assert_eq!(
+        names(RunFilter::new().workflow_prefix("aaa.wf_1"))
+            .await
+            .len(),
+        2,
+        "aaa.wf_1000 and aaa.wf_1001"
+    );
+    let overview = client.overview().await.expect("an overview");
+    assert_eq!(
+        overview
+            .workflows
+            .iter()
+            .map(|w| (w.workflow.as_str(), w.paused))
+            .collect::<Vec<_>>(),
+        [("orders.fulfil", 1), ("orders_fulfil", 1)]
+    );
+    assert!(!overview.workflows_cut);
+}

@@ -75,6 +75,7 @@ impl Rows {
         let capped = |n: usize| i64::try_from(n).unwrap_or(i64::MAX).min(cap);
 
         let mut by_workflow: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
+        let mut by_status = [0_usize; 3];
         for run in self.runs.values() {
             let slot = match run.summary.status {
                 RunStatus::Ready => 0,
@@ -83,9 +84,19 @@ impl Rows {
                 _ => continue,
             };
             by_workflow.entry(&run.summary.workflow).or_default()[slot] += 1;
+            by_status[slot] += 1;
         }
+        // As the store: the names come from at most `COUNT_CAP` runs per
+        // status and at most `WORKFLOWS` are kept; either bound reached
+        // says the list may be cut.
+        let most = usize::try_from(Overview::WORKFLOWS).unwrap_or(usize::MAX);
+        let workflows_cut = by_workflow.len() > most
+            || by_status
+                .iter()
+                .any(|&n| i64::try_from(n).unwrap_or(i64::MAX) > cap);
         let workflows = by_workflow
             .into_iter()
+            .take(most)
             .map(|(name, [ready, performing, paused])| {
                 WorkflowNow::new(
                     name.to_owned(),
@@ -144,6 +155,7 @@ impl Rows {
             (cancelled, failed.min(cap), pauses),
             minutes,
         )
+        .with_workflows_cut(workflows_cut)
     }
 
     /// The overview's queues: due rows of `ready` runs, held rows and

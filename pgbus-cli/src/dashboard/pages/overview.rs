@@ -79,6 +79,9 @@ pub(crate) fn render(overview: &Overview) -> Markup {
         }
         section {
             h2 { "Runs now, by workflow" }
+            @if overview.workflows_cut {
+                p.cut { "Some workflows may be missing: more than " (Overview::WORKFLOWS) " have runs not ended, or a status holds more than " (Overview::COUNT_CAP) " runs. Filter the runs by workflow to see the others." }
+            }
             @if overview.workflows.is_empty() {
                 p.empty { "No run is ready, performing or paused." }
             } @else {

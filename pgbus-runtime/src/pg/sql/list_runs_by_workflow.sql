@@ -2,9 +2,15 @@
 -- the runs are read per name and status through `runs_workflow_status`
 -- (workflow, status, id), each range in id order and cut at the page (or at
 -- $15 with an input path), then merged, so a rare workflow costs what its
--- own runs cost, never a scan of the others. The names of a prefix come
--- from a skip scan of the same index (one probe per name, at most $16 names
--- looked at). Otherwise, and for the columns, as list_runs.sql.
+-- own runs cost, never a scan of the others. An exact name is that one
+-- name, no scan. The names of a prefix come from a skip scan of the same
+-- index that starts at the prefix and stops at the first name past the
+-- names starting with it (one probe per name, at most $16 names), so the
+-- names sorting before it cost nothing and never use up the bound; the
+-- prefix is compared with `starts_with`, so its `%` and `_` are plain
+-- characters. The range is the column's order: a collation that sorts names
+-- with one prefix apart (not C or C.UTF-8) would end it early. Otherwise,
+-- and for the columns, as list_runs.sql.
 -- $1 workflow (NULL = by prefix), $2 status (NULL = any), $3 limit, $4 before
 -- id (NULL = from the newest), $5 created at or after (NULL = any), $6
 -- created before (NULL = any), $7 now (NULL = clock_timestamp()), $8
@@ -20,13 +26,13 @@ WITH RECURSIVE t AS (
     FROM t, {schema}.live_definitions(t.now, $8::bigint) l
 ), seen(name, n) AS (
     (SELECT r.workflow, 1 FROM {schema}.runs r
-     WHERE $1::text IS NULL ORDER BY r.workflow LIMIT 1)
+     WHERE $1::text IS NULL AND r.workflow >= $9 ORDER BY r.workflow LIMIT 1)
     UNION ALL
     SELECT (SELECT r.workflow FROM {schema}.runs r
             WHERE r.workflow > seen.name ORDER BY r.workflow LIMIT 1),
            seen.n + 1
     FROM seen
-    WHERE seen.name IS NOT NULL AND seen.n < $16::bigint
+    WHERE starts_with(seen.name, $9) AND seen.n < $16::bigint
 ), names AS (
     SELECT $1::text AS name
     WHERE $1::text IS NOT NULL AND ($9::text IS NULL OR starts_with($1, $9))

@@ -1,30 +1,45 @@
 -- Per workflow, its runs not ended now: ready, performing, paused. The names
--- come from a skip scan of `runs_workflow_status` (one probe per name, at
--- most $1 names); each count is an index-only range of that index for the
--- name and the status, stopped at $2 runs, so finished history is never
--- read. Workflows with no such run are left out. The paused status is a
--- subquery so the planner cannot read the paused runs through `runs_paused`
--- (every paused run, for each name) instead of the name's range.
+-- are those of the runs in each of these statuses, read from the indexes
+-- that hold that status (`runs_status_updated`, `runs_paused`), at most
+-- $2 + 1 runs per status, so neither finished history nor names with only
+-- ended runs are read; at most $1 names, bytewise first. Each count is an
+-- index-only range of `runs_workflow_status` for the name and the status (a
+-- literal, so the planner sees it), stopped at $2 runs. `cut` (the same on
+-- every row) says names may be missing: a status had more than $2 runs, or
+-- there were more than $1 names.
 -- $1 the most workflows, $2 the most runs counted per workflow and status
-WITH RECURSIVE seen(name, n) AS (
-    (SELECT r.workflow, 1 FROM {schema}.runs r ORDER BY r.workflow LIMIT 1)
+WITH open AS MATERIALIZED (
+    (SELECT 'ready' AS status, r.workflow FROM {schema}.runs r
+     WHERE r.status = 'ready' LIMIT $2::bigint + 1)
     UNION ALL
-    SELECT (SELECT r.workflow FROM {schema}.runs r
-            WHERE r.workflow > seen.name ORDER BY r.workflow LIMIT 1),
-           seen.n + 1
-    FROM seen
-    WHERE seen.name IS NOT NULL AND seen.n < $1::bigint
+    (SELECT 'performing', r.workflow FROM {schema}.runs r
+     WHERE r.status = 'performing' LIMIT $2::bigint + 1)
+    UNION ALL
+    (SELECT 'paused', r.workflow FROM {schema}.runs r
+     WHERE r.status = 'paused' LIMIT $2::bigint + 1)
+), names AS MATERIALIZED (
+    SELECT o.workflow AS name
+    FROM open o
+    GROUP BY o.workflow
+    ORDER BY o.workflow COLLATE "C"
+    LIMIT $1::bigint + 1
+), cut AS (
+    SELECT (SELECT count(*) FROM names) > $1::bigint
+           OR EXISTS (SELECT 1 FROM open o GROUP BY o.status HAVING count(*) > $2::bigint)
+           AS cut
+), kept AS (
+    SELECT n.name FROM names n ORDER BY n.name COLLATE "C" LIMIT $1::bigint
 )
-SELECT seen.name AS workflow,
+SELECT kept.name AS workflow,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.runs r
-                              WHERE r.workflow = seen.name AND r.status = 'ready'
+                              WHERE r.workflow = kept.name AND r.status = 'ready'
                               LIMIT $2) c) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.runs r
-                              WHERE r.workflow = seen.name AND r.status = 'performing'
+                              WHERE r.workflow = kept.name AND r.status = 'performing'
                               LIMIT $2) c) AS performing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.runs r
-                              WHERE r.workflow = seen.name AND r.status = (SELECT 'paused'::text)
-                              LIMIT $2) c) AS paused
-FROM seen
-WHERE seen.name IS NOT NULL
-ORDER BY seen.name COLLATE "C"
+                              WHERE r.workflow = kept.name AND r.status = 'paused'
+                              LIMIT $2) c) AS paused,
+       cut.cut
+FROM kept CROSS JOIN cut
+ORDER BY kept.name COLLATE "C"

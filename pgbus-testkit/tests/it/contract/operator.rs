@@ -291,6 +291,10 @@ async fn the_overview_reads_now_and_the_last_hour<C: Clocked>(clocked: C) {
         default_start() + chrono::Duration::seconds(270)
     );
     assert_eq!(overview.workflows.len(), 1);
+    assert!(
+        !overview.workflows_cut,
+        "one workflow, few runs: nothing cut"
+    );
     let mail = &overview.workflows[0];
     assert_eq!(
         (

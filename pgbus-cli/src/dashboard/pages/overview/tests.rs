@@ -119,3 +119,15 @@ fn an_empty_overview_says_so() {
     );
     assert!(html.contains("busiest minute: 0"), "{html}");
 }
+
+#[test]
+fn a_cut_list_of_workflows_says_so() {
+    let whole = render(&Overview::new(at(), vec![], vec![], (0, 0, 0), vec![])).into_string();
+    assert!(!whole.contains("may be missing"), "{whole}");
+    let cut = Overview::new(at(), vec![], vec![], (0, 0, 0), vec![]).with_workflows_cut(true);
+    let html = render(&cut).into_string();
+    assert!(
+        html.contains("Some workflows may be missing: more than 1000 have runs not ended"),
+        "{html}"
+    );
+}
