@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use pgbus_runtime::Database;
+use pgbus_runtime::{Coverage, Database, InsightsFilter};
 
 use super::text::{json_visible, render};
 use super::{BoxError, db_now, time};
@@ -17,9 +17,21 @@ pub(super) async fn stats(
     json: bool,
 ) -> Result<(), BoxError> {
     let range = window.at(db_now(db).await?, retention.0);
-    let counts = db.client().run_counts(&range).await?;
+    let activity = db
+        .client()
+        .run_counts(&range, &InsightsFilter::new())
+        .await?;
+    let counts = &activity.buckets;
     if json {
-        let value = serde_json::json!({ "range": range, "buckets": counts });
+        let value = serde_json::json!({
+            "range": range,
+            "buckets": counts,
+            "coverage": {
+                "started": activity.started,
+                "ended": activity.ended,
+                "paused": activity.paused,
+            },
+        });
         out.emit(&format!(
             "{}\n",
             json_visible(&serde_json::to_string_pretty(&value)?)
@@ -45,9 +57,18 @@ pub(super) async fn stats(
             "cut to {kept}, the retention age: ended runs last changed before then are deleted, so older buckets would undercount"
         )?;
     }
+    for (what, coverage) in [
+        ("runs started", &activity.started),
+        ("runs ended", &activity.ended),
+        ("pauses", &activity.paused),
+    ] {
+        if let Some(line) = partial_line(what, coverage) {
+            writeln!(text, "{line}")?;
+        }
+    }
     let mut table = out.table(&["bucket", "started", "finished", "paused", "cancelled"]);
     let mut totals = [0_i64; 4];
-    for b in &counts {
+    for b in counts {
         let row = [b.started, b.finished, b.paused, b.cancelled];
         for (total, n) in totals.iter_mut().zip(row) {
             *total += n;
@@ -70,4 +91,18 @@ pub(super) async fn stats(
     writeln!(text, "{}", render(&table))?;
     out.emit(&text)?;
     Ok(())
+}
+
+/// What a partial part of the read says: which rows it counted.
+fn partial_line(what: &str, coverage: &Coverage) -> Option<String> {
+    if !coverage.partial {
+        return None;
+    }
+    let since = coverage
+        .oldest_read
+        .map_or_else(String::new, |at| format!(" back to {}", time(at)));
+    Some(format!(
+        "{what}: counted the newest {} only{since}; older buckets undercount",
+        coverage.read
+    ))
 }

@@ -1,5 +1,6 @@
 //! The insights page: run counts, step outcomes and the slowest steps over a
-//! window.
+//! window. Every read is bounded (`InsightsFilter::cap` rows a part) and the
+//! page says when one stopped before the window's start.
 
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 use pgbus_runtime::window::{WINDOWS, Window};
+use pgbus_runtime::{Coverage, InsightsFilter};
 use serde::Deserialize;
 
 use super::{error_page, now, page};
@@ -36,10 +38,11 @@ pub(crate) async fn insights(
     };
     let range = window.at(now, app.settings.retention);
     let client = app.db.client();
-    let (counts, outcomes, slowest) = match tokio::try_join!(
-        client.run_counts(&range),
-        client.step_outcomes(&range),
-        client.slowest_steps(&range, 10)
+    let filter = InsightsFilter::new();
+    let (activity, outcomes, slowest) = match tokio::try_join!(
+        client.run_counts(&range, &filter),
+        client.step_outcomes(&range, &filter),
+        client.slowest_steps(&range, &filter, 10)
     ) {
         Ok(all) => all,
         Err(error) => {
@@ -49,7 +52,9 @@ pub(crate) async fn insights(
             );
         }
     };
-    let mut outcome_names: Vec<&str> = outcomes.iter().map(|o| o.outcome.as_str()).collect();
+    let counts = &activity.buckets;
+    let (outcomes, slowest) = (&outcomes, &slowest);
+    let mut outcome_names: Vec<&str> = outcomes.counts.iter().map(|o| o.outcome.as_str()).collect();
     outcome_names.sort_unstable();
     outcome_names.dedup();
     let body = html! {
@@ -65,24 +70,28 @@ pub(crate) async fn insights(
         }
         section {
             h2 { "Runs" }
+            @for (what, coverage) in [("runs started", &activity.started), ("runs ended", &activity.ended), ("pauses", &activity.paused)] {
+                @if coverage.partial { p.notice.partial { (partial_note(what, coverage, now)) } }
+            }
             table.counts {
                 thead { tr { th { "Bucket" } th { "Started" } th { "Finished" } th { "Paused" } th { "Cancelled" } } }
-                tbody { @for b in &counts { tr {
+                tbody { @for b in counts { tr {
                     td { (when(b.bucket, now)) } td { (b.started) } td { (b.finished) } td { (b.paused) } td { (b.cancelled) }
                 } } }
             }
         }
         section {
             h2 { "Step outcomes" }
-            @if outcomes.is_empty() { p.empty { "No step ended in this window." } } @else {
+            @if outcomes.coverage.partial { p.notice.partial { (partial_note("attempts", &outcomes.coverage, now)) } }
+            @if outcomes.counts.is_empty() { p.empty { "No step ended in this window." } } @else {
                 table.outcomes {
                     thead { tr { th { "Bucket" } @for name in &outcome_names { th { (name) } } } }
                     tbody {
                         @for b in range.buckets() {
-                            @if outcomes.iter().any(|o| o.bucket == b) {
+                            @if outcomes.counts.iter().any(|o| o.bucket == b) {
                                 tr { td { (when(b, now)) }
                                     @for name in &outcome_names {
-                                        td { (outcomes.iter().find(|o| o.bucket == b && o.outcome.as_str() == *name).map_or(0, |o| o.steps)) }
+                                        td { (outcomes.counts.iter().filter(|o| o.bucket == b && o.outcome.as_str() == *name).map(|o| o.steps).sum::<i64>()) }
                                     }
                                 }
                             }
@@ -93,10 +102,11 @@ pub(crate) async fn insights(
         }
         section {
             h2 { "Slowest steps and pickup latency" }
-            @if slowest.is_empty() { p.empty { "No step ended in this window." } } @else {
+            @if slowest.coverage.partial { p.notice.partial { (partial_note("attempts", &slowest.coverage, now)) } }
+            @if slowest.steps.is_empty() { p.empty { "No step ended in this window." } } @else {
                 table.slowest {
                     thead { tr { th { "Workflow" } th { "Step" } th { "Attempts" } th { "Mean run" } th { "Longest run" } th { "Pickup p50" } th { "Pickup p99" } } }
-                    tbody { @for s in &slowest { tr {
+                    tbody { @for s in &slowest.steps { tr {
                         td { (crate::commands::visible(&s.workflow)) } td { (crate::commands::visible(&s.step)) } td { (s.attempts) }
                         td { (format!("{:.1} ms", s.mean_ms)) } td { (format!("{:.1} ms", s.max_ms)) }
                         td { (format!("{:.1} ms", s.pickup_p50_ms)) } td { (format!("{:.1} ms", s.pickup_p99_ms)) }
@@ -106,4 +116,18 @@ pub(crate) async fn insights(
         }
     };
     page(&format!("Insights, last {window}"), &body).into_response()
+}
+
+/// What a partial read counted.
+fn partial_note(
+    what: &str,
+    coverage: &Coverage,
+    now: chrono::DateTime<chrono::Utc>,
+) -> maud::Markup {
+    html! {
+        "Based on the newest " (coverage.read) " " (what) " of the window (each read stops at "
+        (coverage.cap) " rows)"
+        @if let Some(at) = coverage.oldest_read { ", back to " (when(at, now)) }
+        ": older buckets are not counted."
+    }
 }
