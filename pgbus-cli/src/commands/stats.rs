@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use pgbus_runtime::{Coverage, Database, InsightsFilter};
 
-use super::text::{json_visible, render};
+use super::text::{json_visible, render, visible};
 use super::{BoxError, db_now, time};
 use crate::Retention;
 use crate::output::Output;
@@ -14,17 +14,18 @@ pub(super) async fn stats(
     out: Output,
     window: pgbus_runtime::window::Window,
     retention: Retention,
+    workflow_prefix: Option<String>,
     json: bool,
 ) -> Result<(), BoxError> {
     let range = window.at(db_now(db).await?, retention.0);
-    let activity = db
-        .client()
-        .run_counts(&range, &InsightsFilter::new())
-        .await?;
+    let mut filter = InsightsFilter::new();
+    filter.workflow_prefix.clone_from(&workflow_prefix);
+    let activity = db.client().run_counts(&range, &filter).await?;
     let counts = &activity.buckets;
     if json {
         let value = serde_json::json!({
             "range": range,
+            "workflow_prefix": workflow_prefix,
             "buckets": counts,
             "coverage": {
                 "started": activity.started,
@@ -48,6 +49,9 @@ pub(super) async fn stats(
         time(range.from),
         time(range.to)
     )?;
+    if let Some(prefix) = &workflow_prefix {
+        writeln!(text, "workflows starting with {}", visible(prefix))?;
+    }
     if range.capped {
         let kept = pgbus_core::format_duration_ms(
             u64::try_from(retention.0.unwrap_or_default().as_millis()).unwrap_or(u64::MAX),
@@ -68,9 +72,18 @@ pub(super) async fn stats(
     }
     let mut table = out.table(&["bucket", "started", "finished", "paused", "cancelled"]);
     let mut totals = [0_i64; 4];
+    let mut children = [0_i64; 3];
     for b in counts {
         let row = [b.started, b.finished, b.paused, b.cancelled];
         for (total, n) in totals.iter_mut().zip(row) {
+            *total += n;
+        }
+        let of_children = [
+            b.children.started,
+            b.children.finished,
+            b.children.cancelled,
+        ];
+        for (total, n) in children.iter_mut().zip(of_children) {
             *total += n;
         }
         table.add_row(vec![
@@ -88,6 +101,13 @@ pub(super) async fn stats(
         totals[2].to_string(),
         totals[3].to_string(),
     ]);
+    if children.iter().any(|n| *n > 0) {
+        writeln!(
+            text,
+            "fan-out children among them: {} started, {} finished, {} cancelled",
+            children[0], children[1], children[2]
+        )?;
+    }
     writeln!(text, "{}", render(&table))?;
     out.emit(&text)?;
     Ok(())
