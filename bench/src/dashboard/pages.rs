@@ -91,10 +91,19 @@ pub(crate) const PAGES: &[Page] = &[
         "/runs/{id}",
         "SELECT min(run_id) FROM {schema}.steps WHERE status = 'waiting' AND waiting_for IS NOT NULL",
     ),
-    Page::fixed("insights, 24h (default)", "/insights"),
+    Page::fixed("insights, window it picks", "/insights"),
     Page::fixed("insights, 1h", "/insights?window=1h"),
+    Page::fixed("insights, 24h", "/insights?window=24h"),
     Page::fixed("insights, 7d", "/insights?window=7d"),
     Page::fixed("insights, 30d", "/insights?window=30d"),
+    Page::fixed(
+        "insights, 30d, `billing.` workflows",
+        "/insights?window=30d&workflow=billing.",
+    ),
+    Page::fixed(
+        "insights, 24h, `onboarding.verify`",
+        "/insights?window=24h&workflow=onboarding.verify",
+    ),
     Page::fixed("workers", "/workers"),
     Page::fixed("schedules", "/schedules"),
 ];
