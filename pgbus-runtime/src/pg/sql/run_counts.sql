@@ -15,10 +15,11 @@
 -- aggregate with a grand total (no materialized set): per part ('started',
 -- 'ended', 'paused'), one row per bucket with something counted (`a`, and
 -- `a_children` of them children; for 'ended', `a` finished and `b`
--- cancelled; pauses are not split), and one total row (`total`) saying how many rows it read, the
--- oldest time it read, and whether the window holds more than it read
--- (`partial`: one index probe for a row of the window older than the oldest
--- read; a row at that very microsecond is not looked for).
+-- cancelled; pauses are not split), and one total row (`total`) saying
+-- how many rows it read, the oldest time it read, and whether the window
+-- holds more than it read (`partial`: one index probe for a row of the
+-- window older than the oldest read; a row at that very microsecond is not
+-- looked for).
 -- $1 from, $2 to, $3 bucket (ms), $4 workflow prefix (NULL = any), $5 the
 -- most rows a part reads, $6 the most pauses read with a workflow prefix
 WITH RECURSIVE search(lo, hi, n) AS (
