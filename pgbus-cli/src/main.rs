@@ -231,6 +231,11 @@ enum Command {
         /// The retention age the workers use; a longer window is cut to it.
         #[arg(long, env = "PGBUS_RETENTION", default_value = "30d", value_parser = parse_retention)]
         retention: Retention,
+        /// Only runs of workflows whose name starts with this text (byte for
+        /// byte, no wildcards), as `runs --workflow-prefix`; a full name
+        /// counts that workflow (and any whose name it begins).
+        #[arg(long)]
+        workflow_prefix: Option<String>,
         /// JSON instead of a table.
         #[arg(long)]
         json: bool,

@@ -28,8 +28,8 @@ pub mod worker;
 pub mod workflow;
 
 pub use client::{
-    BucketCounts, Client, OutcomeCount, RegisteredWorkflow, ResultWait, Started, StepTimings,
-    WorkerView,
+    BucketCounts, Client, Coverage, InsightsFilter, OutcomeCount, RegisteredWorkflow, ResultWait,
+    RunActivity, SlowestSteps, Started, StepOutcomes, StepTimings, Tally, WorkerView,
 };
 pub use clock::{Clock, ManualClock};
 pub use connection::SslMode;

@@ -38,27 +38,39 @@ impl Page {
 
 /// Every page measured, in the order they are requested in each round.
 pub(crate) const PAGES: &[Page] = &[
-    Page::fixed("runs, newest", "/"),
-    Page::fixed("runs, status paused", "/?status=paused"),
-    Page::fixed("runs, status ready", "/?status=ready"),
-    Page::fixed("runs, status cancelled", "/?status=cancelled"),
-    Page::fixed("runs, workflow billing.charge", "/?workflow=billing.charge"),
+    Page::fixed("overview", "/"),
+    Page::fixed("queues", "/queues"),
+    Page::fixed("limits", "/limits"),
+    Page::fixed("runs, newest", "/runs"),
+    Page::fixed("runs, status paused", "/runs?status=paused"),
+    Page::fixed("runs, status ready", "/runs?status=ready"),
+    Page::fixed("runs, status cancelled", "/runs?status=cancelled"),
     Page::fixed(
-        "runs, billing.charge + cancelled",
-        "/?workflow=billing.charge&status=cancelled",
+        "runs, workflow billing.charge",
+        "/runs?workflow=billing.charge",
     ),
     Page::fixed(
+        "runs, billing.charge + cancelled",
+        "/runs?workflow=billing.charge&status=cancelled",
+    ),
+    Page::picked(
+        "runs, search by idempotency key",
+        "/runs?q=order-{id}",
+        "SELECT max(id) FROM {schema}.runs WHERE idempotency_key IS NOT NULL AND idempotency_key LIKE 'order-%'",
+    ),
+    Page::fixed("runs, children too", "/runs?children=1"),
+    Page::fixed(
         "runs, onboarding.verify + paused",
-        "/?workflow=onboarding.verify&status=paused",
+        "/runs?workflow=onboarding.verify&status=paused",
     ),
     Page::picked(
         "runs, 2% back (older pages)",
-        "/?before={id}",
+        "/runs?before={id}",
         "SELECT id FROM {schema}.runs ORDER BY id DESC OFFSET (SELECT count(*) / 50 FROM {schema}.runs) LIMIT 1",
     ),
     Page::picked(
         "runs, paused, before the oldest half",
-        "/?status=paused&before={id}",
+        "/runs?status=paused&before={id}",
         "SELECT id FROM {schema}.runs ORDER BY id OFFSET (SELECT count(*) / 2 FROM {schema}.runs) LIMIT 1",
     ),
     Page::picked(
@@ -91,10 +103,19 @@ pub(crate) const PAGES: &[Page] = &[
         "/runs/{id}",
         "SELECT min(run_id) FROM {schema}.steps WHERE status = 'waiting' AND waiting_for IS NOT NULL",
     ),
-    Page::fixed("insights, 24h (default)", "/insights"),
+    Page::fixed("insights, window it picks", "/insights"),
     Page::fixed("insights, 1h", "/insights?window=1h"),
+    Page::fixed("insights, 24h", "/insights?window=24h"),
     Page::fixed("insights, 7d", "/insights?window=7d"),
     Page::fixed("insights, 30d", "/insights?window=30d"),
+    Page::fixed(
+        "insights, 30d, `billing.` workflows",
+        "/insights?window=30d&workflow=billing.",
+    ),
+    Page::fixed(
+        "insights, 24h, `onboarding.verify`",
+        "/insights?window=24h&workflow=onboarding.verify",
+    ),
     Page::fixed("workers", "/workers"),
     Page::fixed("schedules", "/schedules"),
 ];

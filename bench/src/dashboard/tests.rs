@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use pgbus_runtime::view::RunFilter;
 use pgbus_runtime::window::WINDOWS;
-use pgbus_runtime::{RunId, RunStatus};
+use pgbus_runtime::{InsightsFilter, RunId, RunStatus};
 
 use super::data;
 use crate::schema::BenchSchema;
@@ -147,9 +147,10 @@ async fn engine_reads_accept(bench: &BenchSchema, admin: &tokio_postgres::Client
         .get(0);
     for window in WINDOWS {
         let range = window.at(now, Some(Duration::from_hours(30 * 24)));
-        client.run_counts(&range).await.unwrap();
-        client.step_outcomes(&range).await.unwrap();
-        client.slowest_steps(&range, 10).await.unwrap();
+        let filter = InsightsFilter::new();
+        client.run_counts(&range, &filter).await.unwrap();
+        client.step_outcomes(&range, &filter).await.unwrap();
+        client.slowest_steps(&range, &filter, 10).await.unwrap();
     }
     assert_eq!(
         client

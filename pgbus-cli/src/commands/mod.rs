@@ -332,8 +332,9 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode, BoxError> {
         Command::Stats {
             window,
             retention,
+            workflow_prefix,
             json,
-        } => stats(&db, out, window, retention, json).await?,
+        } => stats(&db, out, window, retention, workflow_prefix, json).await?,
         Command::Workers {
             lost_worker_threshold,
             limit,

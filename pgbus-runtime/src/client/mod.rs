@@ -23,7 +23,10 @@ pub(crate) use listen::ResultListener;
 pub use result::{RESULT_POLL_INTERVAL, RESULT_POLL_INTERVAL_LISTENING, ResultWait};
 
 pub use checks::{check_actor, check_key, check_reason, checked_reason};
-pub use insights::{BucketCounts, OutcomeCount, StepTimings};
+pub use insights::{
+    BucketCounts, Coverage, InsightsFilter, OutcomeCount, RunActivity, SlowestSteps, StepOutcomes,
+    StepTimings, Tally,
+};
 pub use workers::{RegisteredWorkflow, WorkerView};
 
 /// Starts and reads runs. Cheap to clone; all clones, and every client of

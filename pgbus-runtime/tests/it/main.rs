@@ -13,6 +13,7 @@ mod errors_pg;
 mod fan_out_pg;
 mod flow_pg;
 mod gate_pg;
+mod insights_pg;
 mod lifecycle_pg;
 mod metrics_pg;
 mod migrate_pg;

@@ -161,6 +161,35 @@ async fn stats_counts_runs_per_bucket_and_cuts_to_the_retention_age() {
         err.contains("unknown window `2h`: use 1h, 24h, 7d or 30d"),
         "{err}"
     );
+
+    // A workflow prefix counts its workflows; each part says what it read.
+    let value = json(&t.ok(&[
+        "stats",
+        "--window",
+        "24h",
+        "--workflow-prefix",
+        "cli.",
+        "--json",
+    ]));
+    assert_eq!(value["workflow_prefix"], "cli.");
+    let started: i64 = value["buckets"]
+        .as_array()
+        .expect("buckets")
+        .iter()
+        .map(|b| b["started"].as_i64().expect("a count"))
+        .sum();
+    assert_eq!(started, 3);
+    assert_eq!(value["buckets"][0]["children"]["started"], 0);
+    assert_eq!(value["coverage"]["started"]["read"], 3);
+    assert_eq!(value["coverage"]["started"]["partial"], false);
+    assert_eq!(value["coverage"]["started"]["cap"], 30_000);
+    let text = t.ok(&["stats", "--window", "24h", "--workflow-prefix", "other."]);
+    assert!(text.contains("workflows starting with other."), "{text}");
+    let total = text.lines().last().expect("a total line");
+    assert!(
+        total.split_whitespace().eq(["total", "0", "0", "0", "0"]),
+        "{total}"
+    );
 }
 
 #[test]

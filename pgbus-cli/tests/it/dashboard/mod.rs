@@ -1,6 +1,7 @@
 //! The dashboard over plain HTTP: its guards (`guards`), bulk actions
 //! (`bulk`), its pages beside
-//! held locks, abandoned requests and large runs (`bounds`), the pages that
+//! held locks, abandoned requests and large runs (`bounds`), the insights
+//! page's window, workflow prefix and failures (`insights`), the pages that
 //! reload themselves (`live`), the overview at `/` (`overview`), the queues and limits
 //! pages (`queues`), reads off the primary (`replica`), a run's long values and errors (`run_page`),
 //! the runs list's filters, search and pages (`runs_list`),
@@ -10,6 +11,7 @@
 mod bounds;
 mod bulk;
 mod guards;
+mod insights;
 mod live;
 mod overview;
 mod queues;
