@@ -86,14 +86,22 @@ impl Rows {
             by_workflow.entry(&run.summary.workflow).or_default()[slot] += 1;
             by_status[slot] += 1;
         }
-        // As the store: the names come from at most `COUNT_CAP` runs per
-        // status and at most `WORKFLOWS` are kept; either bound reached
-        // says the list may be cut.
+        // As the store: with at most `WORKFLOWS` names in all (ended runs'
+        // too), every name is read and nothing is cut; with more, the names
+        // come from at most `COUNT_CAP` runs per status and at most
+        // `WORKFLOWS` are kept, either bound reached saying the list may be
+        // cut.
         let most = usize::try_from(Overview::WORKFLOWS).unwrap_or(usize::MAX);
-        let workflows_cut = by_workflow.len() > most
-            || by_status
-                .iter()
-                .any(|&n| i64::try_from(n).unwrap_or(i64::MAX) > cap);
+        let every_name: std::collections::BTreeSet<&str> = self
+            .runs
+            .values()
+            .map(|run| run.summary.workflow.as_str())
+            .collect();
+        let workflows_cut = every_name.len() > most
+            && (by_workflow.len() > most
+                || by_status
+                    .iter()
+                    .any(|&n| i64::try_from(n).unwrap_or(i64::MAX) > cap));
         let workflows = by_workflow
             .into_iter()
             .take(most)
