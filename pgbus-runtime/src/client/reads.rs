@@ -325,10 +325,10 @@ fn step_view(row: &tokio_postgres::Row) -> Result<StepView, Error> {
             .transpose()?,
         queue: row.get("queue"),
         priority: row.get("priority"),
-        scheduled_at: row.get("scheduled_at"),
-        started_at: row.get("started_at"),
-        finished_at: row.get("finished_at"),
-        stall_at: row.get("stall_at"),
+        scheduled_at: time(row, "scheduled_at")?,
+        started_at: time(row, "started_at")?,
+        finished_at: time(row, "finished_at")?,
+        stall_at: time(row, "stall_at")?,
         worker_id: row.get("worker_id"),
         output: json(row, "output")?,
         error_class: row.get("error_class"),
@@ -337,10 +337,10 @@ fn step_view(row: &tokio_postgres::Row) -> Result<StepView, Error> {
             .and_then(|c| serde_json::from_value(c).ok())
             .unwrap_or_default(),
         waiting_for: row.get("waiting_for"),
-        waiting_since: row.get("waiting_since"),
+        waiting_since: time(row, "waiting_since")?,
         held_by: row.get("held_by"),
         throttled_by: row.get("throttled_by"),
-        created_at: row.get("created_at"),
+        created_at: time(row, "created_at")?,
     })
 }
 
@@ -371,6 +371,22 @@ fn batch_view(row: &tokio_postgres::Row) -> Result<BatchView, Error> {
         created_at: row.get("created_at"),
         resolved_at: row.get("resolved_at"),
         unrunnable_child: row.get::<_, Option<i64>>("unrunnable_child").map(RunId),
+    })
+}
+
+/// A time column, or a typed error when the driver cannot read it back:
+/// never a panic.
+fn time<T>(row: &tokio_postgres::Row, column: &str) -> Result<T, Error>
+where
+    T: for<'a> tokio_postgres::types::FromSql<'a>,
+{
+    // A time the driver cannot read (`infinity`, written by hand: the
+    // engine never writes one) is a corrupt row, said as such, not a panic.
+    row.try_get::<_, T>(column).map_err(|e| {
+        Error::Corrupt(format!(
+            "column `{column}`: {}",
+            crate::error::display_chain(&e)
+        ))
     })
 }
 

@@ -534,3 +534,38 @@ async fn reads_by_workflow_find_a_name_after_a_thousand_others() {
     );
     assert!(!overview.workflows_cut);
 }
+
+/// A step row whose time the driver cannot read (`infinity`, written by
+/// hand: the engine never writes one) makes the run's read a typed error
+/// naming the column, not a panic.
+#[tokio::test]
+async fn a_step_time_the_driver_cannot_read_is_a_corrupt_row() {
+    let t = TestDb::new().await;
+    t.execute(
+        "INSERT INTO {schema}.runs (workflow, definition_digest, options_digest, status, input,
+                                    created_at, updated_at)
+         VALUES ('orders.fulfil', 'd', 'o', 'ready', 'null', $1, $1)",
+        &[&t0()],
+    )
+    .await;
+    t.execute(
+        "INSERT INTO {schema}.steps (run_id, workflow, step_name, attempt, status, queue,
+                                     priority, scheduled_at, created_at)
+         SELECT id, workflow, 'reserve', 1, 'scheduled', 'default', 0, 'infinity', $1
+         FROM {schema}.runs",
+        &[&t0()],
+    )
+    .await;
+    let run = t
+        .client()
+        .list_runs(&RunFilter::new())
+        .await
+        .expect("the list reads no step time")[0]
+        .id;
+    match t.client().run(run).await {
+        Err(pgbus_runtime::Error::Corrupt(what)) => {
+            assert!(what.contains("column `scheduled_at`"), "{what}");
+        }
+        other => panic!("a corrupt row, not {other:?}"),
+    }
+}
