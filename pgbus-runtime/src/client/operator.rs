@@ -113,20 +113,9 @@ impl Client {
         let now = self.store.clock.now();
         let mut guarded = self.store.guarded().await?;
         let read = async {
-            let client = guarded
-                .build_transaction()
-                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await?;
+            let client = super::reads::snapshot(&mut guarded).start().await?;
             let (sql, prep) = (&self.store.sql, &self.store.prep);
-            let at: DateTime<Utc> = match now {
-                Some(now) => now,
-                None => client
-                    .query_one("SELECT clock_timestamp()", &[])
-                    .await?
-                    .get(0),
-            };
+            let at = read_now(&client, now).await?;
             let at_param = Some(at);
             let cap = Overview::COUNT_CAP;
             let statement = prep.in_driver_tx(&client, &sql.overview_workflows).await?;
@@ -209,20 +198,9 @@ impl Client {
         let now = self.store.clock.now();
         let mut guarded = self.store.guarded().await?;
         let read = async {
-            let client = guarded
-                .build_transaction()
-                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await?;
+            let client = super::reads::snapshot(&mut guarded).start().await?;
             let (sql, prep) = (&self.store.sql, &self.store.prep);
-            let at: DateTime<Utc> = match now {
-                Some(now) => now,
-                None => client
-                    .query_one("SELECT clock_timestamp()", &[])
-                    .await?
-                    .get(0),
-            };
+            let at = read_now(&client, now).await?;
             let statement = prep.in_driver_tx(&client, &sql.limits_in_force).await?;
             let concurrency = statement
                 .query(&client, &[&LimitsNow::LIMITS_MAX])
@@ -331,4 +309,19 @@ impl Client {
             },
         )
     }
+}
+
+/// The time a read of several statements is as of: the store's pinned
+/// clock, or the server's once, so every part of the read agrees.
+async fn read_now(
+    client: &deadpool_postgres::Transaction<'_>,
+    now: Option<DateTime<Utc>>,
+) -> Result<DateTime<Utc>, Error> {
+    Ok(match now {
+        Some(now) => now,
+        None => client
+            .query_one("SELECT clock_timestamp()", &[])
+            .await?
+            .get(0),
+    })
 }

@@ -44,12 +44,7 @@ impl Client {
         let now = self.store.clock.now();
         let mut guarded = self.store.guarded().await?;
         let read = async {
-            let client = guarded
-                .build_transaction()
-                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await?;
+            let client = snapshot(&mut guarded).start().await?;
             let (sql, prep) = (&self.store.sql, &self.store.prep);
             let statement = prep.in_driver_tx(&client, &sql.get_run).await?;
             let Some(row) = statement
@@ -372,6 +367,17 @@ fn batch_view(row: &tokio_postgres::Row) -> Result<BatchView, Error> {
         resolved_at: row.get("resolved_at"),
         unrunnable_child: row.get::<_, Option<i64>>("unrunnable_child").map(RunId),
     })
+}
+
+/// A read-only transaction of one snapshot, for a read of several
+/// statements that must agree with each other.
+pub(super) fn snapshot(
+    client: &mut deadpool_postgres::ClientWrapper,
+) -> deadpool_postgres::TransactionBuilder<'_> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
 }
 
 /// A time column, or a typed error when the driver cannot read it back:
