@@ -237,7 +237,8 @@ impl FromOption for Int {
         })?;
         Ok(Self {
             value: if negative { -magnitude } else { magnitude },
-            span: int.span(),
+            // `-1`: the range errors point at the sign and the number.
+            span: if negative { expr.span() } else { int.span() },
         })
     }
 }
