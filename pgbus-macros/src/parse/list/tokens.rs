@@ -1,4 +1,4 @@
-//! Token helpers of the list reader: tests on one token, and tokens as
+//! Tokens for the list reader: tests on one token, and tokens as
 //! messages show them.
 
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
