@@ -26,15 +26,15 @@ impl FromOption for Text {
                 value: s.value(),
                 span: s.span(),
             }),
-            other => Err(unquoted(option, other)),
+            other => Err(unquoted(option, other, |_| true)),
         }
     }
 }
 
-/// A value that is not a string where one is needed: a bare word gets the
-/// same word back in quotes, anything else the option's shape.
-fn unquoted(option: &OptionItem<'_>, expr: &Expr) -> Error {
-    match bare_word(expr) {
+/// A value that is not a string where one is needed: a bare word the option
+/// takes gets the same word back in quotes, anything else the option's shape.
+fn unquoted(option: &OptionItem<'_>, expr: &Expr, takes: impl Fn(&str) -> bool) -> Error {
+    match bare_word(expr).filter(|word| takes(word)) {
         Some(word) => Error::custom(format!(
             "`{name}` needs {needs}: write `{name} = \"{word}\"`",
             name = option.name,
@@ -311,7 +311,7 @@ impl<T: Vocabulary> FromOption for Word<T> {
             lit: Lit::Str(s), ..
         }) = expr
         else {
-            return Err(unquoted(option, expr));
+            return Err(unquoted(option, expr, |word| T::parse_word(word).is_ok()));
         };
         T::parse_word(&s.value())
             .map(|value| Self {

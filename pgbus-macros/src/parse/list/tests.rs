@@ -466,6 +466,23 @@ fn value_errors_name_the_option() {
 }
 
 #[test]
+fn a_bare_word_is_given_back_in_quotes_only_when_the_option_takes_it() {
+    expect(
+        &workflow("slot = run, on_deadline = run"),
+        &[
+            (
+                "`slot` needs `step` or `run` in quotes: write `slot = \"run\"`",
+                "run",
+            ),
+            (
+                "`on_deadline` needs `cancel` or `pause` in quotes, e.g. `on_deadline = \"pause\"`",
+                "run",
+            ),
+        ],
+    );
+}
+
+#[test]
 fn a_type_option_keeps_its_commas_and_strings() {
     expect(
         &workflow("input = HashMap<String, u32>, output = \"Vec<u8>\""),
