@@ -266,69 +266,122 @@ impl fmt::Display for OnTimeout {
     }
 }
 
-/// Option names, per place they may be written. The macros use these for
-/// unknown-option diagnostics and did-you-mean suggestions.
+/// Option names, per place they may be written, each with the shape of its
+/// value. The macros use the names for unknown-option diagnostics and
+/// did-you-mean suggestions, and the shapes for every message about a missing
+/// or malformed value (`skip_if = ` with nothing after it). An option is
+/// declared once, with its shape, so none can be added without one.
 pub mod options {
-    /// `#[workflow(...)]`.
-    pub const WORKFLOW: &[&str] = &[
-        "crate",
-        "name",
-        "input",
-        "output",
-        "queue",
-        "priority",
-        "cancel_if",
-        "on_exception",
-        "schedule",
-        "timezone",
-        "catch_up",
-        "concurrency",
-        "key",
-        "key_concurrency",
-        "slot",
-        "rate_limit",
-        "key_rate_limit",
-        "deadline",
-        "on_deadline",
-    ];
-    /// `#[step(...)]`.
-    pub const STEP: &[&str] = &[
-        "name",
-        "wait",
-        "timeout",
-        "skip_if",
-        "queue",
-        "priority",
-        "wait_for",
-        "wait_timeout",
-        "on_timeout",
-        "on_exception",
-        "rate_limit",
-    ];
-    /// `#[fan_out(...)]`.
-    pub const FAN_OUT: &[&str] = &[
-        "name",
-        "wait",
-        "timeout",
-        "skip_if",
-        "queue",
-        "priority",
-        "on_batch_failure",
-        "on_exception",
-        "rate_limit",
-    ];
-    /// `on_exception(...)`, on a workflow or a step.
-    pub const ON_EXCEPTION: &[&str] = &[
-        "matching",
-        "action",
-        "handler",
-        "wait",
-        "max_reattempts",
-        "terminal_action",
-        "report",
-    ];
-    /// `wait_for(...)`, the long form.
-    pub const WAIT_FOR: &[&str] = &["name", "matches"];
+    /// What an option's value looks like, said in a message: "`{name}` needs
+    /// {needs}, e.g. `{example}`".
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Shape {
+        /// The option's name, e.g. `skip_if`.
+        pub name: &'static str,
+        /// What the value is, completing "`skip_if` needs ...": e.g. `a method
+        /// path`.
+        pub needs: &'static str,
+        /// The whole option written well, e.g. `skip_if = Self::opted_out`.
+        pub example: &'static str,
+    }
+
+    /// The shape of option `name` in `shapes` (one of the `*_SHAPES` lists).
+    #[must_use]
+    pub fn shape(shapes: &'static [Shape], name: &str) -> Option<&'static Shape> {
+        shapes.iter().find(|shape| shape.name == name)
+    }
+
+    macro_rules! place {
+        ($(
+            $(#[$doc:meta])*
+            $names:ident, $shapes:ident {
+                $($name:literal => $needs:literal, $example:literal;)+
+            }
+        )+) => {$(
+            $(#[$doc])*
+            pub const $names: &[&str] = &[$($name),+];
+
+            #[doc = concat!("The shape of each option of [`", stringify!($names), "`], in its order.")]
+            pub const $shapes: &[Shape] = &[$(Shape {
+                name: $name,
+                needs: $needs,
+                example: $example,
+            }),+];
+        )+};
+    }
+
+    place! {
+        /// `#[workflow(...)]`.
+        WORKFLOW, WORKFLOW_SHAPES {
+            "crate" => "the path of the runtime crate", "crate = \"pgbus\"";
+            "name" => "the workflow's durable name in quotes", "name = \"orders.fulfil\"";
+            "input" => "a type", "input = Order";
+            "output" => "a type", "output = Receipt";
+            "queue" => "a queue name in quotes", "queue = \"payments\"";
+            "priority" => "an integer from -32768 to 32767", "priority = 5";
+            "cancel_if" => "a method path", "cancel_if = Self::is_void";
+            "on_exception" => "a policy in parentheses",
+                "on_exception(matching(CardDeclined), action = \"cancel\")";
+            "schedule" => "a cron expression in quotes", "schedule = \"0 0 7 * * *\"";
+            "timezone" => "a time zone name in quotes", "timezone = \"Europe/Berlin\"";
+            "catch_up" => "`skip`, `one`, `all` or `all(N)` in quotes", "catch_up = \"skip\"";
+            "concurrency" => "a whole number of slots", "concurrency = 10";
+            "key" => "a method path", "key = Self::customer";
+            "key_concurrency" => "a whole number of slots", "key_concurrency = 1";
+            "slot" => "`step` or `run` in quotes", "slot = \"run\"";
+            "rate_limit" => "a rate in quotes", "rate_limit = \"10/1s\"";
+            "key_rate_limit" => "a rate in quotes", "key_rate_limit = \"10/1s\"";
+            "deadline" => "a duration", "deadline = \"1h\"";
+            "on_deadline" => "`cancel` or `pause` in quotes", "on_deadline = \"pause\"";
+        }
+
+        /// `#[step(...)]`.
+        STEP, STEP_SHAPES {
+            "name" => "the step's durable name in quotes", "name = \"charge\"";
+            "wait" => "a duration", "wait = \"5s\"";
+            "timeout" => "a duration", "timeout = \"1m\"";
+            "skip_if" => "a method path", "skip_if = Self::opted_out";
+            "queue" => "a queue name in quotes", "queue = \"payments\"";
+            "priority" => "an integer from -32768 to 32767", "priority = 5";
+            "wait_for" => "a signal name in quotes", "wait_for = \"payment.settled\"";
+            "wait_timeout" => "a duration", "wait_timeout = \"1h\"";
+            "on_timeout" => "`pause`, `cancel`, `skip` or `run` in quotes", "on_timeout = \"skip\"";
+            "on_exception" => "an action in quotes or a policy in parentheses",
+                "on_exception = \"reattempt\"";
+            "rate_limit" => "a rate in quotes", "rate_limit = \"10/1s\"";
+        }
+
+        /// `#[fan_out(...)]`.
+        FAN_OUT, FAN_OUT_SHAPES {
+            "name" => "the step's durable name in quotes", "name = \"ship\"";
+            "wait" => "a duration", "wait = \"5s\"";
+            "timeout" => "a duration", "timeout = \"1m\"";
+            "skip_if" => "a method path", "skip_if = Self::opted_out";
+            "queue" => "a queue name in quotes", "queue = \"payments\"";
+            "priority" => "an integer from -32768 to 32767", "priority = 5";
+            "on_batch_failure" => "`pause`, `cancel` or `skip` in quotes", "on_batch_failure = \"skip\"";
+            "on_exception" => "an action in quotes or a policy in parentheses",
+                "on_exception = \"reattempt\"";
+            "rate_limit" => "a rate in quotes", "rate_limit = \"10/1s\"";
+        }
+
+        /// `on_exception(...)`, on a workflow or a step.
+        ON_EXCEPTION, ON_EXCEPTION_SHAPES {
+            "matching" => "error types in parentheses", "matching(CardDeclined, Timeout)";
+            "action" => "`pause`, `reattempt`, `cancel` or `skip` in quotes", "action = \"pause\"";
+            "handler" => "a method path", "handler = Self::on_declined";
+            "wait" => "a duration", "wait = \"5s\"";
+            "max_reattempts" => "an integer from 1 to 4294967295", "max_reattempts = 3";
+            "terminal_action" => "`pause`, `cancel` or `skip` in quotes", "terminal_action = \"cancel\"";
+            "report" => "`always`, `never` or `terminal_only` in quotes", "report = \"never\"";
+        }
+
+        /// `wait_for(...)`, the long form.
+        WAIT_FOR, WAIT_FOR_SHAPES {
+            "name" => "the signal's name in quotes", "name = \"payment.settled\"";
+            "matches" => "a method path", "matches = Self::same_order";
+        }
+    }
 }
 
 #[cfg(test)]

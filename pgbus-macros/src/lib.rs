@@ -161,6 +161,20 @@ use proc_macro::TokenStream;
 /// the step. A bare literal (`#[workflow("x")]`) and `option(value)` for `option =
 /// value` are errors too.
 ///
+/// Every option list (this one, `#[step(...)]`, `#[fan_out(...)]`,
+/// `on_exception(...)`, `wait_for(...)`) has one grammar: items separated by
+/// `,` (a trailing `,` is fine), each `name`, `name = value` (one expression;
+/// for `input` and `output` one type, whose `<...>` may hold commas) or
+/// `name(...)` in parentheses; `matching(...)` holds types separated by `,`.
+/// A malformed item is an error spanned at its token, naming the option and
+/// what it takes (`skip_if = ` alone: "`skip_if` needs a method path, e.g.
+/// `skip_if = Self::opted_out`"): nothing or a second `=` after `=`, more than
+/// one value, a missing `,` (both options named), `;` for `,`, `:` for `=`, a
+/// leading or doubled `,`, a name that is a path or in quotes, `=` with no
+/// name, `[...]` or `{...}` for `(...)`, `name(...) = value`, stray tokens.
+/// The items after a malformed one are still read, so one build reports
+/// every mistake of a list.
+///
 /// # Flow control
 ///
 /// Limits every store's claim enforces fleet-wide, and a deadline for each run
@@ -386,6 +400,8 @@ pub fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
 /// option gets a did-you-mean or the list of allowed options; an option of
 /// `on_exception(...)` written directly on the step (`max_reattempts = 3`), or
 /// a workflow option (`cancel_if`), gets an error saying where it goes.
+/// A malformed list (`skip_if = ` with no value, a missing `,`) gets the
+/// errors described on [`macro@workflow`], at its tokens.
 ///
 /// Used outside a `#[workflow]` impl (on a free function, or in an impl without
 /// `#[workflow]`), it is a compile error.
@@ -553,7 +569,8 @@ pub fn on_exception(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Written among the steps, at the place the deleted step had in declaration
 /// order. It takes no options, only the step's durable name: one identifier
 /// (without `r#`: `removed_step!(r#type)` is `"type"`) or one string literal for
-/// a name that is not an identifier. The name is not empty, has no control
+/// a name that is not an identifier. Anything more (a second name, a
+/// trailing `,`, `name = "..."`, a path) is an error at its token. The name is not empty, has no control
 /// characters and no whitespace at either end.
 ///
 /// - The name is not that of a live step (a step's durable name, so a step kept

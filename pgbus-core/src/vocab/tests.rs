@@ -99,3 +99,66 @@ fn closest_takes_names_known_at_run_time() {
     assert_eq!(closest("refund", names.iter().map(String::as_str)), None);
     assert_eq!(closest("anything", std::iter::empty()), None);
 }
+
+#[test]
+fn every_option_has_a_shape_whose_example_writes_it() {
+    let places = [
+        (options::WORKFLOW, options::WORKFLOW_SHAPES),
+        (options::STEP, options::STEP_SHAPES),
+        (options::FAN_OUT, options::FAN_OUT_SHAPES),
+        (options::ON_EXCEPTION, options::ON_EXCEPTION_SHAPES),
+        (options::WAIT_FOR, options::WAIT_FOR_SHAPES),
+    ];
+    for (names, shapes) in places {
+        assert_eq!(names.len(), shapes.len());
+        for name in names {
+            let shape = options::shape(shapes, name).expect("a shape for every option");
+            assert!(
+                shape.example.starts_with(&format!("{name} = "))
+                    || shape.example.starts_with(&format!("{name}(")),
+                "the example of `{name}` writes it: {}",
+                shape.example
+            );
+            assert!(!shape.needs.is_empty() && !shape.needs.ends_with('.'));
+        }
+    }
+    assert_eq!(options::shape(options::STEP_SHAPES, "nope"), None);
+}
+
+#[test]
+fn a_word_option_names_every_word_it_takes() {
+    let words: [(&[options::Shape], &str, &[&str]); 8] = [
+        (options::ON_EXCEPTION_SHAPES, "action", ExceptionAction::ALL),
+        (
+            options::ON_EXCEPTION_SHAPES,
+            "terminal_action",
+            FailureAction::ALL,
+        ),
+        (options::ON_EXCEPTION_SHAPES, "report", Report::ALL),
+        (
+            options::FAN_OUT_SHAPES,
+            "on_batch_failure",
+            FailureAction::ALL,
+        ),
+        (options::STEP_SHAPES, "on_timeout", OnTimeout::ALL),
+        (options::WORKFLOW_SHAPES, "slot", crate::SlotHolder::ALL),
+        (
+            options::WORKFLOW_SHAPES,
+            "on_deadline",
+            crate::DeadlineAction::ALL,
+        ),
+        (
+            options::WORKFLOW_SHAPES,
+            "catch_up",
+            crate::schedule::CatchUp::WORDS,
+        ),
+    ];
+    for (shapes, name, allowed) in words {
+        let needs = options::shape(shapes, name).expect("a shape").needs;
+        assert_eq!(
+            needs,
+            format!("{} in quotes", backticked(allowed)),
+            "{name}"
+        );
+    }
+}

@@ -164,31 +164,12 @@ struct LooseArgs {
 /// `crate`, `input` and `output` from `#[workflow(...)]`, when they parse;
 /// anything wrong there is reported once the impl itself parses.
 fn loose_args(args: &TokenStream) -> LooseArgs {
-    let Ok(metas) = darling::ast::NestedMeta::parse_meta_list(args.clone()) else {
-        return LooseArgs::default();
-    };
-    let mut loose = LooseArgs::default();
-    for meta in &metas {
-        let path = match meta {
-            darling::ast::NestedMeta::Meta(meta) => meta.path(),
-            darling::ast::NestedMeta::NameValueInvalidExpr(invalid) => &invalid.path,
-            darling::ast::NestedMeta::Lit(_) => continue,
-        };
-        if path.is_ident("input") {
-            loose.input = darling::FromMeta::from_nested_meta(meta)
-                .ok()
-                .map(|t: parse::values::InputType| t.0);
-        } else if path.is_ident("output") {
-            loose.output = darling::FromMeta::from_nested_meta(meta)
-                .ok()
-                .map(|t: parse::values::OutputType| t.0);
-        } else if path.is_ident("crate") {
-            loose.krate = darling::FromMeta::from_nested_meta(meta)
-                .ok()
-                .map(|p: parse::values::PathArg| p.0);
-        }
+    let (krate, input, output) = parse::loose_workflow_args(args.clone());
+    LooseArgs {
+        krate,
+        input,
+        output,
     }
-    loose
 }
 
 /// Drops `#[step]`, `#[fan_out]`, `#[on_exception]` and `removed_step!(..);` at the

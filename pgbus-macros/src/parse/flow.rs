@@ -4,16 +4,14 @@
 //! each error naming its option and spanned at the value; the rules across
 //! options are in `validate::flow`, the `key` method's shape in `key`.
 
-use darling::ast::NestedMeta;
 use darling::error::Accumulator;
 use darling::{Error, Result};
 use pgbus_core::flow::{MAX_CONCURRENCY, Rate};
 use pgbus_core::{DeadlineAction, SlotHolder, UnknownWord, did_you_mean};
-use syn::spanned::Spanned;
-use syn::{Expr, Lit, Meta, UnOp};
+use syn::{Expr, Lit, UnOp};
 
-use super::options::OptionItem;
-use super::values::{DurationMs, PathArg, Vocabulary, Word, strip_group, value_in_parentheses};
+use super::options::{FromOption, OptionItem};
+use super::values::{DurationMs, PathArg, Vocabulary, Word};
 
 /// The flow control options of `#[workflow(...)]`, before validation.
 #[derive(Default)]
@@ -45,49 +43,18 @@ pub(super) fn workflow_option(
     errors: &mut Accumulator,
 ) -> bool {
     match option.name.as_str() {
-        "concurrency" => flow.concurrency = option.parse_named(errors),
+        "concurrency" => flow.concurrency = option.parse(errors),
         "key" => flow.key = option.parse(errors),
-        "key_concurrency" => flow.key_concurrency = option.parse_named(errors),
+        "key_concurrency" => flow.key_concurrency = option.parse(errors),
         "slot" => flow.slot = option.parse(errors),
-        "rate_limit" => flow.rate_limit = option.parse_named(errors),
-        "key_rate_limit" => flow.key_rate_limit = option.parse_named(errors),
+        "rate_limit" => flow.rate_limit = option.parse(errors),
+        "key_rate_limit" => flow.key_rate_limit = option.parse(errors),
         "deadline" => flow.deadline = option.parse(errors),
         "on_deadline" => flow.on_deadline = option.parse(errors),
         _ => return false,
     }
     flow.written.push(option.name.clone());
     true
-}
-
-/// A value whose messages name the option it is written for (`concurrency`
-/// or `key_concurrency`, `rate_limit` or `key_rate_limit`).
-pub(crate) trait FromOption: Sized {
-    /// Reads the value of option `name`; errors are spanned.
-    fn from_option(name: &str, item: &NestedMeta) -> Result<Self>;
-}
-
-/// The value expression of `name = value`, or the error for another form.
-fn value<'a>(name: &str, item: &'a NestedMeta, example: &str) -> Result<&'a Expr> {
-    match item {
-        NestedMeta::Meta(Meta::NameValue(nv)) => Ok(strip_group(&nv.value)),
-        NestedMeta::Meta(Meta::Path(path)) => Err(Error::custom(format!(
-            "`{name}` needs a value, e.g. `{name} = {example}`"
-        ))
-        .with_span(path)),
-        NestedMeta::Meta(Meta::List(list)) => Err(value_in_parentheses().with_span(list)),
-        NestedMeta::NameValueInvalidExpr(invalid) => {
-            let span = invalid
-                .value
-                .clone()
-                .into_iter()
-                .next()
-                .map_or_else(|| invalid.path.span(), |tree| tree.span());
-            Err(Error::custom(format!("expected `{name} = {example}`")).with_span(&span))
-        }
-        NestedMeta::Lit(lit) => {
-            Err(Error::custom(format!("expected `{name} = {example}`")).with_span(lit))
-        }
-    }
 }
 
 /// A concurrency limit: an integer literal from 1 to [`MAX_CONCURRENCY`].
@@ -97,8 +64,9 @@ pub(crate) struct Limit {
 }
 
 impl FromOption for Limit {
-    fn from_option(name: &str, item: &NestedMeta) -> Result<Self> {
-        let expr = value(name, item, "10")?;
+    fn from_option(option: &OptionItem<'_>) -> Result<Self> {
+        let name = option.name.as_str();
+        let expr = option.expr()?;
         let shape = || {
             Error::custom(format!(
                 "`{name}` takes a whole number of slots from 1 to {MAX_CONCURRENCY}, e.g. `{name} = 10`"
@@ -170,8 +138,9 @@ pub(crate) struct RateArg {
 }
 
 impl FromOption for RateArg {
-    fn from_option(name: &str, item: &NestedMeta) -> Result<Self> {
-        let expr = value(name, item, "\"10/1s\"")?;
+    fn from_option(option: &OptionItem<'_>) -> Result<Self> {
+        let name = option.name.as_str();
+        let expr = option.expr()?;
         let Expr::Lit(syn::ExprLit {
             lit: Lit::Str(s), ..
         }) = expr
@@ -193,11 +162,7 @@ impl Vocabulary for SlotHolder {
         Self::parse(word).ok_or_else(|| unknown(word, Self::ALL))
     }
 
-    fn example() -> &'static str {
-        "\"step\""
-    }
-
-    fn explain(error: &UnknownWord) -> Option<String> {
+    fn explain(_name: &str, error: &UnknownWord) -> Option<String> {
         Some(format!(
             "unknown `slot` value `{}`; expected `step` (a slot is held while a step of the run \
              is in progress, the default) or `run` (held from the run's first step to its end){}",
@@ -212,11 +177,7 @@ impl Vocabulary for DeadlineAction {
         Self::parse(word).ok_or_else(|| unknown(word, Self::ALL))
     }
 
-    fn example() -> &'static str {
-        "\"cancel\""
-    }
-
-    fn explain(error: &UnknownWord) -> Option<String> {
+    fn explain(_name: &str, error: &UnknownWord) -> Option<String> {
         Some(format!(
             "unknown `on_deadline` value `{}`; expected `cancel` (the default) or `pause`: \
              what a run past its deadline becomes{}",

@@ -3,7 +3,7 @@
 use darling::Error;
 use darling::error::Accumulator;
 use pgbus_core::EntryKind;
-use syn::spanned::Spanned;
+use proc_macro2::{Span, TokenTree};
 
 use super::step::conditional_step;
 use super::values::Text;
@@ -11,26 +11,7 @@ use super::{RawEntry, RawStepArgs};
 
 /// `removed_step!(name)` or `removed_step!("durable.name")`.
 pub(super) fn gravestone(mac: &syn::ImplItemMacro, errors: &mut Accumulator) -> Option<RawEntry> {
-    let name = match syn::parse2::<GravestoneName>(mac.mac.tokens.clone()) {
-        Ok(name) => name.0,
-        Err(error) => {
-            // syn's error knows the token where the name stopped making sense; an
-            // empty invocation has none, so blame the macro's name.
-            let span = if mac.mac.tokens.is_empty() {
-                mac.mac.path.span()
-            } else {
-                error.span()
-            };
-            errors.push(
-                Error::custom(
-                    "`removed_step!` takes the removed step's durable name, e.g. `removed_step!(legacy_check)` \
-                     or `removed_step!(\"legacy.check\")`",
-                )
-                .with_span(&span),
-            );
-            return None;
-        }
-    };
+    let name = gravestone_name(&mac.mac, errors)?;
     for attr in &mac.attrs {
         if attr.path().is_ident("cfg") {
             errors.push(conditional_step(attr));
@@ -48,26 +29,82 @@ pub(super) fn gravestone(mac: &syn::ImplItemMacro, errors: &mut Accumulator) -> 
     })
 }
 
-struct GravestoneName(Text);
+const SHAPE: &str = "`removed_step!` takes the removed step's durable name, e.g. \
+                     `removed_step!(legacy_check)` or `removed_step!(\"legacy.check\")`";
 
-impl syn::parse::Parse for GravestoneName {
-    fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<Self> {
-        let text = if input.peek(syn::LitStr) {
-            let lit: syn::LitStr = input.parse()?;
-            Text {
-                value: lit.value(),
-                span: lit.span(),
+/// The one name of `removed_step!(...)`, each mistake reported at its token.
+fn gravestone_name(mac: &syn::Macro, errors: &mut Accumulator) -> Option<Text> {
+    let trees: Vec<TokenTree> = mac.tokens.clone().into_iter().collect();
+    let Some(first) = trees.first() else {
+        errors.push(Error::custom(SHAPE).with_span(&mac.path));
+        return None;
+    };
+    let name = match first {
+        TokenTree::Ident(ident) => Text {
+            value: syn::ext::IdentExt::unraw(ident).to_string(),
+            span: ident.span(),
+        },
+        TokenTree::Literal(literal) => match syn::Lit::new(literal.clone()) {
+            syn::Lit::Str(s) => Text {
+                value: s.value(),
+                span: s.span(),
+            },
+            _ => {
+                errors.push(
+                    Error::custom(format!(
+                        "{SHAPE}; a name is an identifier or a string in quotes, not `{literal}`"
+                    ))
+                    .with_span(&literal.span()),
+                );
+                return None;
             }
-        } else {
-            let ident: syn::Ident = input.parse()?;
-            Text {
-                value: syn::ext::IdentExt::unraw(&ident).to_string(),
-                span: ident.span(),
-            }
-        };
-        if !input.is_empty() {
-            return Err(input.error("expected one name"));
+        },
+        other => {
+            errors.push(Error::custom(SHAPE).with_span(&open_span(other)));
+            return None;
         }
-        Ok(Self(text))
+    };
+    let Some(next) = trees.get(1) else {
+        return Some(name);
+    };
+    let message = match (next, trees.get(2)) {
+        (TokenTree::Punct(punct), None) if punct.as_char() == ',' => {
+            "`removed_step!` takes one name; remove the trailing `,`".to_owned()
+        }
+        (TokenTree::Punct(punct), Some(second)) if punct.as_char() == ',' => {
+            return report(
+                errors,
+                format!(
+                    "`removed_step!` takes one name; write one `removed_step!` for each removed \
+                     step: `removed_step!({first}); removed_step!({second});`"
+                ),
+                open_span(second),
+            );
+        }
+        (TokenTree::Punct(punct), _) if punct.as_char() == '=' => format!(
+            "`removed_step!` takes the name alone, with no `=`: `removed_step!({})`",
+            trees
+                .get(2)
+                .map_or_else(|| first.to_string(), ToString::to_string)
+        ),
+        (TokenTree::Punct(punct), _) if punct.as_char() == ':' => {
+            "`removed_step!` takes the step's durable name, not a path, e.g. \
+             `removed_step!(legacy_check)` or `removed_step!(\"legacy.check\")`"
+                .to_owned()
+        }
+        _ => format!("{SHAPE}; it takes one name, and `{next}` follows `{first}`"),
+    };
+    report(errors, message, open_span(next))
+}
+
+fn report(errors: &mut Accumulator, message: String, span: Span) -> Option<Text> {
+    errors.push(Error::custom(message).with_span(&span));
+    None
+}
+
+fn open_span(tree: &TokenTree) -> Span {
+    match tree {
+        TokenTree::Group(group) => group.span_open(),
+        other => other.span(),
     }
 }

@@ -6,6 +6,7 @@
 mod flow;
 mod gravestone;
 mod key;
+mod list;
 mod on_exception;
 mod options;
 mod ours;
@@ -124,6 +125,32 @@ pub(crate) struct RawPolicy {
     pub(crate) reported: bool,
     /// `action` was written, valid or not.
     pub(crate) action_written: bool,
+}
+
+/// `crate`, `input` and `output` of `#[workflow(...)]`, each when it reads
+/// well: what the stand-in for an impl that does not parse needs. Anything
+/// wrong there is reported once the impl itself parses.
+pub(crate) fn loose_workflow_args(
+    args: proc_macro2::TokenStream,
+) -> (Option<syn::Path>, Option<Type>, Option<Type>) {
+    let mut ignored = Error::accumulator();
+    let metas = list::read(args, options::Place::Workflow, &mut ignored);
+    let (mut krate, mut input, mut output) = (None, None, None);
+    for option in options::read(&metas, options::Place::Workflow, &mut ignored) {
+        match option.name.as_str() {
+            "crate" => krate = option.parse::<PathArg>(&mut ignored).map(|p| p.0),
+            "input" => input = option.parse::<values::InputType>(&mut ignored).map(|t| t.0),
+            "output" => {
+                output = option
+                    .parse::<values::OutputType>(&mut ignored)
+                    .map(|t| t.0);
+            }
+            _ => {}
+        }
+    }
+    // Dropped unread: these errors are found again by the full parse.
+    drop(ignored.into_inner());
+    (krate, input, output)
 }
 
 /// Where to point at generics: the first parameter, else the `where`.

@@ -2,27 +2,23 @@
 //! impl.
 
 use darling::Error;
-use darling::ast::NestedMeta;
 use darling::error::Accumulator;
 use pgbus_core::ExceptionAction;
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
 use syn::{Attribute, Meta};
 
 use super::options::{self, OptionItem, Place};
+use super::step::parenthesized;
 use super::values::{Matching, Word};
-use super::{RawPolicy, nested};
+use super::{RawPolicy, list, nested};
 
 /// `on_exception(...)` or the shorthand `on_exception = "reattempt"` inside an
 /// option list.
 pub(super) fn policy(option: &OptionItem<'_>, errors: &mut Accumulator) -> Option<RawPolicy> {
     let span = option.name_span();
     match option.list() {
-        Some(list) => {
-            let metas = errors
-                .handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
-            Some(policy_options(span, &metas, errors))
-        }
+        Some(list) => Some(policy_options(span, list.tokens.clone(), errors)),
         None => {
             let action = option.parse::<Word<ExceptionAction>>(errors)?;
             Some(RawPolicy {
@@ -46,9 +42,8 @@ pub(super) fn policy_attribute(attr: &Attribute, errors: &mut Accumulator) -> Op
     let span = attr.path().span();
     match &attr.meta {
         Meta::List(list) => {
-            let metas = errors
-                .handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
-            Some(policy_options(span, &metas, errors))
+            parenthesized(list, errors);
+            Some(policy_options(span, list.tokens.clone(), errors))
         }
         Meta::Path(_) | Meta::NameValue(_) => {
             errors.push(
@@ -62,7 +57,7 @@ pub(super) fn policy_attribute(attr: &Attribute, errors: &mut Accumulator) -> Op
     }
 }
 
-fn policy_options(span: Span, metas: &[NestedMeta], errors: &mut Accumulator) -> RawPolicy {
+fn policy_options(span: Span, tokens: TokenStream, errors: &mut Accumulator) -> RawPolicy {
     let mut policy = RawPolicy {
         span,
         matching: Vec::new(),
@@ -76,7 +71,8 @@ fn policy_options(span: Span, metas: &[NestedMeta], errors: &mut Accumulator) ->
         action_written: false,
     };
     let ((), reported) = nested(errors, |errors| {
-        for option in options::read(metas, Place::OnException, errors) {
+        let metas = list::read(tokens, Place::OnException, errors);
+        for option in options::read(&metas, Place::OnException, errors) {
             let name_span = option.name_span();
             match option.name.as_str() {
                 "matching" => {

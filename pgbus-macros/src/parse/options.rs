@@ -3,10 +3,14 @@
 
 use darling::ast::NestedMeta;
 use darling::error::Accumulator;
-use darling::{Error, FromMeta};
+use darling::{Error, Result};
+use pgbus_core::vocab::options::Shape;
 use pgbus_core::vocab::{backticked, did_you_mean, options};
 use proc_macro2::Span;
 use syn::spanned::Spanned;
+use syn::{Expr, Meta};
+
+use super::values::strip_group;
 
 /// Where an option list is written; decides the vocabulary and the wording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,7 +23,17 @@ pub(crate) enum Place {
 }
 
 impl Place {
-    fn label(self) -> &'static str {
+    /// Every place, for tests that walk them all.
+    #[cfg(test)]
+    pub(super) const ALL: [Self; 5] = [
+        Self::Workflow,
+        Self::Step,
+        Self::FanOut,
+        Self::OnException,
+        Self::WaitFor,
+    ];
+
+    pub(super) fn label(self) -> &'static str {
         match self {
             Self::Workflow => "`#[workflow]`",
             Self::Step => "`#[step]`",
@@ -29,7 +43,7 @@ impl Place {
         }
     }
 
-    fn allowed(self) -> &'static [&'static str] {
+    pub(super) fn allowed(self) -> &'static [&'static str] {
         match self {
             Self::Workflow => options::WORKFLOW,
             Self::Step => options::STEP,
@@ -37,6 +51,35 @@ impl Place {
             Self::OnException => options::ON_EXCEPTION,
             Self::WaitFor => options::WAIT_FOR,
         }
+    }
+
+    /// The shape of each option, in the order of [`Self::allowed`].
+    pub(super) fn shapes(self) -> &'static [Shape] {
+        match self {
+            Self::Workflow => options::WORKFLOW_SHAPES,
+            Self::Step => options::STEP_SHAPES,
+            Self::FanOut => options::FAN_OUT_SHAPES,
+            Self::OnException => options::ON_EXCEPTION_SHAPES,
+            Self::WaitFor => options::WAIT_FOR_SHAPES,
+        }
+    }
+
+    /// What option `name` takes here, for messages; a plain "a value" for a
+    /// name that is not an option here.
+    pub(super) fn shape(self, name: &str) -> Shape {
+        options::shape(self.shapes(), name)
+            .copied()
+            .unwrap_or(Shape {
+                name: "",
+                needs: "a value",
+                example: "name = value",
+            })
+    }
+
+    /// Whether option `name` takes a type, which may be written unquoted with
+    /// commas inside its `<...>`: `input = HashMap<String, u32>`.
+    pub(super) fn takes_type(self, name: &str) -> bool {
+        self == Self::Workflow && matches!(name, "input" | "output")
     }
 
     fn repeatable(self, name: &str) -> bool {
@@ -105,21 +148,61 @@ impl Place {
 /// One known option, ready for its value to be parsed.
 pub(crate) struct OptionItem<'a> {
     pub(crate) name: String,
+    pub(crate) place: Place,
     pub(crate) item: &'a NestedMeta,
 }
 
+/// A value read for one option: its messages name the option and say the
+/// shape its place expects (`skip_if` needs a method path, ...).
+pub(crate) trait FromOption: Sized {
+    /// Reads the value of `option`; errors are spanned inside the attribute.
+    fn from_option(option: &OptionItem<'_>) -> Result<Self>;
+}
+
 impl OptionItem<'_> {
-    /// Parses the value with `T`'s `FromMeta`; errors land on the value.
-    pub(crate) fn parse<T: FromMeta>(&self, errors: &mut Accumulator) -> Option<T> {
-        errors.handle(T::from_nested_meta(self.item))
+    /// Parses the value with `T`, whose messages name this option.
+    pub(crate) fn parse<T: FromOption>(&self, errors: &mut Accumulator) -> Option<T> {
+        errors.handle(T::from_option(self))
     }
 
-    /// Parses the value with `T`, whose messages name this option.
-    pub(crate) fn parse_named<T: super::flow::FromOption>(
-        &self,
-        errors: &mut Accumulator,
-    ) -> Option<T> {
-        errors.handle(T::from_option(&self.name, self.item))
+    /// What this option takes here.
+    pub(crate) fn shape(&self) -> Shape {
+        self.place.shape(&self.name)
+    }
+
+    /// "`skip_if` needs a method path, e.g. `skip_if = Self::opted_out`".
+    pub(crate) fn needs(&self) -> Error {
+        needs(&self.name, &self.shape())
+    }
+
+    /// The value expression of `name = value`, or the error for any other
+    /// form: a bare word, `name(...)`, or a value the list reader already found
+    /// malformed (its message is kept in the item).
+    pub(crate) fn expr(&self) -> Result<&Expr> {
+        match self.item {
+            NestedMeta::Meta(Meta::NameValue(nv)) => Ok(strip_group(&nv.value)),
+            NestedMeta::Meta(Meta::Path(path)) => Err(self.needs().with_span(path)),
+            NestedMeta::Meta(Meta::List(list)) => Err(self.in_parentheses(list)),
+            NestedMeta::NameValueInvalidExpr(invalid) => {
+                Err(invalid.error.clone().with_span(&invalid.eq_token))
+            }
+            NestedMeta::Lit(lit) => Err(self.needs().with_span(lit)),
+        }
+    }
+
+    /// `wait("5s")` where `wait = "5s"` was meant.
+    pub(crate) fn in_parentheses(&self, list: &syn::MetaList) -> Error {
+        let mut trees = list.tokens.clone().into_iter();
+        let written = match (trees.next(), trees.next()) {
+            (Some(one), None) => format!("{} = {one}", self.name),
+            _ => self.shape().example.to_owned(),
+        };
+        Error::custom(format!(
+            "write `{written}`, not `{}(...)`: parentheses are only for `on_exception(...)`, \
+             `wait_for(...)` and `matching(...)`",
+            self.name
+        ))
+        .with_span(&list.path)
     }
 
     /// The span of the option's name.
@@ -134,10 +217,18 @@ impl OptionItem<'_> {
     /// The nested list of `name(...)`, if written that way.
     pub(crate) fn list(&self) -> Option<&syn::MetaList> {
         match self.item {
-            NestedMeta::Meta(syn::Meta::List(list)) => Some(list),
+            NestedMeta::Meta(Meta::List(list)) => Some(list),
             _ => None,
         }
     }
+}
+
+/// "`{name}` needs {shape}, e.g. `{example}`", unspanned.
+pub(super) fn needs(name: &str, shape: &Shape) -> Error {
+    Error::custom(format!(
+        "`{name}` needs {}, e.g. `{}`",
+        shape.needs, shape.example
+    ))
 }
 
 /// Splits `tokens` into option items; literals, unknown names and duplicates are
@@ -187,7 +278,7 @@ pub(crate) fn read<'a>(
             continue;
         }
         seen.push(name.clone());
-        out.push(OptionItem { name, item });
+        out.push(OptionItem { name, place, item });
     }
     out
 }
@@ -221,7 +312,8 @@ fn unknown(place: Place, name: &str) -> Error {
     }
 }
 
-fn example(place: Place) -> &'static str {
+/// A whole option written well at `place`, for messages about the list.
+pub(super) fn example(place: Place) -> &'static str {
     match place {
         Place::Workflow => "`name = \"orders.fulfil\"`",
         Place::Step | Place::FanOut => "`wait = \"5s\"`",

@@ -2,7 +2,6 @@
 //! options and `wait_for`.
 
 use darling::Error;
-use darling::ast::NestedMeta;
 use darling::error::Accumulator;
 use pgbus_core::EntryKind;
 use syn::{Attribute, ImplItemFn, Meta};
@@ -12,7 +11,7 @@ use super::options::{self, OptionItem, Place};
 use super::ours::Ours;
 use super::signature::check_signature;
 use super::values::{PathArg, Text};
-use super::{RawEntry, RawStepArgs, RawWaitFor, nested};
+use super::{RawEntry, RawStepArgs, RawWaitFor, list, nested};
 
 /// Handles one method: strips our attributes and, when it is a step, parses it.
 pub(super) fn step_method(
@@ -97,9 +96,10 @@ fn step_args(attr: &Attribute, place: Place, errors: &mut Accumulator) -> RawSte
     let mut args = RawStepArgs::default();
     let metas = match &attr.meta {
         Meta::Path(_) => return args,
-        Meta::List(list) => errors
-            .handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))
-            .unwrap_or_default(),
+        Meta::List(list) => {
+            parenthesized(list, errors);
+            list::read(list.tokens.clone(), place, errors)
+        }
         Meta::NameValue(nv) => {
             errors.push(
                 Error::custom("write step options in parentheses, e.g. `#[step(wait = \"5s\")]`")
@@ -122,11 +122,32 @@ fn step_args(attr: &Attribute, place: Place, errors: &mut Accumulator) -> RawSte
             "on_timeout" => args.on_timeout = option.parse(errors),
             "on_batch_failure" => args.on_batch_failure = option.parse(errors),
             "on_exception" => args.policies.extend(policy(&option, errors)),
-            "rate_limit" => args.rate_limit = option.parse_named(errors),
+            "rate_limit" => args.rate_limit = option.parse(errors),
             _ => {}
         }
     }
     args
+}
+
+/// `#[step[...]]` or `#[step{...}]`: reported, and read all the same.
+pub(super) fn parenthesized(list: &syn::MetaList, errors: &mut Accumulator) {
+    let (open, close) = match &list.delimiter {
+        syn::MacroDelimiter::Paren(_) => return,
+        syn::MacroDelimiter::Bracket(_) => ('[', ']'),
+        syn::MacroDelimiter::Brace(_) => ('{', '}'),
+    };
+    let name = list
+        .path
+        .segments
+        .last()
+        .map(|segment| segment.ident.to_string())
+        .unwrap_or_default();
+    errors.push(
+        Error::custom(format!(
+            "write `#[{name}(...)]` with parentheses, not `#[{name}{open}...{close}]`"
+        ))
+        .with_span(&list.delimiter.span().open()),
+    );
 }
 
 fn wait_for(option: &OptionItem<'_>, errors: &mut Accumulator) -> Option<RawWaitFor> {
@@ -137,9 +158,8 @@ fn wait_for(option: &OptionItem<'_>, errors: &mut Accumulator) -> Option<RawWait
             matches: None,
         });
     };
-    let metas =
-        errors.handle(NestedMeta::parse_meta_list(list.tokens.clone()).map_err(Error::from))?;
     let ((name, matches), reported) = nested(errors, |errors| {
+        let metas = list::read(list.tokens.clone(), Place::WaitFor, errors);
         let mut name = None;
         let mut matches = None;
         for inner in options::read(&metas, Place::WaitFor, errors) {

@@ -1,10 +1,14 @@
-//! Option values: darling `FromMeta` newtypes that keep the span of the literal,
-//! so a bad value is reported on the value itself.
+//! Option values: newtypes read by [`FromOption`], which keep the span of the
+//! literal, so a bad value is reported on the value itself, and whose messages
+//! name the option and the shape its place expects.
 
-use darling::{Error, FromMeta, Result};
+use darling::ast::NestedMeta;
+use darling::{Error, Result};
 use proc_macro2::Span;
 use syn::spanned::Spanned;
-use syn::{Expr, Lit, UnOp};
+use syn::{Expr, Lit, Meta, UnOp};
+
+use super::options::{FromOption, OptionItem};
 
 /// A string literal: names, queues, signal names.
 #[derive(Debug, Clone)]
@@ -13,29 +17,42 @@ pub(crate) struct Text {
     pub(crate) span: Span,
 }
 
-impl FromMeta for Text {
-    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
-        Err(value_in_parentheses())
-    }
-
-    fn from_word() -> Result<Self> {
-        Err(Error::custom(
-            "this option needs a value in quotes: `= \"...\"`",
-        ))
-    }
-
-    fn from_expr(expr: &Expr) -> Result<Self> {
-        match strip_group(expr) {
+impl FromOption for Text {
+    fn from_option(option: &OptionItem<'_>) -> Result<Self> {
+        match option.expr()? {
             Expr::Lit(syn::ExprLit {
                 lit: Lit::Str(s), ..
             }) => Ok(Self {
                 value: s.value(),
                 span: s.span(),
             }),
-            other => Err(
-                Error::custom("expected a string literal in quotes: `\"...\"`").with_span(other),
-            ),
+            other => Err(unquoted(option, other, |_| true)),
         }
+    }
+}
+
+/// A value that is not a string where one is needed: a bare word the option
+/// takes gets the same word back in quotes, anything else the option's shape.
+fn unquoted(option: &OptionItem<'_>, expr: &Expr, takes: impl Fn(&str) -> bool) -> Error {
+    match bare_word(expr).filter(|word| takes(word)) {
+        Some(word) => Error::custom(format!(
+            "`{name}` needs {needs}: write `{name} = \"{word}\"`",
+            name = option.name,
+            needs = option.shape().needs,
+        )),
+        None => option.needs(),
+    }
+    .with_span(expr)
+}
+
+/// The identifier of a path expression of one segment (`payments`).
+fn bare_word(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Path(path) if path.qself.is_none() => path
+            .path
+            .get_ident()
+            .map(|ident| syn::ext::IdentExt::unraw(ident).to_string()),
+        _ => None,
     }
 }
 
@@ -46,7 +63,7 @@ pub(crate) trait TypeOption {
     const NAME: &'static str;
     /// A plain type to write, e.g. `Order`.
     const PLAIN: &'static str;
-    /// A type that is not a valid expression, e.g. `Vec<Order>`.
+    /// A generic type, e.g. `Vec<Order>`.
     const GENERIC: &'static str;
 }
 
@@ -95,23 +112,9 @@ impl<K: TypeOption> TypeArg<K> {
                 .with_span(&span)
             })
     }
-}
-
-impl<K: TypeOption> FromMeta for TypeArg<K> {
-    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
-        Err(value_in_parentheses())
-    }
-
-    fn from_word() -> Result<Self> {
-        Err(Error::custom(format!(
-            "`{name}` needs a type, e.g. `{name} = {plain}`",
-            name = K::NAME,
-            plain = K::PLAIN,
-        )))
-    }
 
     fn from_expr(expr: &Expr) -> Result<Self> {
-        match strip_group(expr) {
+        match expr {
             Expr::Lit(syn::ExprLit {
                 lit: Lit::Str(s), ..
             }) => {
@@ -128,15 +131,24 @@ impl<K: TypeOption> FromMeta for TypeArg<K> {
             other => Self::parse(quote::ToTokens::to_token_stream(other), other.span()),
         }
     }
+}
 
-    fn from_invalid_expr(value: &darling::ast::MetaNameValueInvalidExpr) -> Result<Self> {
-        let span = value
-            .value
-            .clone()
-            .into_iter()
-            .next()
-            .map_or_else(|| value.path.span(), |t| t.span());
-        Self::parse(value.value.clone(), span)
+impl<K: TypeOption> FromOption for TypeArg<K> {
+    fn from_option(option: &OptionItem<'_>) -> Result<Self> {
+        match option.item {
+            // A type that is not an expression (`Vec<Order>`), kept as the
+            // list reader found it; an empty value is a malformed one.
+            NestedMeta::NameValueInvalidExpr(invalid) if !invalid.value.is_empty() => {
+                let span = invalid
+                    .value
+                    .clone()
+                    .into_iter()
+                    .next()
+                    .map_or_else(|| invalid.path.span(), |t| t.span());
+                Self::parse(invalid.value.clone(), span)
+            }
+            _ => Self::from_expr(option.expr()?),
+        }
     }
 }
 
@@ -147,29 +159,31 @@ pub(crate) struct DurationMs {
     pub(crate) span: Span,
 }
 
-impl FromMeta for DurationMs {
-    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
-        Err(value_in_parentheses())
-    }
-
-    fn from_word() -> Result<Self> {
-        Err(Error::custom("expected a duration, e.g. `= \"5s\"`"))
-    }
-
-    fn from_expr(expr: &Expr) -> Result<Self> {
-        let expr = strip_group(expr);
+impl FromOption for DurationMs {
+    fn from_option(option: &OptionItem<'_>) -> Result<Self> {
+        let name = &option.name;
+        let expr = option.expr()?;
         let Expr::Lit(syn::ExprLit {
             lit: Lit::Str(s), ..
         }) = expr
         else {
-            return Err(Error::custom(
-                "expected a duration string with a unit, e.g. `\"5s\"`, `\"250ms\"` or `\"1h30m\"`",
-            )
+            let written = match expr {
+                Expr::Lit(syn::ExprLit {
+                    lit: Lit::Int(int), ..
+                }) => format!(
+                    "`{name} = \"{n}s\"` or `{name} = \"{n}ms\"`",
+                    n = int.base10_digits()
+                ),
+                _ => format!("`{name} = \"5s\"`, `\"250ms\"` or `\"1h30m\"`"),
+            };
+            return Err(Error::custom(format!(
+                "`{name}` needs a duration in quotes with a unit, e.g. {written}"
+            ))
             .with_span(expr));
         };
         pgbus_core::parse_duration_ms(&s.value())
             .map(|ms| Self { ms, span: s.span() })
-            .map_err(|e| Error::custom(format!("invalid duration: {e}")).with_span(s))
+            .map_err(|e| Error::custom(format!("invalid `{name}`: {e}")).with_span(s))
     }
 }
 
@@ -181,45 +195,50 @@ pub(crate) struct Int {
     pub(crate) span: Span,
 }
 
-impl FromMeta for Int {
-    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
-        Err(value_in_parentheses())
-    }
-
-    fn from_word() -> Result<Self> {
-        Err(Error::custom("expected an integer, e.g. `= 5`"))
-    }
-
-    fn from_expr(expr: &Expr) -> Result<Self> {
-        let expr = strip_group(expr);
+impl FromOption for Int {
+    fn from_option(option: &OptionItem<'_>) -> Result<Self> {
+        let name = &option.name;
+        let expr = option.expr()?;
         let (negative, inner) = match expr {
             Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => {
                 (true, strip_group(&unary.expr))
             }
             other => (false, other),
         };
-        let Expr::Lit(syn::ExprLit {
-            lit: Lit::Int(int), ..
-        }) = inner
-        else {
-            return Err(Error::custom("expected an integer literal, e.g. `5`").with_span(expr));
+        let int = match inner {
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Int(int), ..
+            }) => int,
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Str(s), ..
+            }) if s.value().trim().parse::<i128>().is_ok() => {
+                return Err(Error::custom(format!(
+                    "write the number without quotes: `{name} = {}`",
+                    s.value().trim()
+                ))
+                .with_span(s));
+            }
+            _ => return Err(option.needs().with_span(expr)),
         };
         if !int.suffix().is_empty() {
             return Err(Error::custom(format!(
-                "write the number without a type suffix: `{}`",
+                "write the number without a type suffix: `{name} = {}`",
                 int.base10_digits()
             ))
             .with_span(int));
         }
-        let magnitude = int
-            .base10_parse::<i128>()
-            .map_err(|_| {
-                Error::custom("integer literal is out of range: `priority` fits `i16`, `max_reattempts` fits `u32`")
-                    .with_span(int)
-            })?;
+        let magnitude = int.base10_parse::<i128>().map_err(|_| {
+            Error::custom(format!(
+                "`{name}` needs {}; `{}` is far out of range",
+                option.shape().needs,
+                int.base10_digits()
+            ))
+            .with_span(int)
+        })?;
         Ok(Self {
             value: if negative { -magnitude } else { magnitude },
-            span: int.span(),
+            // `-1`: the range errors point at the sign and the number.
+            span: if negative { expr.span() } else { int.span() },
         })
     }
 }
@@ -234,73 +253,65 @@ pub(crate) struct Word<T> {
 /// The vocabularies a [`Word`] can hold.
 pub(crate) trait Vocabulary: Sized {
     fn parse_word(word: &str) -> std::result::Result<Self, pgbus_core::UnknownWord>;
-    fn example() -> &'static str;
-    /// A message for a word that is valid elsewhere but not here.
-    fn explain(_error: &pgbus_core::UnknownWord) -> Option<String> {
+    /// A message for a word that is valid elsewhere but not here, or that
+    /// needs more than the list of allowed words; `name` is the option.
+    fn explain(_name: &str, _error: &pgbus_core::UnknownWord) -> Option<String> {
         None
     }
 }
 
 macro_rules! vocabulary {
-    ($($ty:ident => $example:literal),* $(,)?) => {$(
+    ($($ty:ident),* $(,)?) => {$(
         impl Vocabulary for pgbus_core::$ty {
             fn parse_word(word: &str) -> std::result::Result<Self, pgbus_core::UnknownWord> {
                 Self::parse(word)
-            }
-            fn example() -> &'static str {
-                $example
             }
         }
     )*};
 }
 
-vocabulary! {
-    ExceptionAction => "\"pause\"",
-    Report => "\"always\"",
-    OnTimeout => "\"pause\"",
-}
+vocabulary! { ExceptionAction, Report, OnTimeout }
 
 impl Vocabulary for pgbus_core::FailureAction {
     fn parse_word(word: &str) -> std::result::Result<Self, pgbus_core::UnknownWord> {
         Self::parse(word)
     }
 
-    fn example() -> &'static str {
-        "\"pause\""
-    }
-
-    fn explain(error: &pgbus_core::UnknownWord) -> Option<String> {
+    fn explain(name: &str, error: &pgbus_core::UnknownWord) -> Option<String> {
         (error.found == "reattempt").then(|| {
-            "`reattempt` is not allowed here: this is what happens when reattempts run out \
-             (or when a batch fails); use `pause`, `cancel` or `skip`"
-                .to_owned()
+            format!(
+                "`reattempt` is not allowed for `{name}`: this is what happens when reattempts \
+                 run out (or when a batch fails); use `pause`, `cancel` or `skip`"
+            )
         })
     }
 }
 
-impl<T: Vocabulary> FromMeta for Word<T> {
-    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
-        Err(value_in_parentheses())
-    }
+/// "unknown `action` value `retry`; expected ...; did you mean ...?".
+fn unknown_word(name: &str, error: &pgbus_core::UnknownWord) -> String {
+    let note = error
+        .note
+        .map(|note| format!("; {note}"))
+        .unwrap_or_default();
+    let suggestion = error
+        .suggestion
+        .map(|word| format!("; did you mean `{word}`?"))
+        .unwrap_or_default();
+    format!(
+        "unknown `{name}` value `{}`; expected {}{note}{suggestion}",
+        error.found,
+        pgbus_core::backticked(error.allowed)
+    )
+}
 
-    fn from_word() -> Result<Self> {
-        Err(Error::custom(format!(
-            "expected a value, e.g. `= {}`",
-            T::example()
-        )))
-    }
-
-    fn from_expr(expr: &Expr) -> Result<Self> {
-        let expr = strip_group(expr);
+impl<T: Vocabulary> FromOption for Word<T> {
+    fn from_option(option: &OptionItem<'_>) -> Result<Self> {
+        let expr = option.expr()?;
         let Expr::Lit(syn::ExprLit {
             lit: Lit::Str(s), ..
         }) = expr
         else {
-            return Err(Error::custom(format!(
-                "expected a string literal, e.g. `{}`",
-                T::example()
-            ))
-            .with_span(expr));
+            return Err(unquoted(option, expr, |word| T::parse_word(word).is_ok()));
         };
         T::parse_word(&s.value())
             .map(|value| Self {
@@ -308,39 +319,29 @@ impl<T: Vocabulary> FromMeta for Word<T> {
                 span: s.span(),
             })
             .map_err(|e| {
-                Error::custom(T::explain(&e).unwrap_or_else(|| e.to_string())).with_span(s)
+                let message =
+                    T::explain(&option.name, &e).unwrap_or_else(|| unknown_word(&option.name, &e));
+                Error::custom(message).with_span(s)
             })
     }
 }
 
 /// A path to a method of the workflow (`cancel_if = Self::is_void`, or a bare
-/// `is_void`), or to an error type in `matching(...)`.
+/// `is_void`), or to the runtime crate (`crate = "pgbus"`).
 #[derive(Debug, Clone)]
 pub(crate) struct PathArg(pub(crate) syn::Path);
 
-impl FromMeta for PathArg {
-    fn from_list(_items: &[darling::ast::NestedMeta]) -> Result<Self> {
-        Err(value_in_parentheses())
-    }
-
-    fn from_word() -> Result<Self> {
-        Err(Error::custom(
-            "expected a method, e.g. `= Self::is_cancelled`",
-        ))
-    }
-
-    fn from_expr(expr: &Expr) -> Result<Self> {
-        match strip_group(expr) {
+impl FromOption for PathArg {
+    fn from_option(option: &OptionItem<'_>) -> Result<Self> {
+        match option.expr()? {
             Expr::Path(path) if path.qself.is_none() => Ok(Self(path.path.clone())),
             Expr::Lit(syn::ExprLit {
                 lit: Lit::Str(s), ..
-            }) => s.parse::<syn::Path>().map(Self).map_err(|_| {
-                Error::custom("expected a path to a method, e.g. `Self::is_cancelled`").with_span(s)
-            }),
-            other => Err(
-                Error::custom("expected a path to a method, e.g. `Self::is_cancelled`")
-                    .with_span(other),
-            ),
+            }) => s
+                .parse::<syn::Path>()
+                .map(Self)
+                .map_err(|_| option.needs().with_span(s)),
+            other => Err(option.needs().with_span(other)),
         }
     }
 }
@@ -351,29 +352,33 @@ impl FromMeta for PathArg {
 #[derive(Debug, Clone)]
 pub(crate) struct Matching(pub(crate) Vec<syn::Type>);
 
-impl FromMeta for Matching {
-    fn from_meta(item: &syn::Meta) -> Result<Self> {
-        let syn::Meta::List(list) = item else {
-            return Err(Error::custom(
-                "write error types in parentheses, e.g. `matching(CardDeclined, Timeout)`",
-            )
-            .with_span(item));
+impl FromOption for Matching {
+    fn from_option(option: &OptionItem<'_>) -> Result<Self> {
+        let list = match option.item {
+            NestedMeta::Meta(Meta::List(list)) => list,
+            NestedMeta::NameValueInvalidExpr(invalid) => {
+                return Err(invalid.error.clone().with_span(&invalid.eq_token));
+            }
+            other => {
+                return Err(Error::custom(
+                    "write error types in parentheses, e.g. `matching(CardDeclined, Timeout)`",
+                )
+                .with_span(other));
+            }
         };
-        let types = list
-            .parse_args_with(
-                syn::punctuated::Punctuated::<syn::Type, syn::Token![,]>::parse_terminated,
-            )
-            .map_err(|e| {
-                Error::custom("expected error types, e.g. `matching(CardDeclined, std::io::Error)`")
-                    .with_span(&e.span())
-            })?;
-        if types.is_empty() {
-            return Err(Error::custom(
-                "`matching()` names no error type; list at least one, or leave `matching` out to match every error",
-            )
-            .with_span(&list.path));
+        let mut errors_of_list = Error::accumulator();
+        let (types, reported) = super::nested(&mut errors_of_list, |errors| {
+            super::list::read_types(list.tokens.clone(), errors)
+        });
+        let mut errors = errors_of_list;
+        if types.is_empty() && !reported {
+            errors.push(
+                Error::custom(
+                    "`matching()` names no error type; list at least one, or leave `matching` out to match every error",
+                )
+                .with_span(&list.path),
+            );
         }
-        let mut errors = Error::accumulator();
         let mut seen: Vec<String> = Vec::new();
         for ty in &types {
             let text = quote::ToTokens::to_token_stream(ty).to_string();
@@ -384,26 +389,8 @@ impl FromMeta for Matching {
             }
             seen.push(text);
         }
-        errors.finish_with(Self(types.into_iter().collect()))
+        errors.finish_with(Self(types))
     }
-
-    fn from_nested_meta(item: &darling::ast::NestedMeta) -> Result<Self> {
-        match item {
-            darling::ast::NestedMeta::Meta(meta) => Self::from_meta(meta),
-            other => Err(Error::custom(
-                "write error types in parentheses, e.g. `matching(CardDeclined, Timeout)`",
-            )
-            .with_span(other)),
-        }
-    }
-}
-
-/// `option(value)` where `option = value` was meant.
-pub(super) fn value_in_parentheses() -> Error {
-    Error::custom(
-        "write this option as `option = value`; parentheses are only for `on_exception(...)`, \
-         `wait_for(...)` and `matching(...)`",
-    )
 }
 
 pub(super) fn strip_group(expr: &Expr) -> &Expr {

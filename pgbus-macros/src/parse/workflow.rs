@@ -2,7 +2,6 @@
 //! attributes on the impl, and a walk over the impl's items.
 
 use darling::Error;
-use darling::ast::NestedMeta;
 use darling::error::Accumulator;
 use proc_macro2::TokenStream;
 use syn::{ImplItem, ItemImpl, Type};
@@ -13,7 +12,7 @@ use super::options::{self, Place};
 use super::ours::{Ours, item_attrs_mut, strip_stray};
 use super::step::step_method;
 use super::values::{InputType, OutputType, PathArg};
-use super::{RawFlow, RawWorkflow, flow, generics_span, key};
+use super::{RawFlow, RawWorkflow, flow, generics_span, key, list};
 
 /// Parses `#[workflow(args)]` on `item`, strips every pgbus attribute and
 /// `removed_step!` from `item`, and reports what it can on the way.
@@ -104,9 +103,7 @@ pub(crate) fn workflow(
 
 /// The options of `#[workflow(...)]` itself, into `raw`.
 fn workflow_options(args: TokenStream, raw: &mut RawWorkflow, errors: &mut Accumulator) {
-    let metas = errors
-        .handle(NestedMeta::parse_meta_list(args).map_err(Error::from))
-        .unwrap_or_default();
+    let metas = list::read(args, Place::Workflow, errors);
     for option in options::read(&metas, Place::Workflow, errors) {
         match option.name.as_str() {
             "name" => raw.name = option.parse(errors),

@@ -136,7 +136,7 @@ fn all_errors_of_one_impl_are_reported_together() {
     let errors = errors(quote!(queue = "two words", priority = 70000), item);
     assert_eq!(errors.len(), 8, "{errors:#?}");
     for expected in [
-        "invalid duration: `5` has no unit",
+        "invalid `wait`: `5` has no unit",
         "`timeout` must be greater than zero",
         "`wait_timeout` needs `wait_for`",
         "must be `async`",
@@ -187,7 +187,7 @@ fn wait_options_need_their_prerequisites() {
     assert_eq!(
         run_bang,
         [
-            "unknown value `run!`, expected `pause`, `cancel`, `skip` or `run`; \
+            "unknown `on_timeout` value `run!`; expected `pause`, `cancel`, `skip` or `run`; \
           the `!` spelling is accepted on `pause!`, `cancel!` and `skip!` only; did you mean `run`?"
         ]
     );
@@ -286,19 +286,19 @@ fn policy_rules() {
     assert_eq!(
         policy(quote!(action = "reattempt", terminal_action = "reattempt")),
         [
-            "`reattempt` is not allowed here: this is what happens when reattempts run out (or when a batch fails); \
+            "`reattempt` is not allowed for `terminal_action`: this is what happens when reattempts run out (or when a batch fails); \
           use `pause`, `cancel` or `skip`"
         ]
     );
     assert_eq!(
         policy(quote!(action = "retry")),
         [
-            "unknown value `retry`, expected `pause`, `reattempt`, `cancel` or `skip`; did you mean `reattempt`?"
+            "unknown `action` value `retry`; expected `pause`, `reattempt`, `cancel` or `skip`; did you mean `reattempt`?"
         ]
     );
     assert_eq!(
         policy(quote!(matching("CardDeclined"), action = "skip")),
-        ["expected error types, e.g. `matching(CardDeclined, std::io::Error)`"]
+        ["write the error type without quotes: `matching(CardDeclined)`"]
     );
 }
 
@@ -440,7 +440,7 @@ fn options_written_elsewhere_say_where_they_go() {
     assert_eq!(
         on_step(quote!(#[step(wait("5s"))])),
         [
-            "write this option as `option = value`; parentheses are only for `on_exception(...)`, \
+            "write `wait = \"5s\"`, not `wait(...)`: parentheses are only for `on_exception(...)`, \
           `wait_for(...)` and `matching(...)`"
         ]
     );

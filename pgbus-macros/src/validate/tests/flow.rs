@@ -195,7 +195,7 @@ fn limits_are_whole_numbers_from_one_to_the_maximum() {
     );
     assert_eq!(
         errors(quote!(input = Order, concurrency), item()),
-        ["`concurrency` needs a value, e.g. `concurrency = 10`"]
+        ["`concurrency` needs a whole number of slots, e.g. `concurrency = 10`"]
     );
 }
 

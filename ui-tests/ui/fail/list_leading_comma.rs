@@ -1,0 +1,12 @@
+// An option list cannot start with a comma.
+use pgbus_runtime::prelude::*;
+
+struct Fulfil;
+
+#[workflow]
+impl Fulfil {
+    #[step(, wait = "5s")]
+    async fn charge(&self, _cx: &mut StepCx<()>) {}
+}
+
+fn main() {}

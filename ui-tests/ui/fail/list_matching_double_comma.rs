@@ -1,0 +1,12 @@
+// Two commas in a row between error types.
+use pgbus_runtime::prelude::*;
+
+struct Fulfil;
+
+#[workflow]
+impl Fulfil {
+    #[step(on_exception(matching(CardDeclined,, Timeout), action = "pause"))]
+    async fn charge(&self, _cx: &mut StepCx<()>) {}
+}
+
+fn main() {}

@@ -1,0 +1,12 @@
+// Error types are separated by commas; one is missing.
+use pgbus_runtime::prelude::*;
+
+struct Fulfil;
+
+#[workflow]
+impl Fulfil {
+    #[step(on_exception(matching(CardDeclined Timeout), action = "pause"))]
+    async fn charge(&self, _cx: &mut StepCx<()>) {}
+}
+
+fn main() {}

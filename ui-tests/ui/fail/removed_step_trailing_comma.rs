@@ -1,0 +1,14 @@
+// `removed_step!` takes one name and nothing after it, not even a comma.
+use pgbus_runtime::prelude::*;
+
+struct Fulfil;
+
+#[workflow]
+impl Fulfil {
+    removed_step!(legacy_check,);
+
+    #[step]
+    async fn charge(&self, _cx: &mut StepCx<()>) {}
+}
+
+fn main() {}
