@@ -55,6 +55,21 @@ impl Client {
     }
 }
 
+impl Client {
+    /// The definition of `W` this client starts runs with: `W`'s own, or the
+    /// one its database's overrides derive from it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOverride`](crate::Error::InvalidOverride) when the
+    /// overrides do not fit `W` (a step it lacks, a `wait_timeout` on a step
+    /// without `wait_for`): nothing is started.
+    pub(crate) fn definition<W: crate::Workflow>(
+        &self,
+    ) -> Result<&'static crate::WorkflowDefinition, crate::Error> {
+        self.store.overrides.apply(W::DEFINITION)
+    }
+}
+
 /// What a start did: the run, and whether this call created it. Every start
 /// returns one ([`Client::start`], [`Client::start_idempotent`],
 /// [`Client::start_with`], their `_in` and `_in_sqlx` forms, each item of

@@ -53,7 +53,10 @@ impl Client {
         let keyed = keyed::<W>(input, options);
         let options = keyed.as_deref().unwrap_or(options);
         let input = serde_json::to_value(input)?;
-        let (run_id, created) = self.store.start_run(W::DEFINITION, &input, options).await?;
+        let (run_id, created) = self
+            .store
+            .start_run(self.definition::<W>()?, &input, options)
+            .await?;
         Ok(Started { run_id, created })
     }
 
@@ -79,7 +82,7 @@ impl Client {
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self
             .store
-            .start_run_on(tx, W::DEFINITION, &input, options)
+            .start_run_on(tx, self.definition::<W>()?, &input, options)
             .await?;
         Ok(Started { run_id, created })
     }
@@ -103,7 +106,7 @@ impl Client {
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self
             .store
-            .start_run_sqlx(conn, W::DEFINITION, &input, options)
+            .start_run_sqlx(conn, self.definition::<W>()?, &input, options)
             .await?;
         Ok(Started { run_id, created })
     }

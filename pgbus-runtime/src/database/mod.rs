@@ -170,6 +170,26 @@ impl Database {
         Client::sharing(self.store.clone(), Arc::clone(&self.results))
     }
 
+    /// This database with other per-deployment overrides (see
+    /// [`DatabaseBuilder::overrides`]), sharing its pool: for a database
+    /// built before the overrides were known, or one of a pool handed in.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOverride`] for a value the macro would refuse.
+    pub fn with_overrides(&self, overrides: crate::overrides::Overrides) -> Result<Self, Error> {
+        overrides.check()?;
+        let mut db = self.clone();
+        db.store.overrides = Arc::new(overrides);
+        Ok(db)
+    }
+
+    /// The per-deployment overrides in force for this database's clients
+    /// and workers.
+    #[must_use]
+    pub fn overrides(&self) -> &crate::overrides::Overrides {
+        &self.store.overrides
+    }
+
     /// This database as a [`Store`](crate::store::Store): what a
     /// [`Runner`](crate::store::Runner) drives, and what the testkit's
     /// conformance suite checks against the memory store.

@@ -370,6 +370,30 @@ pub enum Error {
         /// Why, naming the field first (`` `timezone`: ... ``).
         reason: String,
     },
+    /// A per-deployment override ([`Overrides`](crate::Overrides)) was
+    /// refused, at registration (a worker's build, `TestEnv::overrides`), when
+    /// read ([`Overrides::from_json_str`](crate::Overrides::from_json_str)),
+    /// or at a client's first start of the workflow: a value the macro would
+    /// refuse in the source, a workflow the worker does not register, a step
+    /// the workflow does not have or that is a gravestone, a `wait_timeout`
+    /// on a step without `wait_for`. Nothing runs with it.
+    #[error(
+        "override of workflow `{workflow}`{} refused: {reason}",
+        .step.as_ref().map(|step| format!(", step `{step}`")).unwrap_or_default()
+    )]
+    InvalidOverride {
+        /// The workflow's durable name, as the override gives it.
+        workflow: String,
+        /// The step's durable name, for an override of a step.
+        step: Option<String>,
+        /// The option refused (`timeout`, `wait`, `wait_timeout`, `queue`,
+        /// `priority`, `concurrency`, `key_concurrency`, `rate_limit`,
+        /// `key_rate_limit`, `deadline`), or `workflow` for a workflow that
+        /// is not registered, `step` for a step that is not there.
+        option: &'static str,
+        /// Why, naming the option first, and the fix.
+        reason: String,
+    },
     /// No schedule has this name.
     #[error("schedule `{name}` does not exist")]
     ScheduleNotFound {
