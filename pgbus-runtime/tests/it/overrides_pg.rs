@@ -54,9 +54,7 @@ async fn overrides_decide_when_and_where_every_step_runs() {
         .run_id;
 
     let view = t.run(run).await;
-    let in_force = staging()
-        .apply(Fulfil::DEFINITION)
-        .expect("staging fits");
+    let in_force = staging().apply(Fulfil::DEFINITION).expect("staging fits");
     assert_eq!(view.options_digest, in_force.options_digest);
     assert_ne!(view.options_digest, Fulfil::DEFINITION.options_digest);
     assert_eq!(view.definition_digest, Fulfil::DEFINITION.digest);
@@ -174,9 +172,7 @@ async fn the_registry_records_the_overrides_in_force() {
         .build()
         .expect("the worker");
     assert_eq!(worker.run_once().await.expect("registers"), 0);
-    let in_force = staging()
-        .apply(Fulfil::DEFINITION)
-        .expect("staging fits");
+    let in_force = staging().apply(Fulfil::DEFINITION).expect("staging fits");
 
     let rows = t
         .query(
@@ -348,13 +344,12 @@ async fn refused_overrides_fail_at_build_naming_step_and_option() {
         ),
     ];
     for (overrides, step, option, reason) in cases {
-        let error = t
-            .db
-            .worker()
-            .register(Fulfil)
-            .overrides(overrides.clone())
-            .build()
-            .expect_err("refused at build");
+        let error =
+            t.db.worker()
+                .register(Fulfil)
+                .overrides(overrides.clone())
+                .build()
+                .expect_err("refused at build");
         let message = error.to_string();
         let (w, s, o, r) = refusal(error);
         assert_eq!((s.as_deref(), o), (step, option), "{message}");
@@ -377,10 +372,9 @@ async fn refused_overrides_fail_at_build_naming_step_and_option() {
     );
 
     // A client checks the overrides of a workflow when it first starts one.
-    let db = t
-        .db
-        .with_overrides(Overrides::new().step(fulfil, "ghost", |s| s.wait("1s")))
-        .expect("values are fine");
+    let db =
+        t.db.with_overrides(Overrides::new().step(fulfil, "ghost", |s| s.wait("1s")))
+            .expect("values are fine");
     let error = db.client().start::<Fulfil>(&1).await.expect_err("refused");
     assert_eq!(refusal(error).1.as_deref(), Some("ghost"));
     assert_eq!(
