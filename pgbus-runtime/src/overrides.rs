@@ -75,6 +75,45 @@ use crate::error::Error;
 
 mod apply;
 
+/// Why an override was refused ([`Error::InvalidOverride`]): which
+/// workflow, step and option, and the rule it breaks with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "override of workflow `{workflow}`{} refused: {reason}",
+    .step.as_ref().map(|step| format!(", step `{step}`")).unwrap_or_default()
+)]
+#[non_exhaustive]
+pub struct OverrideRefused {
+    /// The workflow's durable name, as the override gives it.
+    pub workflow: String,
+    /// The step's durable name, for an override of a step.
+    pub step: Option<String>,
+    /// The option refused (`timeout`, `wait`, `wait_timeout`, `queue`,
+    /// `priority`, `concurrency`, `key_concurrency`, `rate_limit`,
+    /// `key_rate_limit`, `deadline`), or `workflow` for a workflow that is
+    /// not registered, `step` for a step that is not there.
+    pub option: &'static str,
+    /// Why, naming the option first, and the fix.
+    pub reason: String,
+}
+
+impl OverrideRefused {
+    /// The refusal of `option` of `workflow` (and `step`), as an [`Error`].
+    pub(crate) fn error(
+        workflow: &str,
+        step: Option<&str>,
+        option: &'static str,
+        reason: String,
+    ) -> Error {
+        Error::InvalidOverride(Box::new(Self {
+            workflow: workflow.to_owned(),
+            step: step.map(str::to_owned),
+            option,
+            reason,
+        }))
+    }
+}
+
 /// The environment variable [`Overrides::from_env`] reads the overrides'
 /// JSON text from.
 pub const OVERRIDES_ENV: &str = "PGBUS_OVERRIDES";
@@ -301,23 +340,21 @@ impl Overrides {
 
     /// Refuses an override of a workflow that is not in `registered`
     /// (durable names): what a worker checks at build.
-    pub(crate) fn check_registered<'a>(
-        &self,
-        registered: impl IntoIterator<Item = &'a str> + Clone,
-    ) -> Result<(), Error> {
+    pub(crate) fn check_registered(&self, registered: &[&str]) -> Result<(), Error> {
         for workflow in self.workflows.keys() {
-            if registered.clone().into_iter().any(|name| name == workflow) {
+            if registered.contains(&workflow.as_str()) {
                 continue;
             }
-            let names: Vec<&str> = registered.clone().into_iter().collect();
+            let mut names = registered.to_vec();
+            names.sort_unstable();
             let hint = pgbus_core::closest(workflow, names.iter().copied())
                 .map(|name| format!("; did you mean `{name}`?"))
                 .unwrap_or_default();
-            return Err(Error::InvalidOverride {
-                workflow: workflow.clone(),
-                step: None,
-                option: "workflow",
-                reason: format!(
+            return Err(OverrideRefused::error(
+                workflow,
+                None,
+                "workflow",
+                format!(
                     "no workflow of this name is registered here (registered: {}); register it \
                      first, or remove its overrides{hint}",
                     if names.is_empty() {
@@ -326,7 +363,7 @@ impl Overrides {
                         apply::listed(&names)
                     }
                 ),
-            });
+            ));
         }
         Ok(())
     }

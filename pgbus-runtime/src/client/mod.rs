@@ -37,6 +37,8 @@ pub struct Client {
     pub(crate) store: PgStore,
     /// The waits on results, and the session that wakes them.
     pub(crate) results: Arc<listen::ResultListener>,
+    /// The per-deployment overrides its starts apply (its database's).
+    pub(crate) overrides: Arc<crate::overrides::Overrides>,
 }
 
 impl Client {
@@ -50,8 +52,12 @@ impl Client {
     /// A client on `store` whose waits on results share `results` (its
     /// database's, so that every client of one database holds one `LISTEN`
     /// connection at most, however many are made).
-    pub(crate) const fn sharing(store: PgStore, results: Arc<ResultListener>) -> Self {
-        Self { store, results }
+    pub(crate) fn sharing(store: PgStore, results: Arc<ResultListener>) -> Self {
+        Self {
+            store,
+            results,
+            overrides: Arc::default(),
+        }
     }
 }
 
@@ -66,7 +72,7 @@ impl Client {
     pub(crate) fn definition<W: crate::Workflow>(
         &self,
     ) -> Result<&'static crate::WorkflowDefinition, crate::Error> {
-        self.store.overrides.apply(W::DEFINITION)
+        self.overrides.apply(W::DEFINITION)
     }
 }
 

@@ -42,8 +42,14 @@ impl Client {
     /// [`Error::Json`] when the input does not serialize,
     /// [`Error::InvalidInput`] when it breaks the input limits, the errors of
     /// [`StartOptions::check`] (a bad key, [`Error::InvalidStartOption`]
-    /// naming `at`, `delay`, `queue` or `concurrency_key`), [`Error::NoSteps`], and database
-    /// errors. Nothing is started on an error.
+    /// naming `at`, `delay`, `queue` or `concurrency_key`), [`Error::NoSteps`],
+    /// [`Error::InvalidOverride`] when the database's per-deployment overrides
+    /// ([`crate::overrides`]) do not fit `W`, and database errors. Nothing is
+    /// started on an error.
+    ///
+    /// The run is started with `W`'s definition as the database's overrides
+    /// derive it: its first step's queue, priority, wait and timeout, and
+    /// the run's deadline, are the deployment's.
     #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_with<W: Workflow>(
         &self,

@@ -373,7 +373,6 @@ impl DatabaseBuilder {
         );
         store.connector.clone_from(&connector);
         store.limits = limits;
-        store.overrides = Arc::new(overrides);
         store.groups = group_commit.then(Arc::default);
         // Behind a transaction-mode pooler a `LISTEN` hears nothing: waits
         // on results poll.
@@ -388,6 +387,7 @@ impl DatabaseBuilder {
             connector,
             pooler: settings.pooler,
             results,
+            overrides: Arc::new(overrides),
         })
     }
 

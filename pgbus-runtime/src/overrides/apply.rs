@@ -62,12 +62,7 @@ impl Checked {
 
 /// The refusal of `option` of `workflow` (and `step`), for `reason`.
 fn refused(workflow: &str, step: Option<&str>, option: &'static str, reason: &str) -> Error {
-    Error::InvalidOverride {
-        workflow: workflow.to_owned(),
-        step: step.map(str::to_owned),
-        option,
-        reason: reason.to_owned(),
-    }
+    super::OverrideRefused::error(workflow, step, option, reason.to_owned())
 }
 
 /// Reads one value: `None` stays `None`, a value is checked by `rule`, whose

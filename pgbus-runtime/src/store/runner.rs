@@ -154,7 +154,7 @@ impl<S: Store> Runner<S> {
     /// registered (register first), and as [`Overrides::apply`]. The runner
     /// is unchanged then.
     pub fn overrides(self, overrides: Overrides) -> Result<Self, Error> {
-        overrides.check_registered(self.registry.keys().copied())?;
+        overrides.check_registered(&self.registry.keys().copied().collect::<Vec<_>>())?;
         self.bind_overrides(overrides)
     }
 
@@ -378,7 +378,8 @@ impl<S: Store> Runner<S> {
                 claim: claim.clone(),
                 limits: self.limits,
             };
-            let result = self.place_children(workflow.attempt(input, fault).await);
+            let mut result = workflow.attempt(input, fault).await;
+            self.place_children(&mut result);
             let ran = began.elapsed();
             self.finish(workflow.definition(), claim, result, ran, observer, eager)
                 .await
@@ -387,12 +388,12 @@ impl<S: Store> Runner<S> {
         .await
     }
 
-    /// `result` with the fan_out children it starts placed under the
+    /// Places the fan_out children `result` starts under the
     /// overrides: a child of an overridden workflow starts on its queue, with
     /// its first step's wait, as a client's start would place it.
-    fn place_children(&self, mut result: AttemptResult) -> AttemptResult {
+    fn place_children(&self, result: &mut AttemptResult) {
         if self.overrides.is_empty() {
-            return result;
+            return;
         }
         if let Some(crate::engine::Park::Batch { children }) = &mut result.park {
             for child in children {
@@ -404,7 +405,6 @@ impl<S: Store> Runner<S> {
                 }
             }
         }
-        result
     }
 
     /// Records an attempt's outcome and tells the observer.

@@ -420,7 +420,7 @@ impl WorkerBuilder {
         }
         let overrides = self
             .overrides
-            .unwrap_or_else(|| self.db.store.overrides.as_ref().clone());
+            .unwrap_or_else(|| self.db.overrides.as_ref().clone());
         let registry = overridden(registry, &overrides, runs_steps)?;
         if queues.is_empty() {
             for workflow in registry.values() {

@@ -22,7 +22,7 @@ pub(super) fn overridden(
     runs_steps: bool,
 ) -> Result<HashMap<&'static str, Arc<dyn ErasedWorkflow>>, Error> {
     if runs_steps {
-        overrides.check_registered(registry.keys().copied())?;
+        overrides.check_registered(&registry.keys().copied().collect::<Vec<_>>())?;
     }
     registry
         .into_iter()

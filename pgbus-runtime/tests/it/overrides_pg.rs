@@ -76,7 +76,7 @@ async fn overrides_decide_when_and_where_every_step_runs() {
     assert_eq!(pack.scheduled_at, at_ms(MINUTE), "a minute, not an hour");
     assert_eq!(pack.queue, "staging");
 
-    t.clock.advance(Duration::from_secs(60));
+    t.clock.advance(Duration::from_mins(1));
     assert_eq!(worker.run_once().await.expect("a claim"), 1, "pack");
     assert_eq!(worker.run_once().await.expect("a claim"), 1, "ship parks");
     let view = t.run(run).await;
@@ -84,7 +84,7 @@ async fn overrides_decide_when_and_where_every_step_runs() {
     assert_eq!(ship.status, StepStatus::Waiting);
     assert_eq!((ship.queue.as_str(), ship.priority), ("staging", -1));
 
-    t.clock.advance(Duration::from_secs(10 * 60));
+    t.clock.advance(Duration::from_mins(10));
     assert_eq!(worker.run_once().await.expect("a claim"), 1, "timed out");
     let view = t.run(run).await;
     assert_eq!(view.run.status, RunStatus::Paused, "{:?}", events(&view));
@@ -288,12 +288,12 @@ async fn fan_out_children_are_placed_with_the_overrides() {
 
 fn refusal(error: Error) -> (String, Option<String>, &'static str, String) {
     match error {
-        Error::InvalidOverride {
-            workflow,
-            step,
-            option,
-            reason,
-        } => (workflow, step, option, reason),
+        Error::InvalidOverride(refused) => (
+            refused.workflow,
+            refused.step,
+            refused.option,
+            refused.reason,
+        ),
         other => panic!("not an override refusal: {other:?}"),
     }
 }
@@ -351,10 +351,10 @@ async fn refused_overrides_fail_at_build_naming_step_and_option() {
                 .build()
                 .expect_err("refused at build");
         let message = error.to_string();
-        let (w, s, o, r) = refusal(error);
-        assert_eq!((s.as_deref(), o), (step, option), "{message}");
-        assert!(w.starts_with("overrides.fulfil"), "{message}");
-        assert!(r.starts_with(reason), "{message}");
+        let (workflow, named, refused, why) = refusal(error);
+        assert_eq!((named.as_deref(), refused), (step, option), "{message}");
+        assert!(workflow.starts_with("overrides.fulfil"), "{message}");
+        assert!(why.starts_with(reason), "{message}");
         // The same overrides on the database: a bad value is refused when
         // the database takes them, a bad name when a worker is built.
         match t.db.with_overrides(overrides) {

@@ -87,7 +87,7 @@ async fn staging_durations_decide_when_things_happen() {
 #[tokio::test]
 async fn a_timeout_override_is_the_stall_horizon() {
     let env = TestEnv::new()
-        .lost_worker_threshold(Duration::from_secs(86_400))
+        .lost_worker_threshold(Duration::from_hours(24))
         .register(Remind)
         .overrides(staging())
         .expect("staging fits");
@@ -218,19 +218,19 @@ async fn a_workflow_registered_again_keeps_the_overrides() {
         .register(Remind);
     let run = env.start::<Remind>(&1).expect("a start").run_id;
     env.run_until_idle().await;
-    env.advance(Duration::from_secs(60));
+    env.advance(Duration::from_mins(1));
     env.run_until_idle().await;
     assert_eq!(seconds(&env, run)[1], ("again".to_owned(), 60));
 }
 
 fn refusal(error: Error) -> (String, Option<String>, &'static str, String) {
     match error {
-        Error::InvalidOverride {
-            workflow,
-            step,
-            option,
-            reason,
-        } => (workflow, step, option, reason),
+        Error::InvalidOverride(refused) => (
+            refused.workflow,
+            refused.step,
+            refused.option,
+            refused.reason,
+        ),
         other => panic!("not an override refusal: {other:?}"),
     }
 }

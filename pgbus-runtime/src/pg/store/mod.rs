@@ -81,9 +81,6 @@ pub struct PgStore {
     /// The groups outcomes share transactions in (`group/mod.rs`); `None` when
     /// each outcome has a transaction of its own. Shared by the clones.
     pub(crate) groups: Option<Arc<group::Groups>>,
-    /// The deployment's overrides (`DatabaseBuilder::overrides`): the
-    /// definitions its clients start runs with, and its workers' default.
-    pub(crate) overrides: Arc<crate::overrides::Overrides>,
 }
 
 impl PgStore {
@@ -99,7 +96,6 @@ impl PgStore {
             limits: crate::context::Limits::default(),
             flow_limited: Arc::default(),
             groups: None,
-            overrides: Arc::default(),
         }
     }
 
