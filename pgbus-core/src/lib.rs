@@ -9,6 +9,9 @@
 //!   concurrency slot, and what a missed deadline does;
 //! - [`names`]: the signal name rules of `wait_for` and `Client::signal`, and the
 //!   invisible characters no name may hold;
+//! - [`rules`]: the value rules of options (a `timeout` over zero, a queue, a
+//!   priority, a concurrency limit), applied by the macro to the source and by
+//!   the runtime to a deployment's overrides;
 //! - [`schedule`]: cron expressions, time zones and catch-up policies of
 //!   schedules, and the tick rule in daylight-saving gaps and overlaps;
 //! - [`vocab`]: the words the DSL accepts (actions, report modes, option names)
@@ -21,6 +24,7 @@ pub mod digest;
 pub mod duration;
 pub mod flow;
 pub mod names;
+pub mod rules;
 pub mod schedule;
 pub mod vocab;
 

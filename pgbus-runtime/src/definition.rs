@@ -72,6 +72,24 @@ impl WorkflowDefinition {
         self.next_step_after_index(Some(index))
     }
 
+    /// The per-deployment overrides this definition was derived with
+    /// ([`Overrides::apply`](crate::Overrides::apply)), as the `"overrides"`
+    /// key of its options JSON records them (durations in milliseconds,
+    /// rates as `{"count", "period_ms"}`); `None` for a definition as the
+    /// source declares it.
+    #[must_use]
+    pub fn overrides_in_force(&self) -> Option<serde_json::Value> {
+        // A source definition never has the key: skip the parse.
+        if !self.options_json.contains("\"overrides\"") {
+            return None;
+        }
+        let mut options: serde_json::Value = serde_json::from_str(self.options_json).ok()?;
+        options
+            .as_object_mut()?
+            .remove("overrides")
+            .filter(|value| !value.is_null())
+    }
+
     fn next_step_after_index(&self, index: Option<usize>) -> Option<(usize, &'static Entry)> {
         let start = index.map_or(0, |i| i + 1);
         self.entries
@@ -83,7 +101,7 @@ impl WorkflowDefinition {
 }
 
 /// One entry of the step table.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Entry {
     /// The durable step name (`name = "..."`, default the method name).
     pub name: &'static str,
@@ -96,7 +114,7 @@ pub struct Entry {
 }
 
 /// A step's options, normalized: durations in milliseconds, words as enums.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct StepOptions {
     /// Delay after the previous step ends, in milliseconds (`wait`, default 0).
     pub wait_ms: u64,
@@ -194,7 +212,7 @@ impl FlowControl {
 }
 
 /// `wait_for`: the signal a step waits for, and what happens if it does not come.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct WaitFor {
     /// The signal name.
     pub signal: &'static str,

@@ -47,9 +47,17 @@ impl AttemptInput {
     }
 }
 
-/// A registered workflow with its type erased, as a worker holds it.
+/// A registered workflow with its type erased, as a worker holds it, with the
+/// definition it runs under: its own, or one a deployment's overrides derived
+/// from it ([`crate::Overrides::apply`]).
 pub(crate) trait ErasedWorkflow: Send + Sync + 'static {
+    /// The definition in force.
     fn definition(&self) -> &'static WorkflowDefinition;
+    /// The definition its source declares (`W::DEFINITION`).
+    fn declared(&self) -> &'static WorkflowDefinition;
+    /// The same workflow value under `definition` (derived from
+    /// [`ErasedWorkflow::declared`]: the same entries, in the same order).
+    fn under(&self, definition: &'static WorkflowDefinition) -> std::sync::Arc<dyn ErasedWorkflow>;
     fn schedule(&self) -> Option<&'static crate::schedule::DeclaredSchedule>;
     fn attempt(
         &self,
@@ -62,9 +70,36 @@ pub(crate) trait ErasedWorkflow: Send + Sync + 'static {
 /// instead (see [`run_attempt_with_fault`]): how the testkit injects failures.
 pub(crate) type Fault = Box<dyn FnOnce() -> Option<StepError> + Send>;
 
-impl<W: Workflow> ErasedWorkflow for W {
+/// A workflow value and the definition it runs under.
+pub(crate) struct Bound<W> {
+    workflow: std::sync::Arc<W>,
+    definition: &'static WorkflowDefinition,
+}
+
+impl<W: Workflow> Bound<W> {
+    /// `workflow` under its own definition.
+    pub(crate) fn new(workflow: W) -> Self {
+        Self {
+            workflow: std::sync::Arc::new(workflow),
+            definition: W::DEFINITION,
+        }
+    }
+}
+
+impl<W: Workflow> ErasedWorkflow for Bound<W> {
     fn definition(&self) -> &'static WorkflowDefinition {
+        self.definition
+    }
+
+    fn declared(&self) -> &'static WorkflowDefinition {
         W::DEFINITION
+    }
+
+    fn under(&self, definition: &'static WorkflowDefinition) -> std::sync::Arc<dyn ErasedWorkflow> {
+        std::sync::Arc::new(Self {
+            workflow: std::sync::Arc::clone(&self.workflow),
+            definition,
+        })
     }
 
     fn schedule(&self) -> Option<&'static crate::schedule::DeclaredSchedule> {
@@ -76,7 +111,12 @@ impl<W: Workflow> ErasedWorkflow for W {
         input: AttemptInput,
         fault: Fault,
     ) -> futures_util::future::BoxFuture<'_, AttemptResult> {
-        Box::pin(run_attempt_with_fault(self, input, fault))
+        Box::pin(run_attempt_under(
+            &*self.workflow,
+            self.definition,
+            input,
+            fault,
+        ))
     }
 }
 
@@ -95,7 +135,18 @@ pub async fn run_attempt_with_fault<W: Workflow>(
     input: AttemptInput,
     fault: impl FnOnce() -> Option<StepError>,
 ) -> AttemptResult {
-    let definition = W::DEFINITION;
+    run_attempt_under(workflow, W::DEFINITION, input, fault).await
+}
+
+/// [`run_attempt_with_fault`] under `definition`: `W`'s own, or one derived
+/// from it by a deployment's overrides (the same entries, in the same order,
+/// with other durations).
+async fn run_attempt_under<W: Workflow>(
+    workflow: &W,
+    definition: &'static WorkflowDefinition,
+    input: AttemptInput,
+    fault: impl FnOnce() -> Option<StepError>,
+) -> AttemptResult {
     let claim = &input.claim;
     let (index, entry) = match locate(definition, &claim.step_name) {
         Ok(found) => found,

@@ -17,6 +17,7 @@ pub mod executor;
 pub mod fan_out;
 pub mod flow;
 pub mod metric;
+pub mod overrides;
 pub mod pg;
 pub mod schedule;
 pub mod start_options;
@@ -49,6 +50,9 @@ pub use error::{
 };
 pub use fan_out::{ChildRun, FanOut};
 pub use flow::{Flow, IntoGuardResult, IntoHandlerOutcome, IntoStepResult, StepResult};
+pub use overrides::{
+    OVERRIDES_ENV, OVERRIDES_FILE_ENV, Overrides, StepOverrides, WorkflowOverrides,
+};
 pub use pg::{MAX_SCHEMA_NAME_LEN, MIGRATIONS, Migration, Schema, migrate, migrate_schema};
 pub use start_options::{
     MAX_QUEUE_NAME_CHARS, MAX_START_MANY_INPUT_BYTES, MAX_STARTS_PER_CALL, StartAt, StartOptions,

@@ -10,7 +10,7 @@ use pgbus_runtime::engine::{ErrorRecord, RunStatus, StallAction, StepOutcome, St
 use pgbus_runtime::store::{Runner, SweepSettings};
 use pgbus_runtime::{
     Error, Limits, RunFilter, RunId, RunRead, RunSummary, RunView, StartOptions, Started,
-    StepError, SweepReport, Workflow,
+    StepError, SweepReport, Workflow, WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -276,10 +276,20 @@ impl TestEnv {
     /// Registers a workflow value; as a worker, the environment runs only the
     /// steps its registered definitions hold, and its store's registry lists
     /// them as its live worker's. A second value with the same name replaces
-    /// the first.
+    /// the first. Overrides given before ([`TestEnv::overrides`]) apply to it
+    /// when they name it.
+    ///
+    /// # Panics
+    /// When overrides given before name `W`'s workflow and do not fit it (a
+    /// step it lacks: they were checked against another workflow value of
+    /// the same name), with the refusal's message: a mistake in the test.
     #[must_use]
+    #[allow(clippy::panic)] // test support: overrides that do not fit are the test's bug
     pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
-        self.runner = self.runner.register(workflow);
+        self.runner = match self.runner.try_register(workflow) {
+            Ok(runner) => runner,
+            Err(refused) => panic!("{refused}"),
+        };
         let this = self.claim_queues();
         this.announce();
         this.declare_schedules();
@@ -297,10 +307,12 @@ impl TestEnv {
         );
     }
 
+    /// The definition of `W` the environment starts runs with (with the
+    /// overrides in force, as a client of the same overrides would), or
     /// [`Error::WorkflowNotRegistered`] unless `W` is registered.
-    fn registered<W: Workflow>(&self) -> Result<(), Error> {
+    fn registered<W: Workflow>(&self) -> Result<&'static WorkflowDefinition, Error> {
         match self.runner.definition(W::DEFINITION.name) {
-            Some(_) => Ok(()),
+            Some(_) => self.runner.overrides_in_force().apply(W::DEFINITION),
             None => Err(Error::WorkflowNotRegistered {
                 workflow: W::DEFINITION.name.to_owned(),
             }),

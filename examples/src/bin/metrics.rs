@@ -123,8 +123,8 @@ async fn run() -> Result<(), String> {
             }
         }
     };
-    worker
-        .run_until(all_done)
+    // Boxed: the loop and the watcher together are a large future.
+    Box::pin(worker.run_until(all_done))
         .await
         .map_err(|e| format!("worker failed: {e}"))?;
     worker

@@ -48,7 +48,13 @@ pub(super) async fn workers(
             .iter()
             .map(|w| {
                 let short: String = w.digest.chars().take(SHORT_DIGEST).collect();
-                format!("{} {short}", visible(&w.workflow))
+                // Run with per-deployment overrides: `--json` lists them.
+                let overridden = if w.overrides.is_some() {
+                    " (overridden)"
+                } else {
+                    ""
+                };
+                format!("{} {short}{overridden}", visible(&w.workflow))
             })
             .collect();
         let age = chrono::Duration::from_std(worker.heartbeat_age).unwrap_or(chrono::Duration::MAX);

@@ -15,7 +15,7 @@ use darling::error::Accumulator;
 use pgbus_core::defaults::{
     DEFAULT_MAX_REATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE, DEFAULT_REATTEMPT_WAIT_MS,
 };
-use pgbus_core::{EntryKind, ExceptionAction, FailureAction, OnTimeout, Report};
+use pgbus_core::{EntryKind, ExceptionAction, FailureAction, OnTimeout, Report, rules};
 use quote::ToTokens;
 
 use crate::model::{ActionDef, EntryDef, MethodDef, PolicyDef, StepDef, WaitForDef, WorkflowDef};
@@ -129,27 +129,21 @@ fn entry_def(entry: &RawEntry, errors: &mut Accumulator) -> Option<EntryDef> {
 }
 
 fn step_options(args: &RawStepArgs, kind: EntryKind, errors: &mut Accumulator) -> StepDef {
+    // The value rules are pgbus-core's: a deployment's overrides are checked
+    // by the same functions at registration.
     if let Some(timeout) = args.timeout
-        && timeout.ms == 0
+        && let Err(message) = rules::check_timeout_ms(timeout.ms)
     {
-        errors.push(
-            Error::custom("`timeout` must be greater than zero; leave it out to use the runtime's stall threshold")
-                .with_span(&timeout.span),
-        );
+        errors.push(Error::custom(message).with_span(&timeout.span));
     }
 
     let wait_timeout_ms = args.wait_timeout.map(|wait_timeout| {
-        if wait_timeout.ms == 0 {
-            errors.push(
-                Error::custom("`wait_timeout` must be greater than zero; leave it out to wait without a limit")
-                    .with_span(&wait_timeout.span),
-            );
-        }
-        if !args.wrote("wait_for") {
-            errors.push(
-                Error::custom("`wait_timeout` needs `wait_for`: it limits how long the step waits for a signal")
-                    .with_span(&wait_timeout.span),
-            );
+        let checks = [
+            rules::check_wait_timeout_ms(wait_timeout.ms).err(),
+            rules::check_wait_timeout_place(args.wrote("wait_for")).err(),
+        ];
+        for message in checks.into_iter().flatten() {
+            errors.push(Error::custom(message).with_span(&wait_timeout.span));
         }
         wait_timeout.ms
     });

@@ -37,6 +37,8 @@ pub struct Client {
     pub(crate) store: PgStore,
     /// The waits on results, and the session that wakes them.
     pub(crate) results: Arc<listen::ResultListener>,
+    /// The per-deployment overrides its starts apply (its database's).
+    pub(crate) overrides: Arc<crate::overrides::Overrides>,
 }
 
 impl Client {
@@ -50,8 +52,27 @@ impl Client {
     /// A client on `store` whose waits on results share `results` (its
     /// database's, so that every client of one database holds one `LISTEN`
     /// connection at most, however many are made).
-    pub(crate) const fn sharing(store: PgStore, results: Arc<ResultListener>) -> Self {
-        Self { store, results }
+    pub(crate) fn sharing(store: PgStore, results: Arc<ResultListener>) -> Self {
+        Self {
+            store,
+            results,
+            overrides: Arc::default(),
+        }
+    }
+}
+
+impl Client {
+    /// The definition of `W` this client starts runs with: `W`'s own, or the
+    /// one its database's overrides derive from it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOverride`](crate::Error::InvalidOverride) when the
+    /// overrides do not fit `W` (a step it lacks, a `wait_timeout` on a step
+    /// without `wait_for`): nothing is started.
+    pub(crate) fn definition<W: crate::Workflow>(
+        &self,
+    ) -> Result<&'static crate::WorkflowDefinition, crate::Error> {
+        self.overrides.apply(W::DEFINITION)
     }
 }
 

@@ -42,8 +42,14 @@ impl Client {
     /// [`Error::Json`] when the input does not serialize,
     /// [`Error::InvalidInput`] when it breaks the input limits, the errors of
     /// [`StartOptions::check`] (a bad key, [`Error::InvalidStartOption`]
-    /// naming `at`, `delay`, `queue` or `concurrency_key`), [`Error::NoSteps`], and database
-    /// errors. Nothing is started on an error.
+    /// naming `at`, `delay`, `queue` or `concurrency_key`), [`Error::NoSteps`],
+    /// [`Error::InvalidOverride`] when the database's per-deployment overrides
+    /// ([`crate::overrides`]) do not fit `W`, and database errors. Nothing is
+    /// started on an error.
+    ///
+    /// The run is started with `W`'s definition as the database's overrides
+    /// derive it: its first step's queue, priority, wait and timeout, and
+    /// the run's deadline, are the deployment's.
     #[instrument(target = "pgbus_runtime::client", skip_all, fields(pgbus.workflow = W::DEFINITION.name), err(level = "debug"))]
     pub async fn start_with<W: Workflow>(
         &self,
@@ -53,7 +59,10 @@ impl Client {
         let keyed = keyed::<W>(input, options);
         let options = keyed.as_deref().unwrap_or(options);
         let input = serde_json::to_value(input)?;
-        let (run_id, created) = self.store.start_run(W::DEFINITION, &input, options).await?;
+        let (run_id, created) = self
+            .store
+            .start_run(self.definition::<W>()?, &input, options)
+            .await?;
         Ok(Started { run_id, created })
     }
 
@@ -79,7 +88,7 @@ impl Client {
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self
             .store
-            .start_run_on(tx, W::DEFINITION, &input, options)
+            .start_run_on(tx, self.definition::<W>()?, &input, options)
             .await?;
         Ok(Started { run_id, created })
     }
@@ -103,7 +112,7 @@ impl Client {
         let input = serde_json::to_value(input)?;
         let (run_id, created) = self
             .store
-            .start_run_sqlx(conn, W::DEFINITION, &input, options)
+            .start_run_sqlx(conn, self.definition::<W>()?, &input, options)
             .await?;
         Ok(Started { run_id, created })
     }

@@ -60,7 +60,10 @@ impl Client {
     ) -> Result<Vec<Started>, Error> {
         let runs = new_runs::<W>(starts)?;
         tracing::Span::current().record("pgbus.runs", runs.len());
-        let started = self.store.start_many(W::DEFINITION, &runs).await?;
+        let started = self
+            .store
+            .start_many(self.definition::<W>()?, &runs)
+            .await?;
         Ok(started
             .into_iter()
             .map(|(run_id, created)| Started { run_id, created })
@@ -85,7 +88,10 @@ impl Client {
     ) -> Result<Vec<Started>, Error> {
         let runs = new_runs::<W>(starts)?;
         tracing::Span::current().record("pgbus.runs", runs.len());
-        let started = self.store.start_many_on(tx, W::DEFINITION, &runs).await?;
+        let started = self
+            .store
+            .start_many_on(tx, self.definition::<W>()?, &runs)
+            .await?;
         Ok(started
             .into_iter()
             .map(|(run_id, created)| Started { run_id, created })
@@ -110,7 +116,7 @@ impl Client {
         tracing::Span::current().record("pgbus.runs", runs.len());
         let started = self
             .store
-            .start_many_sqlx(conn, W::DEFINITION, &runs)
+            .start_many_sqlx(conn, self.definition::<W>()?, &runs)
             .await?;
         Ok(started
             .into_iter()

@@ -39,7 +39,8 @@ pub struct WorkerView {
     pub heartbeat_age: Duration,
 }
 
-/// One workflow a worker registered, with the digest of its definition.
+/// One workflow a worker registered, with the digests of its definition and
+/// the per-deployment overrides it runs it with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct RegisteredWorkflow {
@@ -47,6 +48,31 @@ pub struct RegisteredWorkflow {
     pub workflow: String,
     /// Its definition digest (SHA-256, lowercase hex).
     pub digest: String,
+    /// The options digest of the definition in force (overrides included);
+    /// `None` for a worker of a version before the SQL entry point.
+    #[serde(default)]
+    pub options_digest: Option<String>,
+    /// The per-deployment overrides in force
+    /// ([`WorkflowDefinition::overrides_in_force`](crate::WorkflowDefinition::overrides_in_force)):
+    /// `None` when the worker runs the workflow as its source declares (or
+    /// is of a version before overrides).
+    #[serde(default)]
+    pub overrides: Option<serde_json::Value>,
+}
+
+impl RegisteredWorkflow {
+    /// What a worker of `definition` records for it: for a store outside
+    /// this crate (the testkit's memory store) answering as the registry
+    /// does.
+    #[must_use]
+    pub fn of(definition: &crate::WorkflowDefinition) -> Self {
+        Self {
+            workflow: definition.name.to_owned(),
+            digest: definition.digest.to_owned(),
+            options_digest: Some(definition.options_digest.to_owned()),
+            overrides: definition.overrides_in_force(),
+        }
+    }
 }
 
 impl Client {

@@ -38,6 +38,7 @@ pub struct DatabaseBuilder {
     lookup: EnvLookup,
     limits: crate::context::Limits,
     group_commit: bool,
+    overrides: crate::overrides::Overrides,
 }
 
 /// Reads an environment variable (see [`DatabaseBuilder::env_lookup`]).
@@ -65,6 +66,7 @@ impl DatabaseBuilder {
             lookup: Arc::new(connection::env::process_env),
             limits: crate::context::Limits::default(),
             group_commit: true,
+            overrides: crate::overrides::Overrides::new(),
         }
     }
 
@@ -129,6 +131,19 @@ impl DatabaseBuilder {
     /// Every client and worker of one schema should use the same limits.
     pub fn limits(mut self, limits: crate::context::Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// The deployment's per-deployment overrides of workflow and step
+    /// options (default none; see [`crate::overrides`]): this database's
+    /// clients start runs with them (the first step's queue, priority,
+    /// wait and timeout, the run's deadline), and its workers
+    /// ([`Database::worker`]) run every step with them, unless a worker is
+    /// given its own ([`crate::WorkerBuilder::overrides`]). Their values are
+    /// checked by [`DatabaseBuilder::connect`]; their names against each
+    /// workflow when a worker registers it, or a client first starts it.
+    pub fn overrides(mut self, overrides: crate::overrides::Overrides) -> Self {
+        self.overrides = overrides;
         self
     }
 
@@ -300,6 +315,8 @@ impl DatabaseBuilder {
     /// - [`Error::Database`]: the server refused otherwise (an unknown
     ///   database or role).
     /// - [`Error::Pool`]: a pool handed in gave no connection.
+    /// - [`Error::InvalidOverride`]: a value of
+    ///   [`DatabaseBuilder::overrides`] the macro would refuse.
     pub async fn connect(self) -> Result<Database, Error> {
         self.validate()?;
         let Self {
@@ -312,6 +329,7 @@ impl DatabaseBuilder {
             lookup,
             limits,
             group_commit,
+            overrides,
         } = self;
         let (pool, connector) = match source {
             Source::Pool(pool) => {
@@ -369,6 +387,7 @@ impl DatabaseBuilder {
             connector,
             pooler: settings.pooler,
             results,
+            overrides: Arc::new(overrides),
         })
     }
 
@@ -380,6 +399,7 @@ impl DatabaseBuilder {
                 problem: problem.to_owned(),
             })
         };
+        self.overrides.check()?;
         let settings = &self.settings;
         if self.pool_size == Some(0) {
             return invalid("pool_size", "must be at least 1");

@@ -61,6 +61,11 @@ pub struct Database {
     /// clones), and the one `LISTEN` session that wakes them: shared, so a
     /// client made per request does not open a connection each.
     pub(crate) results: Arc<crate::client::ResultListener>,
+    /// The deployment's overrides ([`DatabaseBuilder::overrides`]): the
+    /// definitions its clients start runs with, and its workers' default.
+    /// Kept here and on each client, not on the store: the store is copied
+    /// into the worker's futures, which stay under clippy's size bound.
+    pub(crate) overrides: Arc<crate::overrides::Overrides>,
 }
 
 impl Database {
@@ -167,7 +172,28 @@ impl Database {
     /// waits poll.
     #[must_use]
     pub fn client(&self) -> Client {
-        Client::sharing(self.store.clone(), Arc::clone(&self.results))
+        let mut client = Client::sharing(self.store.clone(), Arc::clone(&self.results));
+        client.overrides = Arc::clone(&self.overrides);
+        client
+    }
+
+    /// This database with other per-deployment overrides (see
+    /// [`DatabaseBuilder::overrides`]), sharing its pool: for a database
+    /// built before the overrides were known, or one of a pool handed in.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOverride`] for a value the macro would refuse.
+    pub fn with_overrides(&self, overrides: crate::overrides::Overrides) -> Result<Self, Error> {
+        overrides.check()?;
+        let mut db = self.clone();
+        db.overrides = Arc::new(overrides);
+        Ok(db)
+    }
+
+    /// The per-deployment overrides in force for this database's clients
+    /// and workers.
+    pub fn overrides(&self) -> &crate::overrides::Overrides {
+        &self.overrides
     }
 
     /// This database as a [`Store`](crate::store::Store): what a

@@ -370,6 +370,17 @@ pub enum Error {
         /// Why, naming the field first (`` `timezone`: ... ``).
         reason: String,
     },
+    /// A per-deployment override ([`Overrides`](crate::Overrides)) was
+    /// refused, at registration (a worker's build, `TestEnv::overrides`), when
+    /// read ([`Overrides::from_json_str`](crate::Overrides::from_json_str)),
+    /// or at a client's first start of the workflow: a value the macro would
+    /// refuse in the source, a workflow the worker does not register, a step
+    /// the workflow does not have or that is a gravestone, a `wait_timeout`
+    /// on a step without `wait_for`. Nothing runs with it. The refusal names
+    /// the workflow, the step and the option (boxed: an error is returned
+    /// through every call, and this one is rare).
+    #[error("{0}")]
+    InvalidOverride(Box<crate::overrides::OverrideRefused>),
     /// No schedule has this name.
     #[error("schedule `{name}` does not exist")]
     ScheduleNotFound {
@@ -535,7 +546,9 @@ pub enum Error {
     /// environment variable (then `setting` is the variable's name, e.g.
     /// `PGPORT`), or given to [`crate::DatabaseBuilder`]; or a worker setting
     /// [`crate::WorkerBuilder`] refuses (`setting` names its method, e.g.
-    /// `WorkerBuilder::name`).
+    /// `WorkerBuilder::name`); or per-deployment overrides' text that is not
+    /// JSON of their shape (`setting` is `overrides`, the environment
+    /// variable, or the file it came from; see [`crate::Overrides`]).
     #[error("setting `{setting}` {problem}")]
     InvalidSetting {
         /// The setting to change, as libpq (or the builder method) names it.

@@ -130,6 +130,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0020_operator_reads.sql",
         sql: include_str!("../../migrations/0020_operator_reads.sql"),
     },
+    Migration {
+        version: 21,
+        name: "0021_deployment_overrides.sql",
+        sql: include_str!("../../migrations/0021_deployment_overrides.sql"),
+    },
 ];
 
 /// Applies the pending migrations to the default schema, `pgbus`.

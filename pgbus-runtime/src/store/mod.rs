@@ -162,7 +162,9 @@ pub trait Store: Send + Sync + 'static {
     /// (id, name, host, pid, queues, concurrency, a heartbeat now) and the
     /// definitions it runs, each stored once per digest, and once per options
     /// digest with the step plan a start of that build records (what the SQL
-    /// entry point `start_run` starts with). Idempotent: a second
+    /// entry point `start_run` starts with), each link with the
+    /// per-deployment overrides in force
+    /// ([`WorkflowDefinition::overrides_in_force`]). Idempotent: a second
     /// registration of the same id replaces the first's row and links (what
     /// a worker does when the sweep removed its row). Postgres keeps it in
     /// `workers`, `definitions`, `definition_starts` and

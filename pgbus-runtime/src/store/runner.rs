@@ -15,7 +15,8 @@ use crate::context::Limits;
 use crate::definition::WorkflowDefinition;
 use crate::engine::{AttemptResult, Plan, unstorable_result};
 use crate::error::{Error, StepError, display_chain};
-use crate::executor::{AttemptInput, ErasedWorkflow};
+use crate::executor::{AttemptInput, Bound, ErasedWorkflow};
+use crate::overrides::Overrides;
 use crate::worker::Failures;
 use crate::workflow::Workflow;
 
@@ -81,6 +82,10 @@ pub struct Runner<S> {
     stall_threshold_ms: i64,
     limits: Limits,
     faults: Option<FaultHook>,
+    /// The deployment's overrides ([`Runner::overrides`]): the registered
+    /// workflows run under the definitions they derive, and the fan_out
+    /// children this runner starts are placed with them.
+    overrides: Overrides,
 }
 
 impl<S> std::fmt::Debug for Runner<S> {
@@ -107,13 +112,67 @@ impl<S: Store> Runner<S> {
             stall_threshold_ms: crate::worker::capped_ms(crate::worker::DEFAULT_STALL_THRESHOLD),
             limits: Limits::default(),
             faults: None,
+            overrides: Overrides::new(),
         }
     }
 
     /// Registers a workflow; a second of the same name replaces the first.
+    /// Overrides given earlier ([`Runner::overrides`]) apply to it when they
+    /// name it; when they do not fit it (a step it lacks), it runs as its
+    /// source declares, and the refusal is logged (`error`):
+    /// [`Runner::try_register`] returns it instead.
     #[must_use]
     pub fn register<W: Workflow>(self, workflow: W) -> Self {
-        self.register_erased(Arc::new(workflow))
+        let bound: Arc<dyn ErasedWorkflow> = Arc::new(Bound::new(workflow));
+        match self.overrides.apply(bound.declared()) {
+            Ok(definition) => self.register_erased(bound.under(definition)),
+            Err(refused) => {
+                error!(target: WORKER_TARGET, { error = %refused }, "an override does not fit the workflow registered; it runs as its source declares");
+                self.register_erased(bound)
+            }
+        }
+    }
+
+    /// [`Runner::register`], refusing a workflow the overrides given earlier
+    /// do not fit.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOverride`] as [`Overrides::apply`].
+    pub fn try_register<W: Workflow>(self, workflow: W) -> Result<Self, Error> {
+        let bound: Arc<dyn ErasedWorkflow> = Arc::new(Bound::new(workflow));
+        let definition = self.overrides.apply(bound.declared())?;
+        Ok(self.register_erased(bound.under(definition)))
+    }
+
+    /// Runs the registered workflows under the definitions `overrides` derive
+    /// from their sources ([`Overrides::apply`]), replacing the overrides
+    /// given before, and places the fan_out children its steps start with
+    /// them. Workflows registered later get them too.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOverride`] for an override of a workflow not
+    /// registered (register first), and as [`Overrides::apply`]. The runner
+    /// is unchanged then.
+    pub fn overrides(self, overrides: Overrides) -> Result<Self, Error> {
+        overrides.check_registered(&self.registry.keys().copied().collect::<Vec<_>>())?;
+        self.bind_overrides(overrides)
+    }
+
+    /// [`Runner::overrides`] without refusing overrides of workflows not
+    /// registered (a sweeper's: it may run none).
+    pub(crate) fn bind_overrides(mut self, overrides: Overrides) -> Result<Self, Error> {
+        let mut bound = Vec::with_capacity(self.registry.len());
+        for workflow in self.registry.values() {
+            bound.push(workflow.under(overrides.apply(workflow.declared())?));
+        }
+        self.overrides = overrides;
+        Ok(bound.into_iter().fold(self, Self::register_erased))
+    }
+
+    /// The overrides the registered workflows run with (none unless
+    /// [`Runner::overrides`] gave some).
+    pub const fn overrides_in_force(&self) -> &Overrides {
+        &self.overrides
     }
 
     pub(crate) fn register_erased(mut self, workflow: Arc<dyn ErasedWorkflow>) -> Self {
@@ -319,13 +378,33 @@ impl<S: Store> Runner<S> {
                 claim: claim.clone(),
                 limits: self.limits,
             };
-            let result = workflow.attempt(input, fault).await;
+            let mut result = workflow.attempt(input, fault).await;
+            self.place_children(&mut result);
             let ran = began.elapsed();
             self.finish(workflow.definition(), claim, result, ran, observer, eager)
                 .await
         }
         .instrument(span)
         .await
+    }
+
+    /// Places the fan_out children `result` starts under the
+    /// overrides: a child of an overridden workflow starts on its queue, with
+    /// its first step's wait, as a client's start would place it.
+    fn place_children(&self, result: &mut AttemptResult) {
+        if self.overrides.is_empty() {
+            return;
+        }
+        if let Some(crate::engine::Park::Batch { children }) = &mut result.park {
+            for child in children {
+                match self.overrides.apply(child.definition) {
+                    Ok(definition) => child.definition = definition,
+                    Err(refused) => {
+                        warn!(target: WORKER_TARGET, { error = %refused }, "an override does not fit a fan_out child's workflow; the child starts as its source declares");
+                    }
+                }
+            }
+        }
     }
 
     /// Records an attempt's outcome and tells the observer.

@@ -7,14 +7,16 @@ use std::time::Duration;
 
 use tracing::warn;
 
+use super::checks::{check_name, checked_queue_limits, declared_schedules, overridden};
 use super::{
     DEFAULT_EAGER_STEPS, DEFAULT_RETENTION, DEFAULT_STALL_THRESHOLD, DEFAULT_UNDEFINED_STEP_GRACE,
-    ErrorHook, ErrorReport, Inner, MAX_WORKER_NAME_CHARS, StallAction, SweepReport,
-    UPKEEP_CONNECTIONS, WORKER_TARGET, Worker, capped_ms,
+    ErrorHook, ErrorReport, Inner, StallAction, SweepReport, UPKEEP_CONNECTIONS, WORKER_TARGET,
+    Worker, capped_ms,
 };
 use crate::database::Database;
 use crate::error::Error;
-use crate::executor::ErasedWorkflow;
+use crate::executor::{Bound, ErasedWorkflow};
+use crate::overrides::Overrides;
 use crate::store::Runner;
 use crate::workflow::Workflow;
 
@@ -42,14 +44,15 @@ pub struct WorkerBuilder {
     schedules: Vec<BuilderSchedule>,
     schedule_interval: Duration,
     queue_limits: Vec<(String, u32)>,
+    overrides: Option<Overrides>,
 }
 
 /// A schedule declared with [`WorkerBuilder::schedule`], checked at build.
-struct BuilderSchedule {
-    name: String,
-    workflow: &'static str,
-    schedule: crate::schedule::Schedule,
-    input: Result<serde_json::Value, String>,
+pub(super) struct BuilderSchedule {
+    pub(super) name: String,
+    pub(super) workflow: &'static str,
+    pub(super) schedule: crate::schedule::Schedule,
+    pub(super) input: Result<serde_json::Value, String>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -86,7 +89,26 @@ impl WorkerBuilder {
             schedules: Vec::new(),
             schedule_interval: Duration::from_secs(1),
             queue_limits: Vec::new(),
+            overrides: None,
         }
+    }
+
+    /// The per-deployment overrides this worker runs its workflows with,
+    /// replacing its database's
+    /// ([`DatabaseBuilder::overrides`](crate::DatabaseBuilder::overrides)):
+    /// for a process whose workers register different workflows, since a
+    /// worker refuses overrides of workflows it does not register. Its
+    /// clients must place first steps with the same overrides (see
+    /// [`crate::overrides`]).
+    ///
+    /// [`WorkerBuilder::build`] checks them against the registered
+    /// definitions and refuses any that does not fit, with
+    /// [`Error::InvalidOverride`] naming the workflow, the step and the
+    /// option.
+    #[must_use]
+    pub fn overrides(mut self, overrides: Overrides) -> Self {
+        self.overrides = Some(overrides);
+        self
     }
 
     /// At most `limit` steps of `queue` in progress at once, fleet-wide,
@@ -151,7 +173,7 @@ impl WorkerBuilder {
     /// registry (`workers.name`, `pgbus workers`) and the dashboard. Unlike
     /// the id, which is new in every process and fences the rows it claims,
     /// the name may stay the same across restarts (a pod's or a unit's name)
-    /// and two workers may share it. 1 to [`MAX_WORKER_NAME_CHARS`]
+    /// and two workers may share it. 1 to [`MAX_WORKER_NAME_CHARS`](super::MAX_WORKER_NAME_CHARS)
     /// characters, no control characters, not blank, no whitespace at either
     /// end; [`WorkerBuilder::build`] refuses another with
     /// [`Error::InvalidSetting`].
@@ -259,7 +281,7 @@ impl WorkerBuilder {
     /// deploy defers, never fails).
     #[must_use]
     pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
-        self.workflows.push(Arc::new(workflow));
+        self.workflows.push(Arc::new(Bound::new(workflow)));
         self
     }
 
@@ -346,7 +368,12 @@ impl WorkerBuilder {
     /// when the pool of its upkeep connections cannot be built, and
     /// [`Error::InvalidSetting`] or [`Error::UnreadableFile`] for a
     /// [`WorkerBuilder::listen_url`] whose settings are wrong, and
-    /// [`Error::InvalidSetting`] for a [`WorkerBuilder::name`] it refuses.
+    /// [`Error::InvalidSetting`] for a [`WorkerBuilder::name`] it refuses,
+    /// and [`Error::InvalidOverride`] for an override (the worker's, else
+    /// its database's) that does not fit what it registers: a workflow it
+    /// does not register, a step the workflow lacks or that is a
+    /// gravestone, a `wait_timeout` on a step without `wait_for`, or a value
+    /// the macro would refuse.
     pub fn build(self) -> Result<Worker, Error> {
         let pool_size = self.db.pool().status().max_size;
         let needed = self.concurrency.saturating_add(1);
@@ -391,6 +418,10 @@ impl WorkerBuilder {
         if runs_steps && registry.is_empty() {
             return Err(Error::NothingToRun);
         }
+        let overrides = self
+            .overrides
+            .unwrap_or_else(|| self.db.overrides.as_ref().clone());
+        let registry = overridden(registry, &overrides, runs_steps)?;
         if queues.is_empty() {
             for workflow in registry.values() {
                 let definition = workflow.definition();
@@ -429,13 +460,16 @@ impl WorkerBuilder {
         };
         let declared = declared_schedules(&registry, self.schedules, self.db.store.limits)?;
         let queue_limits = checked_queue_limits(self.queue_limits)?;
-        let runner = registry.into_values().fold(
-            Runner::new(self.db.store.clone(), id.clone())
-                .queues(queues.clone())
-                .stall_threshold_ms(capped_ms(self.stall_threshold))
-                .limits(self.db.store.limits),
-            Runner::register_erased,
-        );
+        let runner = registry
+            .into_values()
+            .fold(
+                Runner::new(self.db.store.clone(), id.clone())
+                    .queues(queues.clone())
+                    .stall_threshold_ms(capped_ms(self.stall_threshold))
+                    .limits(self.db.store.limits),
+                Runner::register_erased,
+            )
+            .bind_overrides(overrides)?;
         Ok(Worker {
             inner: Arc::new(Inner {
                 store: self.db.store.clone(),
@@ -469,105 +503,6 @@ impl WorkerBuilder {
             }),
         })
     }
-}
-
-/// The schedules the worker declares: its workflows' own
-/// (`#[workflow(schedule)]`) and those of [`WorkerBuilder::schedule`], checked.
-fn declared_schedules(
-    registry: &HashMap<&'static str, Arc<dyn ErasedWorkflow>>,
-    extra: Vec<BuilderSchedule>,
-    limits: crate::context::Limits,
-) -> Result<Vec<crate::schedule::ScheduleSpec>, Error> {
-    let mut declared = crate::schedule::declared_specs(
-        registry
-            .values()
-            .map(|workflow| (workflow.definition(), workflow.schedule())),
-        &limits,
-    )?;
-    for schedule in extra {
-        let invalid = |field: &'static str, reason: String| Error::InvalidSchedule {
-            name: schedule.name.clone(),
-            field,
-            reason,
-        };
-        if !registry.contains_key(schedule.workflow) {
-            return Err(invalid(
-                "workflow",
-                format!(
-                    "`workflow`: `{}` is not registered with this worker; register it first",
-                    schedule.workflow
-                ),
-            ));
-        }
-        let input = schedule
-            .input
-            .clone()
-            .map_err(|error| invalid("input", format!("`input` does not serialize: {error}")))?;
-        declared.push(crate::schedule::ScheduleSpec::new(
-            &schedule.name,
-            schedule.workflow,
-            &schedule.schedule,
-            input,
-            &limits,
-        )?);
-    }
-    // By name: every worker locks the rows in one order when it declares them.
-    declared.sort_by(|a, b| a.name.cmp(&b.name));
-    let names: Vec<&str> = declared.iter().map(|spec| spec.name.as_str()).collect();
-    if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
-        return Err(Error::InvalidSchedule {
-            name: pair[0].to_owned(),
-            field: "name",
-            reason: "`name`: declared twice on this worker; give each schedule its own name"
-                .to_owned(),
-        });
-    }
-    Ok(declared)
-}
-
-/// The queue limits of [`WorkerBuilder::queue_concurrency`], checked, one per
-/// queue (the last declared wins), sorted by queue.
-fn checked_queue_limits(limits: Vec<(String, u32)>) -> Result<Vec<(String, u32)>, Error> {
-    let mut checked = std::collections::BTreeMap::new();
-    for (queue, limit) in limits {
-        let invalid = |problem: String| Error::InvalidSetting {
-            setting: "WorkerBuilder::queue_concurrency".to_owned(),
-            problem,
-        };
-        crate::start_options::check_queue(&queue)
-            .map_err(|problem| invalid(format!("the queue {problem}")))?;
-        if limit == 0 || limit > pgbus_core::flow::MAX_CONCURRENCY {
-            return Err(invalid(format!(
-                "the limit of queue `{queue}` is 1 to {} steps in progress; got {limit}",
-                pgbus_core::flow::MAX_CONCURRENCY
-            )));
-        }
-        checked.insert(queue, limit);
-    }
-    Ok(checked.into_iter().collect())
-}
-
-/// Checks a worker name (see [`WorkerBuilder::name`]).
-fn check_name(name: &str) -> Result<(), Error> {
-    let problem = if name.trim().is_empty() {
-        Some("cannot be empty or blank".to_owned())
-    } else if name.chars().count() > MAX_WORKER_NAME_CHARS {
-        Some(format!(
-            "is longer than {MAX_WORKER_NAME_CHARS} characters; use a shorter name"
-        ))
-    } else if name.chars().any(char::is_control) {
-        Some("cannot hold control characters (tabs, newlines, escapes)".to_owned())
-    } else if name.trim() != name {
-        Some("cannot start or end with whitespace".to_owned())
-    } else {
-        None
-    };
-    problem.map_or(Ok(()), |problem| {
-        Err(Error::InvalidSetting {
-            setting: "WorkerBuilder::name".to_owned(),
-            problem,
-        })
-    })
 }
 
 /// Runs the sweep alone: from [`WorkerBuilder::sweeper`], for a cron job or an

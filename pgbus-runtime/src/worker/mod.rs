@@ -15,6 +15,7 @@ use crate::engine::{AttemptResult, StepOutcome};
 use crate::store::{Claim, PgStore, Runner};
 
 mod builder;
+mod checks;
 mod listener;
 mod run_loop;
 mod upkeep;

@@ -18,6 +18,7 @@ mod lifecycle_pg;
 mod metrics_pg;
 mod migrate_pg;
 mod operator_pg;
+mod overrides_pg;
 mod pg;
 mod policy_pg;
 mod registry_pg;

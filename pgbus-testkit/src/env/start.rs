@@ -1,5 +1,6 @@
 //! Starting runs with options, one or many, as the client does, on the
-//! virtual clock.
+//! virtual clock; and where their steps go: the queues claimed, queue
+//! limits, and a deployment's overrides.
 
 use std::borrow::Borrow;
 
@@ -64,6 +65,52 @@ impl TestEnv {
         Ok(self)
     }
 
+    /// Runs the registered workflows with a deployment's overrides, as a
+    /// worker given them does (see `pgbus_runtime::overrides`): later steps
+    /// with the overridden durations, queues, priorities and limits (on the
+    /// virtual clock), runs started here with the first step placed by them,
+    /// and the store's registry recording the overridden options digest.
+    /// Register the workflows first; a later [`TestEnv::register`] of an
+    /// overridden workflow applies them too. Replaces overrides given
+    /// before.
+    ///
+    /// ```
+    /// use pgbus_runtime::prelude::*;
+    /// use pgbus_runtime::Overrides;
+    /// use pgbus_testkit::TestEnv;
+    ///
+    /// struct Remind;
+    /// #[workflow(name = "remind")]
+    /// impl Remind {
+    ///     #[step]
+    ///     async fn first(&self, _cx: &mut StepCx<()>) {}
+    ///     #[step(wait = "1d")]
+    ///     async fn again(&self, _cx: &mut StepCx<()>) {}
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let staging = Overrides::new().step("remind", "again", |s| s.wait("1m"));
+    /// let env = TestEnv::new().register(Remind).overrides(staging)?;
+    /// let run = env.start::<Remind>(&())?.run_id;
+    /// env.run_until_idle().await;
+    /// env.advance(std::time::Duration::from_secs(60));
+    /// env.run_until_idle().await;                 // a minute, not a day
+    /// assert_eq!(env.run(run)?.run.status, pgbus_runtime::RunStatus::Finished);
+    /// # Ok::<(), pgbus_runtime::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidOverride`] naming the workflow, the step and the
+    /// option, as `WorkerBuilder::build` refuses them: a workflow not
+    /// registered, a step it lacks or a gravestone, a `wait_timeout` on a
+    /// step without `wait_for`, a value the macro would refuse.
+    pub fn overrides(mut self, overrides: pgbus_runtime::Overrides) -> Result<Self, Error> {
+        self.runner = self.runner.overrides(overrides)?;
+        let this = self.claim_queues();
+        this.announce();
+        Ok(this)
+    }
+
     /// The environment claiming from the registered workflows' queues (their
     /// own and their steps') and those given with [`TestEnv::queue`].
     pub(super) fn claim_queues(mut self) -> Self {
@@ -102,13 +149,10 @@ impl TestEnv {
         input: &W::Input,
         options: &StartOptions,
     ) -> Result<Started, Error> {
-        self.registered::<W>()?;
+        let definition = self.registered::<W>()?;
         let options = keyed::<W>(input, options);
         let input = serde_json::to_value(input)?;
-        let (run_id, created) = self
-            .store()
-            .rows()
-            .start_run(W::DEFINITION, input, &options)?;
+        let (run_id, created) = self.store().rows().start_run(definition, input, &options)?;
         Ok(Started::new(run_id, created))
     }
 
@@ -125,7 +169,7 @@ impl TestEnv {
         &self,
         starts: impl IntoIterator<Item = (impl Borrow<W::Input>, StartOptions)>,
     ) -> Result<Vec<Started>, Error> {
-        self.registered::<W>()?;
+        let definition = self.registered::<W>()?;
         let starts = starts.into_iter().map(|(input, options)| {
             let options = keyed::<W>(input.borrow(), &options);
             (input, options)
@@ -134,7 +178,7 @@ impl TestEnv {
         Ok(self
             .store()
             .rows()
-            .start_many(W::DEFINITION, &runs)?
+            .start_many(definition, &runs)?
             .into_iter()
             .map(|(run_id, created)| Started::new(run_id, created))
             .collect())

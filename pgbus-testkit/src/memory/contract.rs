@@ -10,8 +10,8 @@ use pgbus_runtime::engine::{Action, AttemptResult, RunStatus, SignalCheck};
 use pgbus_runtime::schedule::{DueSchedule, Fired, ScheduleChange, ScheduleSpec, ScheduleView};
 use pgbus_runtime::store::{Claim, Claimer, Ended, Handoff, NewRun, Registration, Stalled, Store};
 use pgbus_runtime::{
-    DeadlineAction, Error, Limits, Overview, ResultView, RunCount, RunFilter, RunId, RunRead,
-    RunSummary, RunView, SignalId, StartOptions, WorkflowDefinition,
+    DeadlineAction, Error, Limits, Overview, RegisteredWorkflow, ResultView, RunCount, RunFilter,
+    RunId, RunRead, RunSummary, RunView, SignalId, StartOptions, WorkflowDefinition,
 };
 use serde_json::Value;
 
@@ -68,6 +68,22 @@ impl MemoryStore {
     /// it here. A worker that died already keeps its first time.
     pub fn worker_died(&self, worker_id: &str) {
         self.rows().worker_died(worker_id);
+    }
+
+    /// What the registry holds for worker `worker_id`: each workflow it
+    /// registered, by name, with the digests of the definition it runs and
+    /// the per-deployment overrides in force, as `Client::workers` reads a
+    /// worker's from Postgres; `None` when it never registered.
+    #[must_use]
+    pub fn registered(&self, worker_id: &str) -> Option<Vec<RegisteredWorkflow>> {
+        let rows = self.rows();
+        let mut registered: Vec<RegisteredWorkflow> = rows
+            .registered(worker_id)?
+            .iter()
+            .map(|definition| RegisteredWorkflow::of(definition))
+            .collect();
+        registered.sort_by(|a, b| a.workflow.cmp(&b.workflow));
+        Some(registered)
     }
 
     pub(crate) fn rows(&self) -> MutexGuard<'_, Rows> {

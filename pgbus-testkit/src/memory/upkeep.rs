@@ -154,6 +154,11 @@ impl Rows {
         self.register_limits(definitions, queue_limits);
     }
 
+    /// The definitions worker `worker` registered last, if it did.
+    pub(crate) fn registered(&self, worker: &str) -> Option<&[&'static WorkflowDefinition]> {
+        self.workers.get(worker).map(Vec::as_slice)
+    }
+
     /// What no live worker (registered, and not dead for longer than
     /// `lost_ms`) has of a row of `workflow` at `step`: the workflow, or the
     /// step in every live worker's definition of it (a gravestone counts as

@@ -30,6 +30,8 @@ trait Clocked {
     /// Worker `id` is gone: its heartbeat stopped now (memory), or its row
     /// was removed (Postgres).
     async fn worker_died(&self, id: &str);
+    /// What the registry holds for worker `id`, by workflow.
+    async fn registered(&self, id: &str) -> Vec<pgbus_runtime::RegisteredWorkflow>;
 }
 
 impl Clocked for MemoryStore {
@@ -43,6 +45,9 @@ impl Clocked for MemoryStore {
     }
     async fn worker_died(&self, id: &str) {
         Self::worker_died(self, id);
+    }
+    async fn registered(&self, id: &str) -> Vec<pgbus_runtime::RegisteredWorkflow> {
+        Self::registered(self, id).unwrap_or_default()
     }
 }
 
@@ -103,6 +108,20 @@ impl Clocked for Pinned {
             )
             .await
             .expect("a removed worker row");
+    }
+    async fn registered(&self, id: &str) -> Vec<pgbus_runtime::RegisteredWorkflow> {
+        let workers = self
+            .db
+            .db()
+            .client()
+            .workers(Duration::from_secs(30), 100)
+            .await
+            .expect("the workers");
+        workers
+            .into_iter()
+            .find(|worker| worker.id == id)
+            .map(|worker| worker.workflows)
+            .unwrap_or_default()
     }
 }
 
@@ -483,3 +502,5 @@ mod flow;
 mod flow_rates;
 mod limits;
 mod operator;
+// Per-deployment overrides (issue 24).
+mod overrides;

@@ -18,6 +18,7 @@ mod env_checks;
 mod env_flow;
 mod gates;
 mod harness;
+mod overrides;
 mod results;
 mod schedules;
 mod stress;

@@ -14,8 +14,9 @@
 -- their queues; a rate's throttled rows keep their due time.
 -- $1 id, $2 host, $3 pid, $4 queues, $5 now (NULL = clock_timestamp()), $6 name,
 -- $7 concurrency, $8 definitions as a JSON array of {"workflow", "digest",
--- "step_plan", "options_digest", "start_plan"} (`start_plan`: the run step plan
--- a start records, see migration 0012), $9 concurrency limits as a JSON array
+-- "step_plan", "options_digest", "start_plan", "overrides"} (`start_plan`: the
+-- run step plan a start records, see migration 0012; `overrides`: the
+-- per-deployment overrides in force, JSON null for none, see migration 0021), $9 concurrency limits as a JSON array
 -- of {"key", "workflow" (null for a queue's), "max", "holder"}, $10 rate limits
 -- as a JSON array of {"key", "workflow", "max", "period_ms"}, $11 the
 -- notification channel
@@ -30,7 +31,8 @@ WITH t AS (
     RETURNING id
 ), given AS (
     SELECT g->>'workflow' AS workflow, g->>'digest' AS digest, g->'step_plan' AS step_plan,
-           g->>'options_digest' AS options_digest, g->'start_plan' AS start_plan
+           g->>'options_digest' AS options_digest, g->'start_plan' AS start_plan,
+           nullif(g->'overrides', 'null'::jsonb) AS overrides
     FROM jsonb_array_elements($8::jsonb) AS g
 ), stored AS (
     INSERT INTO {schema}.definitions (digest, workflow, step_plan, created_at)
@@ -48,10 +50,11 @@ WITH t AS (
       AND wd.workflow NOT IN (SELECT g.workflow FROM given g)
     RETURNING wd.workflow
 ), linked AS (
-    INSERT INTO {schema}.worker_definitions (worker_id, workflow, digest, options_digest)
-    SELECT $1, g.workflow, g.digest, g.options_digest FROM given g
+    INSERT INTO {schema}.worker_definitions (worker_id, workflow, digest, options_digest, overrides)
+    SELECT $1, g.workflow, g.digest, g.options_digest, g.overrides FROM given g
     ON CONFLICT (worker_id, workflow)
-    DO UPDATE SET digest = excluded.digest, options_digest = excluded.options_digest
+    DO UPDATE SET digest = excluded.digest, options_digest = excluded.options_digest,
+                  overrides = excluded.overrides
     RETURNING workflow
 ), limits_given AS (
     SELECT l->>'key' AS key, l->>'workflow' AS workflow, (l->>'max')::integer AS max_in_flight,

@@ -135,6 +135,7 @@ impl PgStore {
                     "step_plan": registered_plan(definition),
                     "options_digest": definition.options_digest,
                     "start_plan": serde_json::to_value(crate::engine::step_plan(definition))?,
+                    "overrides": definition.overrides_in_force(),
                 }))
             })
             .collect::<Result<_, Error>>()?;

@@ -1,0 +1,12 @@
+-- Per-deployment overrides (issue 24): a deployment may run a workflow with
+-- its own durations, queues, priorities and limits over the source's
+-- (`Overrides`). The definition in force keeps its definition digest (the
+-- step list does not change) and gets its own options digest, which the
+-- link's `options_digest` (migration 0012) already records; this column
+-- records which options the deployment overrode: the `"overrides"` object of
+-- the definition's options JSON (durations in milliseconds, rates as
+-- {"count", "period_ms"}, steps under "steps" by name), NULL for a workflow
+-- run as its source declares, and for workers of a version before this
+-- migration, which keep writing their links as before during a rolling
+-- deploy. Written by register_worker.sql with the rest of the link.
+ALTER TABLE {schema}.worker_definitions ADD COLUMN overrides jsonb;
