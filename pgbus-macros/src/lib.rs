@@ -11,6 +11,8 @@
 mod expand;
 mod model;
 mod parse;
+mod render;
+mod report;
 mod span;
 mod validate;
 

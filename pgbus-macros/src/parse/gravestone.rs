@@ -5,7 +5,7 @@ use darling::error::Accumulator;
 use pgbus_core::EntryKind;
 use syn::spanned::Spanned;
 
-use super::step::conditional_step;
+use super::conditional;
 use super::values::Text;
 use super::{RawEntry, RawStepArgs};
 
@@ -33,10 +33,15 @@ pub(super) fn gravestone(mac: &syn::ImplItemMacro, errors: &mut Accumulator) -> 
     };
     for attr in &mac.attrs {
         if attr.path().is_ident("cfg") {
-            errors.push(conditional_step(attr));
+            errors.push(conditional::cfg(attr));
         } else {
-            errors
-                .push(Error::custom("`removed_step!` takes no attributes").with_span(attr.path()));
+            errors.push(
+                Error::custom(format!(
+                    "`removed_step!` takes no attributes; remove `#[{}]`",
+                    crate::render::code(attr.path())
+                ))
+                .with_span(attr.path()),
+            );
         }
     }
     Some(RawEntry {
