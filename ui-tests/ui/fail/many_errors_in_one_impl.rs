@@ -27,3 +27,10 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `"orders eu"` => `"orders_eu"`
+// fix: `wiat` => `wait`
+// fix: `timeout = "5"` => `timeout = "5s"`
+// fix: `name = "charge"` => `name = "charge_again"`
+// fix: `action = "cancel", max_reattempts = 2` => `action = "reattempt", max_reattempts = 2`
+// fix: `fn ship(&mut self, _cx: &mut StepCx<Order>)` => `async fn ship(&self, _cx: &mut StepCx<Order>)`

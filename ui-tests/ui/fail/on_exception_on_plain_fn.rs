@@ -5,3 +5,5 @@ use pgbus_runtime::prelude::*;
 fn helper() {}
 
 fn main() {}
+
+// fix: `#[on_exception(action = "cancel")]\n` => ``
