@@ -36,7 +36,7 @@
 //! `PGBUS_FIXES=overwrite cargo test -p pgbus-ui-tests --test fixes` and read
 //! each changed one.
 
-// The helpers below read the cases for the tests: a case that cannot be read
+// The functions below read the cases for the tests: a case that cannot be read
 // fails the test, as an `expect` in the test itself would.
 #![allow(clippy::expect_used)]
 

@@ -18,7 +18,8 @@ pub(super) fn check_names(entries: &[RawEntry], errors: &mut Accumulator) {
         .iter()
         .filter_map(|entry| durable_name(entry).map(|named| (entry, named)))
         .collect();
-    let taken: Vec<&str> = named.iter().map(|(_, n)| n.name.as_str()).collect();
+    // Names a fix must not suggest: every durable name, and earlier fixes.
+    let mut taken: Vec<String> = named.iter().map(|(_, n)| n.name.clone()).collect();
     let mut live: Vec<&NamedAt> = Vec::new();
     let mut removed: Vec<&NamedAt> = Vec::new();
     for (entry, named) in &named {
@@ -39,15 +40,16 @@ pub(super) fn check_names(entries: &[RawEntry], errors: &mut Accumulator) {
                 removed.push(named);
             }
         } else if let Some(first) = live.iter().find(|l| l.name == named.name) {
+            let free = free_name(entry, entries, &named.name, &taken);
             errors.push(
                 Error::custom(format!(
                     "duplicate durable step name `{}`: an earlier step has it; give this one \
-                     another name, e.g. `name = \"{}\"`",
+                     another name, e.g. `name = \"{free}\"`",
                     named.name,
-                    free_name(entry, &named.name, &taken)
                 ))
                 .with_span(&named.span),
             );
+            taken.push(free);
             errors.push(note(
                 &format!("the first step named `{}` is here", named.name),
                 first.span,
@@ -73,22 +75,25 @@ pub(super) fn check_names(entries: &[RawEntry], errors: &mut Accumulator) {
     }
 }
 
-/// A name for a step that repeats `name`: its method's own name when that is
-/// free (the override was the mistake), else `name_2`, `name_3`, ...
-fn free_name(entry: &RawEntry, name: &str, taken: &[&str]) -> String {
-    let method = entry
-        .method
-        .as_ref()
-        .map(|method| syn::ext::IdentExt::unraw(method).to_string());
-    if let Some(method) = method
-        && !taken.contains(&method.as_str())
-    {
-        return method;
+/// A name for `entry`, which repeats `name`: its method's own name when no
+/// step has or may take it (the override was the mistake), else `name_2`,
+/// `name_3`, ... that no step has or may take.
+fn free_name(entry: &RawEntry, entries: &[RawEntry], name: &str, taken: &[String]) -> String {
+    let unraw = |method: &syn::Ident| syn::ext::IdentExt::unraw(method).to_string();
+    // Other steps' method names: a later fix may give them back their own.
+    let methods: Vec<String> = entries
+        .iter()
+        .filter(|other| !std::ptr::eq(*other, entry))
+        .filter_map(|other| other.method.as_ref().map(unraw))
+        .collect();
+    let free = |candidate: &String| !taken.contains(candidate) && !methods.contains(candidate);
+    if let Some(own) = entry.method.as_ref().map(unraw).filter(free) {
+        return own;
     }
-    // One of the first `taken.len() + 1` numbers is free.
-    (2..taken.len() + 3)
+    // One of the first `taken.len() + methods.len() + 1` numbers is free.
+    (2..taken.len() + methods.len() + 3)
         .map(|n| format!("{name}_{n}"))
-        .find(|candidate| !taken.contains(&candidate.as_str()))
+        .find(free)
         .unwrap_or_default()
 }
 

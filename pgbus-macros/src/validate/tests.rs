@@ -578,3 +578,4 @@ fn options_digest_ignores_spelling() {
 // `output = R` (issue 20).
 mod flow;
 mod output;
+mod own_words;

@@ -1,4 +1,4 @@
-// Every error of one impl is reported in one compile: a typo, a bad duration, a bad queue, a signature and a duplicate name.
+// Every error of one impl is reported in one compile, in source order whatever stage found it: a bad queue, a typo, a bad duration, a duplicate name with a note on the first, a policy option and a signature.
 use pgbus_runtime::prelude::*;
 
 #[derive(Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 use pgbus_runtime::prelude::*;
 
 #[on_exception(action = "cancel")]
-fn helper() {}
+fn audit() {}
 
 fn main() {}
 

@@ -16,7 +16,7 @@ impl Fulfil {
     }
 
     #[workflow]
-    fn helper(&self) {}
+    fn audit(&self) {}
 }
 
 fn main() {}

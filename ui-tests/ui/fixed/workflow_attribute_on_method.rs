@@ -15,7 +15,7 @@ impl Fulfil {
         Ok(Flow::Complete)
     }
 
-    fn helper(&self) {}
+    fn audit(&self) {}
 }
 
 fn main() {}
