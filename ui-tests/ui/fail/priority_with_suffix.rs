@@ -10,3 +10,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `5u8` => `5`
