@@ -181,8 +181,10 @@ use proc_macro::TokenStream;
 /// one value, a missing `,` (both options named), `;` for `,`, `:` for `=`, a
 /// leading or doubled `,`, a name that is a path or in quotes, `=` with no
 /// name, `[...]` or `{...}` for `(...)`, `name(...) = value`, stray tokens.
-/// The items after a malformed one are still read, so one build reports
-/// every mistake of a list.
+/// Where it can, the fix is the user's own code corrected (`wait: "5s"` and
+/// `wait = "5s" timeout = "1m"` get `wait = "5s"` and `wait = "5s", timeout =
+/// "1m"`). The items after a malformed one are still read, so one build
+/// reports every mistake of a list.
 ///
 /// # Flow control
 ///

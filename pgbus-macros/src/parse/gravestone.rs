@@ -74,7 +74,9 @@ fn gravestone_name(mac: &syn::Macro, errors: &mut Accumulator) -> Option<Text> {
     };
     let message = match (next, trees.get(2)) {
         (TokenTree::Punct(punct), None) if punct.as_char() == ',' => {
-            "`removed_step!` takes one name; remove the trailing `,`".to_owned()
+            format!(
+                "`removed_step!` takes one name; remove the trailing `,`: `removed_step!({first})`"
+            )
         }
         (TokenTree::Punct(punct), Some(second)) if punct.as_char() == ',' => {
             return report(

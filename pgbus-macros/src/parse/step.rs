@@ -145,9 +145,10 @@ pub(super) fn parenthesized(list: &syn::MetaList, errors: &mut Accumulator) {
         .last()
         .map(|segment| segment.ident.to_string())
         .unwrap_or_default();
+    let options = super::list::echo_options(&list.tokens).unwrap_or_else(|| "...".to_owned());
     errors.push(
         Error::custom(format!(
-            "write `#[{name}(...)]` with parentheses, not `#[{name}{open}...{close}]`"
+            "write `#[{name}({options})]` with parentheses, not `#[{name}{open}...{close}]`"
         ))
         .with_span(&list.delimiter.span().open()),
     );
