@@ -5,606 +5,917 @@
 
 #[path = "fixed/cancel_if_string_not_a_path.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod cancel_if_string_not_a_path;
 
 #[path = "fixed/duration_empty.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod duration_empty;
 
 #[path = "fixed/duration_fraction.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod duration_fraction;
 
 #[path = "fixed/duration_integer_not_string.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod duration_integer_not_string;
 
 #[path = "fixed/duration_missing_number.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod duration_missing_number;
 
 #[path = "fixed/duration_missing_unit.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod duration_missing_unit;
 
 #[path = "fixed/duration_negative.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod duration_negative;
 
 #[path = "fixed/duration_unknown_unit.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod duration_unknown_unit;
 
 #[path = "fixed/duration_with_space.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod duration_with_space;
 
 #[path = "fixed/duration_without_value.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod duration_without_value;
 
 #[path = "fixed/fan_out_fan_by_value.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod fan_out_fan_by_value;
 
 #[path = "fixed/fan_out_in_plain_impl.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod fan_out_in_plain_impl;
 
 #[path = "fixed/fan_out_missing_fan.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod fan_out_missing_fan;
 
 #[path = "fixed/fan_out_unknown_option.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod fan_out_unknown_option;
 
 #[path = "fixed/fan_out_wait_for.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod fan_out_wait_for;
 
 #[path = "fixed/flow_concurrency_not_integer.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_concurrency_not_integer;
 
 #[path = "fixed/flow_concurrency_quoted.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_concurrency_quoted;
 
 #[path = "fixed/flow_concurrency_too_large.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_concurrency_too_large;
 
 #[path = "fixed/flow_concurrency_zero.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_concurrency_zero;
 
 #[path = "fixed/flow_deadline_on_step.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_deadline_on_step;
 
 #[path = "fixed/flow_deadline_zero.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_deadline_zero;
 
 #[path = "fixed/flow_duplicate_option.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_duplicate_option;
 
 #[path = "fixed/flow_key_takes_self.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_key_takes_self;
 
 #[path = "fixed/flow_key_without_per_key_limit.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_key_without_per_key_limit;
 
 #[path = "fixed/flow_key_wrong_arguments.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_key_wrong_arguments;
 
 #[path = "fixed/flow_on_deadline_unknown_word.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_on_deadline_unknown_word;
 
 #[path = "fixed/flow_option_on_step.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_option_on_step;
 
 #[path = "fixed/flow_rate_limit_malformed.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_rate_limit_malformed;
 
 #[path = "fixed/flow_rate_limit_not_string.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_rate_limit_not_string;
 
 #[path = "fixed/flow_rate_limit_out_of_range.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_rate_limit_out_of_range;
 
 #[path = "fixed/flow_slot_unknown_word.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_slot_unknown_word;
 
 #[path = "fixed/flow_slot_without_concurrency.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod flow_slot_without_concurrency;
+
+#[path = "fixed/list_braces_instead_of_parentheses.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_braces_instead_of_parentheses;
+
+#[path = "fixed/list_brackets_instead_of_parentheses.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_brackets_instead_of_parentheses;
+
+#[path = "fixed/list_colon_instead_of_equals.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_colon_instead_of_equals;
+
+#[path = "fixed/list_double_comma.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_double_comma;
+
+#[path = "fixed/list_equals_without_name.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_equals_without_name;
+
+#[path = "fixed/list_every_error_at_once.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_every_error_at_once;
+
+#[path = "fixed/list_leading_comma.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_leading_comma;
+
+#[path = "fixed/list_matching_double_comma.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_matching_double_comma;
+
+#[path = "fixed/list_matching_leading_comma.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_matching_leading_comma;
+
+#[path = "fixed/list_matching_missing_comma.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_matching_missing_comma;
+
+#[path = "fixed/list_missing_comma.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_missing_comma;
+
+#[path = "fixed/list_missing_equals.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_missing_equals;
+
+#[path = "fixed/list_nested_list_with_value.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_nested_list_with_value;
+
+#[path = "fixed/list_not_an_option_name.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_not_an_option_name;
+
+#[path = "fixed/list_on_exception_attribute_missing_comma.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_on_exception_attribute_missing_comma;
+
+#[path = "fixed/list_option_name_is_path.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_option_name_is_path;
+
+#[path = "fixed/list_option_name_quoted.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_option_name_quoted;
+
+#[path = "fixed/list_semicolon.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_semicolon;
+
+#[path = "fixed/list_tokens_after_nested_list.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_tokens_after_nested_list;
+
+#[path = "fixed/list_value_equals_twice.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_value_equals_twice;
+
+#[path = "fixed/list_value_missing_before_comma.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_value_missing_before_comma;
+
+#[path = "fixed/list_value_missing_nested_action.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_value_missing_nested_action;
+
+#[path = "fixed/list_value_missing_skip_if.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_value_missing_skip_if;
+
+#[path = "fixed/list_value_not_a_value.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_value_not_a_value;
+
+#[path = "fixed/list_value_two_values.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_value_two_values;
+
+#[path = "fixed/list_wait_for_missing_comma.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_wait_for_missing_comma;
+
+#[path = "fixed/list_workflow_args_malformed.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_workflow_args_malformed;
 
 #[path = "fixed/many_errors_in_one_impl.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod many_errors_in_one_impl;
 
 #[path = "fixed/on_exception_above_workflow.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_above_workflow;
 
 #[path = "fixed/on_exception_action_and_handler.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_action_and_handler;
 
 #[path = "fixed/on_exception_attribute_without_options.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_attribute_without_options;
 
 #[path = "fixed/on_exception_bad_action_did_you_mean.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_bad_action_did_you_mean;
 
 #[path = "fixed/on_exception_cancel_if_misplaced.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_cancel_if_misplaced;
 
 #[path = "fixed/on_exception_duplicate_option.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_duplicate_option;
 
 #[path = "fixed/on_exception_flow_option_misplaced.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_flow_option_misplaced;
 
 #[path = "fixed/on_exception_handler_with_max_reattempts.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_handler_with_max_reattempts;
 
 #[path = "fixed/on_exception_matching_literal.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_matching_literal;
 
 #[path = "fixed/on_exception_matching_name_value.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_matching_name_value;
 
 #[path = "fixed/on_exception_matching_without_types.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_matching_without_types;
 
 #[path = "fixed/on_exception_max_reattempts_negative.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_max_reattempts_negative;
 
 #[path = "fixed/on_exception_max_reattempts_without_reattempt.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_max_reattempts_without_reattempt;
 
 #[path = "fixed/on_exception_max_reattempts_zero.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_max_reattempts_zero;
 
 #[path = "fixed/on_exception_nested.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_nested;
 
 #[path = "fixed/on_exception_no_action_or_handler.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_no_action_or_handler;
 
 #[path = "fixed/on_exception_on_const_item.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_on_const_item;
 
 #[path = "fixed/on_exception_on_method.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_on_method;
 
 #[path = "fixed/on_exception_on_plain_fn.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_on_plain_fn;
 
 #[path = "fixed/on_exception_reattempt_bad_wait.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_reattempt_bad_wait;
 
 #[path = "fixed/on_exception_shorthand_on_workflow.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_shorthand_on_workflow;
 
 #[path = "fixed/on_exception_shorthand_retry.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_shorthand_retry;
 
 #[path = "fixed/on_exception_terminal_action_reattempt.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_terminal_action_reattempt;
 
 #[path = "fixed/on_exception_terminal_action_without_reattempt.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_terminal_action_without_reattempt;
 
 #[path = "fixed/on_exception_unknown_option.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_unknown_option;
 
 #[path = "fixed/on_exception_unreachable_after_blanket.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_unreachable_after_blanket;
 
 #[path = "fixed/on_exception_wait_without_reattempt.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_wait_without_reattempt;
 
 #[path = "fixed/on_exception_workflow_level_unknown_action.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod on_exception_workflow_level_unknown_action;
 
 #[path = "fixed/priority_with_suffix.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod priority_with_suffix;
 
 #[path = "fixed/removed_step_at_module_level.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod removed_step_at_module_level;
 
 #[path = "fixed/removed_step_bad_syntax.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod removed_step_bad_syntax;
 
 #[path = "fixed/removed_step_cfg.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod removed_step_cfg;
 
 #[path = "fixed/removed_step_empty_name.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod removed_step_empty_name;
 
 #[path = "fixed/removed_step_names_live_step.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod removed_step_names_live_step;
 
 #[path = "fixed/removed_step_names_renamed_live_step.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod removed_step_names_renamed_live_step;
 
 #[path = "fixed/removed_step_outside_workflow.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod removed_step_outside_workflow;
+
+#[path = "fixed/removed_step_trailing_comma.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod removed_step_trailing_comma;
 
 #[path = "fixed/removed_step_twice.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod removed_step_twice;
 
 #[path = "fixed/removed_step_with_attribute.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod removed_step_with_attribute;
+
+#[path = "fixed/removed_step_with_equals.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod removed_step_with_equals;
 
 #[path = "fixed/schedule_bad_catch_up.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod schedule_bad_catch_up;
 
 #[path = "fixed/schedule_bad_cron.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod schedule_bad_cron;
 
 #[path = "fixed/schedule_bad_timezone.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod schedule_bad_timezone;
 
 #[path = "fixed/schedule_options_without_schedule.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod schedule_options_without_schedule;
 
 #[path = "fixed/step_and_fan_out_on_one_method.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_and_fan_out_on_one_method;
+
+#[path = "fixed/step_attribute_in_brackets.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod step_attribute_in_brackets;
 
 #[path = "fixed/step_attribute_on_impl.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_attribute_on_impl;
 
 #[path = "fixed/step_cfg.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_cfg;
 
 #[path = "fixed/step_cfg_attr.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_cfg_attr;
 
 #[path = "fixed/step_cfg_attr_options.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_cfg_attr_options;
 
 #[path = "fixed/step_const_fn.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_const_fn;
 
 #[path = "fixed/step_cx_by_value.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_cx_by_value;
 
 #[path = "fixed/step_cx_shared_ref.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_cx_shared_ref;
 
 #[path = "fixed/step_duplicate_attribute.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_duplicate_attribute;
 
 #[path = "fixed/step_duplicate_durable_name.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_duplicate_durable_name;
 
 #[path = "fixed/step_duplicate_durable_name_on_method.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_duplicate_durable_name_on_method;
 
 #[path = "fixed/step_duplicate_option.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_duplicate_option;
 
 #[path = "fixed/step_empty_name.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_empty_name;
 
 #[path = "fixed/step_extra_argument.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_extra_argument;
 
 #[path = "fixed/step_generic_method.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_generic_method;
 
 #[path = "fixed/step_in_plain_impl.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_in_plain_impl;
 
 #[path = "fixed/step_literal_option.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_literal_option;
 
 #[path = "fixed/step_matching_misplaced.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_matching_misplaced;
 
 #[path = "fixed/step_missing_cx.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_missing_cx;
 
 #[path = "fixed/step_mut_self.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_mut_self;
 
 #[path = "fixed/step_name_value_form.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_name_value_form;
 
 #[path = "fixed/step_no_arguments.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_no_arguments;
 
 #[path = "fixed/step_no_receiver.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_no_receiver;
 
 #[path = "fixed/step_not_async.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_not_async;
 
 #[path = "fixed/step_on_batch_failure.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_on_batch_failure;
 
 #[path = "fixed/step_on_const_item.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_on_const_item;
 
 #[path = "fixed/step_on_free_fn.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_on_free_fn;
 
 #[path = "fixed/step_on_timeout_run_bang.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_on_timeout_run_bang;
 
 #[path = "fixed/step_on_timeout_unknown_value.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_on_timeout_unknown_value;
 
 #[path = "fixed/step_on_timeout_without_wait_for.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_on_timeout_without_wait_for;
 
 #[path = "fixed/step_on_timeout_without_wait_timeout.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_on_timeout_without_wait_timeout;
 
 #[path = "fixed/step_option_belongs_in_on_exception.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_option_belongs_in_on_exception;
 
 #[path = "fixed/step_queue_whitespace.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_queue_whitespace;
 
 #[path = "fixed/step_receiver_boxed_self.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_receiver_boxed_self;
 
 #[path = "fixed/step_self_by_value.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_self_by_value;
 
 #[path = "fixed/step_skip_if_not_path.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_skip_if_not_path;
 
 #[path = "fixed/step_skip_if_without_value.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_skip_if_without_value;
 
 #[path = "fixed/step_timeout_zero.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_timeout_zero;
 
 #[path = "fixed/step_unknown_option_no_match.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_unknown_option_no_match;
 
 #[path = "fixed/step_unknown_option_typo.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_unknown_option_typo;
 
 #[path = "fixed/step_unsafe_fn.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_unsafe_fn;
 
 #[path = "fixed/step_wait_for_empty_name.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_wait_for_empty_name;
 
 #[path = "fixed/step_wait_for_list_empty_name.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_wait_for_list_empty_name;
 
 #[path = "fixed/step_wait_for_list_missing_name.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_wait_for_list_missing_name;
 
 #[path = "fixed/step_wait_for_list_unknown_option.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_wait_for_list_unknown_option;
 
 #[path = "fixed/step_wait_for_name_trailing_space.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_wait_for_name_trailing_space;
 
 #[path = "fixed/step_wait_for_not_string.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_wait_for_not_string;
 
 #[path = "fixed/step_wait_timeout_without_wait_for.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_wait_timeout_without_wait_for;
 
 #[path = "fixed/step_wait_timeout_zero.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_wait_timeout_zero;
 
 #[path = "fixed/step_workflow_option_misplaced.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod step_workflow_option_misplaced;
 
 #[path = "fixed/wait_for_step_option_misplaced.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod wait_for_step_option_misplaced;
 
 #[path = "fixed/workflow_action_misplaced.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_action_misplaced;
 
 #[path = "fixed/workflow_attribute_on_method.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_attribute_on_method;
 
 #[path = "fixed/workflow_blank_name.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_blank_name;
 
 #[path = "fixed/workflow_duplicate_attribute.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_duplicate_attribute;
 
 #[path = "fixed/workflow_duplicate_option.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_duplicate_option;
 
 #[path = "fixed/workflow_empty_name.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_empty_name;
 
 #[path = "fixed/workflow_error_keeps_use_sites.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_error_keeps_use_sites;
 
 #[path = "fixed/workflow_input_bad_string.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_input_bad_string;
 
 #[path = "fixed/workflow_literal_option.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_literal_option;
 
 #[path = "fixed/workflow_matches_misplaced.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_matches_misplaced;
 
 #[path = "fixed/workflow_matching_misplaced.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_matching_misplaced;
 
 #[path = "fixed/workflow_max_reattempts_misplaced.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_max_reattempts_misplaced;
 
 #[path = "fixed/workflow_missing_input.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_missing_input;
 
 #[path = "fixed/workflow_name_control_character.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_name_control_character;
+
+#[path = "fixed/workflow_name_not_string.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod workflow_name_not_string;
 
 #[path = "fixed/workflow_no_step.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_no_step;
 
 #[path = "fixed/workflow_on_trait_impl.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_on_trait_impl;
 
 #[path = "fixed/workflow_only_gravestones.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_only_gravestones;
+
+#[path = "fixed/workflow_option_without_value.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod workflow_option_without_value;
 
 #[path = "fixed/workflow_output_bad_string.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_output_bad_string;
 
 #[path = "fixed/workflow_output_without_type.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_output_without_type;
 
 #[path = "fixed/workflow_priority_not_integer.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_priority_not_integer;
 
 #[path = "fixed/workflow_queue_empty.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_queue_empty;
 
 #[path = "fixed/workflow_queue_whitespace.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_queue_whitespace;
 
 #[path = "fixed/workflow_step_option_misplaced.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_step_option_misplaced;
 
 #[path = "fixed/workflow_unknown_option_did_you_mean.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_unknown_option_did_you_mean;
 
 #[path = "fixed/workflow_wait_for_misplaced.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
 mod workflow_wait_for_misplaced;
 
 fn main() {}

@@ -18,5 +18,5 @@ impl Fulfil {
 
 fn main() {}
 
-// given: `impl Fulfil {` => `impl Fulfil {\n    fn is_cancelled(&self, _cx: &StepCx<Order>) -> bool {\n        false\n    }\n`
-// fix: `"is void"` => `Self::is_cancelled`
+// given: `impl Fulfil {` => `impl Fulfil {\n    fn is_void(&self, _cx: &StepCx<Order>) -> bool {\n        false\n    }\n`
+// fix: `cancel_if = "is void"` => `cancel_if = Self::is_void`

@@ -19,4 +19,4 @@ impl Fulfil {
 fn main() {}
 
 // given: `struct Fulfil;` => `#[derive(Debug, thiserror::Error)]\n#[error("card declined")]\nstruct CardDeclined;\n\nstruct Fulfil;`
-// fix: `matching("CardDeclined")` => `matching(CardDeclined, std::io::Error)`
+// fix: `matching("CardDeclined")` => `matching(CardDeclined)`

@@ -11,4 +11,4 @@ impl Fulfil {
 
 fn main() {}
 
-// fix: `5u8` => `5`
+// fix: `priority = 5u8` => `priority = 5`

@@ -20,4 +20,4 @@ impl Fulfil {
 
 fn main() {}
 
-// fix: `removed_step!(legacy_check, other_check);` => `removed_step!(legacy_check);\n    removed_step!(other_check);`
+// fix: `removed_step!(legacy_check, other_check);` => `removed_step!(legacy_check); removed_step!(other_check);`

@@ -18,5 +18,5 @@ impl Fulfil {
 
 fn main() {}
 
-// given: `impl Fulfil {` => `impl Fulfil {\n    fn is_cancelled(&self, _cx: &StepCx<Order>) -> bool {\n        false\n    }\n`
-// fix: `#[step(skip_if)]` => `#[step(skip_if = Self::is_cancelled)]`
+// given: `impl Fulfil {` => `impl Fulfil {\n    fn opted_out(&self, _cx: &StepCx<Order>) -> bool {\n        false\n    }\n`
+// fix: `#[step(skip_if)]` => `#[step(skip_if = Self::opted_out)]`

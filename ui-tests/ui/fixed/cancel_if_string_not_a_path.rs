@@ -8,9 +8,9 @@ struct Order {
 
 struct Fulfil;
 
-#[workflow(input = Order, cancel_if = Self::is_cancelled)]
+#[workflow(input = Order, cancel_if = Self::is_void)]
 impl Fulfil {
-    fn is_cancelled(&self, _cx: &StepCx<Order>) -> bool {
+    fn is_void(&self, _cx: &StepCx<Order>) -> bool {
         false
     }
 

@@ -14,7 +14,7 @@ struct Fulfil;
 
 #[workflow(input = Order)]
 impl Fulfil {
-    #[step(on_exception(matching(CardDeclined, std::io::Error), action = "cancel"))]
+    #[step(on_exception(matching(CardDeclined), action = "cancel"))]
     async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
         Ok(Flow::Complete)
     }

@@ -14,10 +14,7 @@ struct Fulfil;
 
 #[workflow(input = Order)]
 impl Fulfil {
-    #[step(
-        on_exception(matching(CardDeclined), action = "pause"),
-        on_exception(action = "cancel")
-    )]
+    #[step(on_exception(matching(CardDeclined), action = "pause"), on_exception(action = "cancel"))]
     async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
         Ok(Flow::Complete)
     }

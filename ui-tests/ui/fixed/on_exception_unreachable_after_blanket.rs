@@ -9,7 +9,9 @@ struct Fulfil;
 
 #[workflow]
 impl Fulfil {
-    #[step(on_exception(action = "pause"))]
+    #[step(
+        on_exception(action = "pause"),
+    )]
     async fn charge(&self, _cx: &mut StepCx<()>) {}
 }
 

@@ -10,8 +10,7 @@ struct Fulfil;
 
 #[workflow(input = Order)]
 impl Fulfil {
-    removed_step!(legacy_check);
-    removed_step!(other_check);
+    removed_step!(legacy_check); removed_step!(other_check);
 
     #[step]
     async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {

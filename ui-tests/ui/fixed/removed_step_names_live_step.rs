@@ -10,6 +10,7 @@ struct Fulfil;
 
 #[workflow(input = Order)]
 impl Fulfil {
+
     #[step]
     async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
         Ok(Flow::Complete)

@@ -10,6 +10,7 @@ struct Fulfil;
 
 #[workflow(input = Order)]
 impl Fulfil {
+
     #[step(name = "legacy")]
     async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
         Ok(Flow::Complete)

@@ -3,6 +3,7 @@ use pgbus_runtime::prelude::*;
 
 struct Fulfil;
 
-impl Fulfil {}
+impl Fulfil {
+}
 
 fn main() {}

@@ -10,11 +10,7 @@ struct Fulfil;
 
 #[workflow(input = Order)]
 impl Fulfil {
-    #[step(
-        wait_for = "payment.settled",
-        wait_timeout = "1h",
-        on_timeout = "cancel"
-    )]
+    #[step(wait_for = "payment.settled", wait_timeout = "1h", on_timeout = "cancel")]
     async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
         Ok(Flow::Complete)
     }

@@ -10,11 +10,11 @@ struct Fulfil;
 
 #[workflow(input = Order)]
 impl Fulfil {
-    fn is_cancelled(&self, _cx: &StepCx<Order>) -> bool {
+    fn opted_out(&self, _cx: &StepCx<Order>) -> bool {
         false
     }
 
-    #[step(skip_if = Self::is_cancelled)]
+    #[step(skip_if = Self::opted_out)]
     async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
         Ok(Flow::Complete)
     }
