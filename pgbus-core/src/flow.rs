@@ -68,11 +68,11 @@ impl fmt::Display for RateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NoSlash => f.write_str(
-                "a rate is `<count>/<period>`, e.g. \"10/1s\" (at most 10 step starts in any second)",
+                "a rate is `<count>/<period>`, e.g. `10/1s` (at most 10 step starts in any second)",
             ),
             Self::BadCount(count) => write!(
                 f,
-                "the count of a rate is a whole number, e.g. \"10/1s\"; `{count}` is not"
+                "the count of a rate is a whole number, e.g. `10/1s`; `{count}` is not"
             ),
             Self::ZeroCount => f.write_str(
                 "a rate of 0 would never start a step; remove the rate limit, or allow at least 1",
@@ -80,7 +80,7 @@ impl fmt::Display for RateError {
             Self::CountTooLarge(count) => write!(
                 f,
                 "a rate allows at most {MAX_RATE_COUNT} starts per period ({count} given); \
-                 write a shorter period instead, e.g. \"1000/1s\" rather than \"10000/10s\""
+                 write a shorter period instead, e.g. `1000/1s` rather than `10000/10s`"
             ),
             Self::BadPeriod(error) => write!(f, "the period of a rate: {error}"),
             Self::ZeroPeriod => f.write_str("the period of a rate must be at least 1ms"),

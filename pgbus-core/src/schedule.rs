@@ -531,7 +531,9 @@ impl FromStr for CatchUp {
         };
         match inner.trim().parse::<u32>() {
             Ok(limit) if (1..=MAX_CATCH_UP_LIMIT).contains(&limit) => Ok(Self::All(limit)),
-            Ok(_) => Err(refuse("has a bound out of range".to_owned())),
+            Ok(_) => Err(refuse(format!(
+                "has a bound out of range (the largest is `all({MAX_CATCH_UP_LIMIT})`)"
+            ))),
             Err(_) => Err(refuse("has a bound that is not a whole number".to_owned())),
         }
     }

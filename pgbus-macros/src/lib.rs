@@ -6,11 +6,14 @@
 //! [`macro@removed_step`] gravestones of its impl. Each macro documents every
 //! option it takes, with its values, default and rules, and the full signature of
 //! every method an option names. Every option error is a spanned compile error,
-//! and all errors of one `impl` block are reported together.
+//! and all errors of one `impl` block are reported together, in source order;
+//! a suggested fix uses the user's own names and compiles once applied.
 
 mod expand;
 mod model;
 mod parse;
+mod render;
+mod report;
 mod span;
 mod validate;
 
@@ -65,8 +68,10 @@ use proc_macro::TokenStream;
 /// - `#[cfg(...)]` on a step or a gravestone, and `#[cfg_attr(..., step)]` (any
 ///   `cfg_attr` that names `step`, `fan_out`, `on_exception` or `workflow`), are
 ///   errors: attribute macros run before `cfg` applies, and builds that disagree
-///   on the step list disagree on the digest of the same runs. Keep the step and
-///   decide at run time with `skip_if`.
+///   on the step list or its options disagree on the digests of the same runs.
+///   Keep the step and decide at run time with `skip_if`; for durations, queue,
+///   priority or limits that differ per deployment, override them at
+///   registration (`pgbus_runtime::Overrides`).
 /// - `#[workflow]` is given once; `#[step]` or `#[fan_out]` on the impl itself is
 ///   an error.
 ///
@@ -84,7 +89,9 @@ use proc_macro::TokenStream;
 /// `Fulfil::g`) the same without `unused_async`: the contract asks for those
 /// shapes whether or not a body awaits, reads `self` or fails.
 ///
-/// When an option is wrong, the expansion is the impl, every error found, and a
+/// When an option is wrong, the expansion is the impl, every error found (in
+/// source order; a duplicate name is reported where it is repeated, followed
+/// by an error starting `note:` at the first place), and a
 /// stand-in `Workflow` implementation with an empty definition (when the impl is
 /// an inherent impl of a named, non-generic type), so that uses of the workflow
 /// elsewhere do not fail as well. An impl that does not parse is handed back
@@ -156,10 +163,12 @@ use proc_macro::TokenStream;
 ///
 /// An unknown option is an error with a did-you-mean (Jaro-Winkler similarity of at
 /// least 0.8, or a word from another engine's vocabulary, such as `delay` for a
-/// step's `wait`), else the list of allowed options. A step option (`wait`,
-/// `timeout`, `wait_for`, ...) written here gets an error saying to move it onto
-/// the step. A bare literal (`#[workflow("x")]`) and `option(value)` for `option =
-/// value` are errors too.
+/// step's `wait`), else the list of allowed options. An option of another place
+/// written here gets an error saying where it goes, with the option in the
+/// fix: a step option (`wait`, `timeout`, `wait_for`, ...) onto the step, a
+/// policy option (`action`, `matching`, `max_reattempts`, ...) into
+/// `on_exception(...)` with the `action` a policy needs. A bare literal
+/// (`#[workflow("x")]`) and `option(value)` for `option = value` are errors too.
 ///
 /// Every option list (this one, `#[step(...)]`, `#[fan_out(...)]`,
 /// `on_exception(...)`, `wait_for(...)`) has one grammar: items separated by
@@ -172,8 +181,10 @@ use proc_macro::TokenStream;
 /// one value, a missing `,` (both options named), `;` for `,`, `:` for `=`, a
 /// leading or doubled `,`, a name that is a path or in quotes, `=` with no
 /// name, `[...]` or `{...}` for `(...)`, `name(...) = value`, stray tokens.
-/// The items after a malformed one are still read, so one build reports
-/// every mistake of a list.
+/// Where it can, the fix is the user's own code corrected (`wait: "5s"` and
+/// `wait = "5s" timeout = "1m"` get `wait = "5s"` and `wait = "5s", timeout =
+/// "1m"`). The items after a malformed one are still read, so one build
+/// reports every mistake of a list.
 ///
 /// # Flow control
 ///

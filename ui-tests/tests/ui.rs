@@ -5,6 +5,9 @@
 //!
 //! After an intended change to a diagnostic, regenerate with
 //! `TRYBUILD=overwrite cargo test -p pgbus-ui-tests` and read each changed `.stderr`.
+//! A case whose message suggests a fix ends with `// fix:` lines that
+//! `tests/fixes.rs` applies and checks; the fixed cases in `ui/fixed/` compile
+//! as the `fixed` target.
 
 use std::env;
 use std::process::Command;

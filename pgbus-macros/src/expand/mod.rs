@@ -10,7 +10,7 @@ use quote::{ToTokens, quote};
 use syn::spanned::Spanned;
 
 use crate::parse::Ours;
-use crate::{parse, validate};
+use crate::{parse, report, validate};
 
 /// `#[workflow]`: the user's impl (pgbus attributes stripped) plus either the
 /// `Workflow` implementation, or every error found and a stand-in implementation
@@ -19,9 +19,16 @@ pub(crate) fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut imp = match syn::parse2::<syn::Item>(item.clone()) {
         Ok(syn::Item::Impl(imp)) => imp,
         Ok(other) => {
-            let error = Error::custom(
-                "`#[workflow]` goes on an inherent impl block, e.g. `#[workflow] impl Fulfil { ... }`",
-            )
+            // A type's own impl is the fix; other items get an example.
+            let ty = match &other {
+                syn::Item::Struct(s) => s.ident.to_string(),
+                syn::Item::Enum(e) => e.ident.to_string(),
+                syn::Item::Union(u) => u.ident.to_string(),
+                _ => "Fulfil".to_owned(),
+            };
+            let error = Error::custom(format!(
+                "`#[workflow]` goes on an inherent impl block, e.g. `#[workflow] impl {ty} {{ ... }}`"
+            ))
             .with_span(&item_name_span(&other))
             .write_errors();
             return quote! { #error #other };
@@ -46,8 +53,9 @@ pub(crate) fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
         )
     });
     let model = validate::workflow(raw, &mut errors);
-    match (errors.finish(), model) {
-        (Ok(()), Some(model)) => {
+    let found = errors.into_inner();
+    match (found.is_empty(), model) {
+        (true, Some(model)) => {
             let (definition, tables) = definition::static_definition(&model);
             let dispatch = dispatch::workflow_impl(&model, &tables);
             quote! {
@@ -59,11 +67,12 @@ pub(crate) fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
                 };
             }
         }
-        (Err(errors), _) => {
-            let errors = errors.write_errors();
+        (false, _) => {
+            // In source order, not in the order the stages found them.
+            let errors = Error::multiple(report::in_source_order(found)).write_errors();
             quote! { #imp #errors #stand_in }
         }
-        (Ok(()), None) => quote! { #imp #stand_in },
+        (true, None) => quote! { #imp #stand_in },
     }
 }
 

@@ -5,7 +5,7 @@ use darling::error::Accumulator;
 use pgbus_core::EntryKind;
 use proc_macro2::{Span, TokenTree};
 
-use super::step::conditional_step;
+use super::conditional;
 use super::values::Text;
 use super::{RawEntry, RawStepArgs};
 
@@ -14,10 +14,15 @@ pub(super) fn gravestone(mac: &syn::ImplItemMacro, errors: &mut Accumulator) -> 
     let name = gravestone_name(&mac.mac, errors)?;
     for attr in &mac.attrs {
         if attr.path().is_ident("cfg") {
-            errors.push(conditional_step(attr));
+            errors.push(conditional::cfg(attr));
         } else {
-            errors
-                .push(Error::custom("`removed_step!` takes no attributes").with_span(attr.path()));
+            errors.push(
+                Error::custom(format!(
+                    "`removed_step!` takes no attributes; remove `#[{}]`",
+                    crate::render::code(attr.path())
+                ))
+                .with_span(attr.path()),
+            );
         }
     }
     Some(RawEntry {
@@ -69,7 +74,9 @@ fn gravestone_name(mac: &syn::Macro, errors: &mut Accumulator) -> Option<Text> {
     };
     let message = match (next, trees.get(2)) {
         (TokenTree::Punct(punct), None) if punct.as_char() == ',' => {
-            "`removed_step!` takes one name; remove the trailing `,`".to_owned()
+            format!(
+                "`removed_step!` takes one name; remove the trailing `,`: `removed_step!({first})`"
+            )
         }
         (TokenTree::Punct(punct), Some(second)) if punct.as_char() == ',' => {
             return report(

@@ -32,9 +32,21 @@ pub(super) fn check_key_method(
         .input
         .as_ref()
         .map_or_else(|| "()".to_owned(), crate::validate::tokens);
+    // The user's own name for the input, when the first argument has one.
+    let argument = sig
+        .inputs
+        .iter()
+        .find_map(|arg| match arg {
+            FnArg::Typed(typed) => match &*typed.pat {
+                syn::Pat::Ident(pat) => Some(pat.ident.to_string()),
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .unwrap_or_else(|| "input".to_owned());
     let shape = format!(
         "a `key` method takes the input by reference and returns the key: \
-         `fn {}(input: &{input}) -> String`",
+         `fn {}({argument}: &{input}) -> String`",
         syn::ext::IdentExt::unraw(&sig.ident)
     );
     if let Some(receiver) = sig.receiver() {

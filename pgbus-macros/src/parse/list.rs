@@ -20,8 +20,9 @@ use syn::punctuated::Punctuated;
 use syn::{Meta, Token};
 
 use super::options::{Place, example};
-use tokens::{flatten, is_joint, is_punct, path_text, show, span_open};
+use tokens::{echo_types, flatten, is_joint, is_punct, path_text, show, span_open};
 
+pub(super) use tokens::echo_options;
 pub(super) use types::read_types;
 
 /// Reads the option list `tokens`, written at `place`, into its well-formed
@@ -33,6 +34,7 @@ pub(super) fn read(tokens: TokenStream, place: Place, errors: &mut Accumulator) 
         place,
         errors,
         items: Vec::new(),
+        gap: None,
     };
     reader.run();
     reader.items
@@ -44,30 +46,73 @@ struct Reader<'e> {
     place: Place,
     errors: &'e mut Accumulator,
     items: Vec<NestedMeta>,
+    /// A separator found wrong between two items, reported once the item
+    /// after it is read, so its message shows both as they should be written.
+    gap: Option<Gap>,
+}
+
+/// A missing, doubled or wrong separator after the item written `before`.
+struct Gap {
+    /// The rule, e.g. "expected `,` between options".
+    rule: &'static str,
+    before: Option<String>,
+    span: Span,
+    /// Where the item after the gap starts.
+    at: usize,
 }
 
 impl Reader<'_> {
     fn run(&mut self) {
+        // How the last item was written, for a doubled comma after it.
+        let mut before: Option<String> = None;
         while let Some(tree) = self.trees.get(self.pos) {
             if is_punct(tree, ',') {
-                let message = if self.pos == 0 {
-                    format!(
+                let span = tree.span();
+                self.close_gap(None);
+                if self.pos == 0 {
+                    let message = format!(
                         "the {} options start with a `,`; remove it",
                         self.place.label()
-                    )
+                    );
+                    self.error(message, span);
                 } else {
-                    "two `,` in a row; remove one".to_owned()
-                };
-                self.error(message, tree.span());
+                    self.gap = Some(Gap {
+                        rule: "two `,` in a row; remove one",
+                        before: before.clone(),
+                        span,
+                        at: self.pos + 1,
+                    });
+                }
                 self.pos += 1;
                 continue;
             }
-            if let Some(written) = self.item() {
-                self.after_item(&written);
+            let written = self.item();
+            self.close_gap(written.as_deref());
+            if let Some(written) = &written {
+                self.after_item(written);
             } else {
                 self.skip_past_comma();
             }
+            before = written;
         }
+        self.close_gap(None);
+    }
+
+    /// Reports the pending gap, now that the item after it, written `after`,
+    /// is read: "expected `,` between options: `wait = "5s", timeout = "1m"`".
+    fn close_gap(&mut self, after: Option<&str>) {
+        let Some(gap) = self.gap.take() else {
+            return;
+        };
+        let after = after.map(str::to_owned).or_else(|| {
+            self.starts_option(gap.at)
+                .then(|| self.option_start(gap.at))
+        });
+        let message = match (&gap.before, after) {
+            (Some(before), Some(after)) => format!("{}: `{before}, {after}`", gap.rule),
+            _ => gap.rule.to_owned(),
+        };
+        self.error(message, gap.span);
     }
 
     /// Reads one item from `self.pos`; returns how it was written, for
@@ -88,6 +133,22 @@ impl Reader<'_> {
                         example(self.place)
                     ),
                     punct.span(),
+                );
+                None
+            }
+            TokenTree::Group(group) if group.delimiter() != Delimiter::None => {
+                let fix = echo_options(&group.stream()).map_or_else(
+                    || format!("e.g. {}", example(self.place)),
+                    |inner| format!("write `{inner}`"),
+                );
+                self.error(
+                    format!(
+                        "expected an option name, found `{}`; {} options are written \
+                         `name = value`, with no brackets around them; {fix}",
+                        show(&tree),
+                        self.place.label(),
+                    ),
+                    group.span_open(),
                 );
                 None
             }
@@ -123,7 +184,10 @@ impl Reader<'_> {
         let known = self.place.allowed().iter().find(|name| **name == text);
         let written = known.map_or_else(
             || example(self.place).to_owned(),
-            |name| format!("`{name} = ...`"),
+            |name| {
+                let value = self.value_text(self.pos + 2, self.place.takes_type(name));
+                format!("`{name} = {}`", value.as_deref().unwrap_or("..."))
+            },
         );
         self.error(
             format!("option names are written without quotes: {written}"),
@@ -212,8 +276,9 @@ impl Reader<'_> {
         let span = path
             .leading_colon
             .map_or_else(|| path.segments[0].ident.span(), |colon| colon.spans[0]);
+        let prefix = written.strip_suffix(name.as_str()).unwrap_or_default();
         self.error(
-            format!("an option name is one word: write `{name}`, not `{written}`"),
+            format!("an option name is one word: write `{name}`, without `{prefix}`"),
             span,
         );
         syn::Path::from(last)
@@ -238,10 +303,13 @@ impl Reader<'_> {
             }
             TokenTree::Group(group) => self.list(path, group),
             TokenTree::Punct(punct) if punct.as_char() == ':' && !self.is_path_sep(self.pos) => {
-                self.error(
-                    format!("write `{name} = ...` with `=`, not `:`"),
-                    punct.span(),
-                );
+                let shape = self.place.shape(&name);
+                let written = match self.value_text(self.pos + 1, self.place.takes_type(&name)) {
+                    Some(value) => format!("{name} = {value}"),
+                    None if !shape.name.is_empty() => shape.example.to_owned(),
+                    None => format!("{name} = ..."),
+                };
+                self.error(format!("write `{written}` with `=`, not `:`"), punct.span());
                 self.pos += 1;
                 self.value(path, punct.span())
             }
@@ -295,8 +363,9 @@ impl Reader<'_> {
                 Delimiter::Brace => ('{', '}'),
                 Delimiter::Parenthesis | Delimiter::None => ('(', ')'),
             };
+            let inner = echo_options(&group.stream()).unwrap_or_else(|| "...".to_owned());
             self.error(
-                format!("write `{name}(...)` with parentheses, not `{name}{open}...{close}`"),
+                format!("write `{name}({inner})` with parentheses, not `{name}{open}...{close}`"),
                 group.span_open(),
             );
         }
@@ -306,18 +375,26 @@ impl Reader<'_> {
             delimiter: syn::MacroDelimiter::Paren(syn::token::Paren(group.delim_span())),
             tokens: group.stream(),
         })));
+        // `matching(...)` holds types, not options: given back as written.
+        let inner = if name == "matching" {
+            echo_types(&group.stream())
+        } else {
+            echo_options(&group.stream())
+        };
+        let written = format!("{name}({})", inner.as_deref().unwrap_or("..."));
         if let Some(tree) = self.trees.get(self.pos).filter(|tree| is_punct(tree, '=')) {
             let span = tree.span();
-            self.error(
-                format!(
-                    "`{name}(...)` takes no `= value` after it; write either `{name}(...)` or \
-                     `{name} = ...`"
+            let message = match self.value_text(self.pos + 1, false) {
+                Some(value) => format!(
+                    "`{name}(...)` takes no `= value` after it; remove `= {value}`, or write \
+                     `{name} = {value}` instead of the list"
                 ),
-                span,
-            );
+                None => format!("`{name}(...)` takes no `= value` after it; remove the `=`"),
+            };
+            self.error(message, span);
             self.skip_to_comma();
         }
-        format!("{name}(...)")
+        written
     }
 
     /// After an item: the end, a comma, or a mistake.
@@ -328,14 +405,20 @@ impl Reader<'_> {
         if is_punct(&tree, ',') {
             self.pos += 1;
         } else if is_punct(&tree, ';') {
-            self.error("options are separated by `,`, not `;`", tree.span());
             self.pos += 1;
+            self.gap = Some(Gap {
+                rule: "options are separated by `,`, not `;`",
+                before: Some(written.to_owned()),
+                span: tree.span(),
+                at: self.pos,
+            });
         } else if self.starts_option(self.pos) {
-            let next = self.option_start(self.pos);
-            self.error(
-                format!("expected `,` between options: `{written}, {next}`"),
-                tree.span(),
-            );
+            self.gap = Some(Gap {
+                rule: "expected `,` between options",
+                before: Some(written.to_owned()),
+                span: tree.span(),
+                at: self.pos,
+            });
         } else {
             self.error(
                 format!(
@@ -368,8 +451,8 @@ impl Reader<'_> {
         self.place.allowed().contains(&name.as_str())
     }
 
-    /// How the option at `at` starts, for a message: `timeout = ...`,
-    /// `on_exception(...)`, `skip_if`.
+    /// How the option at `at` starts, for a message when it cannot be read
+    /// whole: `timeout = ...`, `on_exception(...)`, `skip_if`.
     fn option_start(&self, at: usize) -> String {
         let name = self.trees[at].to_string();
         match self.trees.get(at + 1) {

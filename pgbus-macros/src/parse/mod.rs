@@ -3,6 +3,7 @@
 //! attributes and `removed_step!` invocations from the impl so the cleaned impl
 //! can be emitted whatever happens next.
 
+mod conditional;
 mod flow;
 mod gravestone;
 mod key;
@@ -10,6 +11,7 @@ mod list;
 mod on_exception;
 mod options;
 mod ours;
+mod placement;
 mod signature;
 mod step;
 pub(crate) mod values;

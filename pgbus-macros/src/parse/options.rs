@@ -12,6 +12,8 @@ use syn::{Expr, Meta};
 
 use super::values::strip_group;
 
+use super::placement::{Written, misplaced};
+
 /// Where an option list is written; decides the vocabulary and the wording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Place {
@@ -88,60 +90,6 @@ impl Place {
             Self::Step | Self::FanOut => name == "on_exception",
             Self::OnException | Self::WaitFor => false,
         }
-    }
-
-    /// Where an option that exists elsewhere belongs, said as a fix.
-    fn misplaced(self, name: &str) -> Option<String> {
-        use options::{FAN_OUT, ON_EXCEPTION, STEP, WAIT_FOR, WORKFLOW};
-        let step_like = matches!(self, Self::Step | Self::FanOut);
-        let message = match name {
-            "wait_for" | "wait_timeout" | "on_timeout" if self == Self::FanOut => {
-                "is not allowed on a `#[fan_out]`: a fan_out waits for its child runs, not for a signal; \
-                 move the signal wait to a `#[step]`"
-                    .to_owned()
-            }
-            "on_batch_failure" if self != Self::FanOut => {
-                "only applies to a `#[fan_out]` method; write `#[fan_out(on_batch_failure = ...)]`".to_owned()
-            }
-            "deadline" if step_like => {
-                "is a workflow option: it bounds the whole run, from its start; write it in \
-                 `#[workflow(...)]`; a step's own bound is `timeout = \"...\"`"
-                    .to_owned()
-            }
-            "concurrency" | "key" | "key_concurrency" | "slot" | "key_rate_limit" | "on_deadline"
-                if step_like =>
-            {
-                "is a workflow option: flow control is declared for the whole workflow, and a step \
-                 takes only its own `rate_limit`; write it in `#[workflow(...)]`"
-                    .to_owned()
-            }
-            "timeout" if self == Self::Workflow => {
-                "is a step option: it bounds one step's body; write it on the `#[step]` that needs \
-                 it, or bound the whole run with `deadline = \"...\"`"
-                    .to_owned()
-            }
-            _ if step_like && ON_EXCEPTION.contains(&name) => {
-                format!("is an `on_exception(...)` option; write `on_exception({name} = ...)`")
-            }
-            _ if step_like && WAIT_FOR.contains(&name) => {
-                format!("is a `wait_for(...)` option; write `wait_for(name = \"...\", {name} = ...)`")
-            }
-            _ if step_like && WORKFLOW.contains(&name) => {
-                "is a workflow option; write it in `#[workflow(...)]`".to_owned()
-            }
-            _ if self == Self::Workflow && (STEP.contains(&name) || FAN_OUT.contains(&name)) => {
-                "is a step option; write it on the `#[step]` that needs it".to_owned()
-            }
-            _ if !step_like && self != Self::Workflow && STEP.contains(&name) => format!(
-                "is a step option; write it in `#[step(...)]` beside `{}`",
-                self.label().trim_matches('`')
-            ),
-            _ if self == Self::WaitFor && ON_EXCEPTION.contains(&name) => {
-                format!("is an `on_exception(...)` option; write `on_exception({name} = ...)` on the step")
-            }
-            _ => return None,
-        };
-        Some(message)
     }
 }
 
@@ -264,7 +212,7 @@ pub(crate) fn read<'a>(
             .join("::");
         let allowed = place.allowed();
         if !allowed.contains(&name.as_str()) || path.get_ident().is_none() {
-            errors.push(unknown(place, &name).with_span(path));
+            errors.push(unknown(place, &name, item).with_span(path));
             continue;
         }
         if seen.contains(&name) && !place.repeatable(&name) {
@@ -283,15 +231,16 @@ pub(crate) fn read<'a>(
     out
 }
 
-fn unknown(place: Place, name: &str) -> Error {
-    if let Some(why) = place.misplaced(name) {
+fn unknown(place: Place, name: &str, item: &NestedMeta) -> Error {
+    let written = Written::of(item);
+    if let Some(why) = misplaced(place, name, &written) {
         return Error::custom(format!("`{name}` {why}"));
     }
     // A word from another engine whose pgbus spelling lives elsewhere, e.g.
     // `retries` on a step: point at where `max_reattempts` goes.
     if let Some(word) = pgbus_core::vocab::synonym(name)
         && !place.allowed().contains(&word)
-        && let Some(why) = place.misplaced(word)
+        && let Some(why) = misplaced(place, word, &written)
     {
         return Error::custom(format!(
             "unknown {} option `{name}`; pgbus calls it `{word}`, which {why}",

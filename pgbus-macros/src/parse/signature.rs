@@ -9,21 +9,20 @@ use syn::{FnArg, ImplItemFn, ReceiverKind, Type};
 
 use super::step::attribute_name;
 use super::{StepSignature, generics_span};
+use crate::render::code;
 
 /// Checks `async fn name(&self, cx: &mut StepCx<I>)` (plus `fan: &mut FanOut` for a
 /// fan_out) and returns the argument types.
 pub(super) fn check_signature(
     method: &ImplItemFn,
     kind: EntryKind,
+    input: Option<&Type>,
     errors: &mut Accumulator,
 ) -> Option<StepSignature> {
     let sig = &method.sig;
     let attr = attribute_name(kind);
-    let shape = if kind == EntryKind::FanOut {
-        "`async fn name(&self, cx: &mut StepCx<I>, fan: &mut FanOut)`"
-    } else {
-        "`async fn name(&self, cx: &mut StepCx<I>)`"
-    };
+    let parts = Shape::of(sig, kind, input);
+    let shape = parts.whole.as_str();
     let mut ok = check_modifiers(sig, attr, shape, errors);
 
     let mut inputs = sig.inputs.iter();
@@ -55,9 +54,9 @@ pub(super) fn check_signature(
     let mut types = Vec::new();
     for (index, arg) in typed.iter().enumerate() {
         let what = if index == 0 {
-            "the step context as `cx: &mut StepCx<I>`"
+            format!("the step context as `{}`", parts.cx)
         } else {
-            "the batch as `fan: &mut FanOut`"
+            format!("the batch as `{}`", parts.fan)
         };
         match &*arg.ty {
             Type::Reference(reference) if reference.mutability.is_some() => {
@@ -127,7 +126,8 @@ fn check_modifiers(
     if generic || sig.generics.where_clause.is_some() {
         errors.push(
             Error::custom(format!(
-                "a `#[{attr}]` method cannot be generic; the engine calls it with the workflow's input type"
+                "a `#[{attr}]` method cannot be generic: the engine calls it with the workflow's \
+                 input type; write {shape}"
             ))
             .with_span(&generics_span(&sig.generics)),
         );
@@ -189,4 +189,75 @@ fn check_receiver(
             None
         }
     }
+}
+
+/// The signature a step method should have, in the user's own words: its
+/// name, its argument names, and the workflow's input type, e.g.
+/// `async fn charge(&self, cx: &mut StepCx<Order>)`.
+struct Shape {
+    /// The whole signature, in backticks.
+    whole: String,
+    /// `cx: &mut StepCx<Order>`.
+    cx: String,
+    /// `fan: &mut FanOut`.
+    fan: String,
+}
+
+impl Shape {
+    fn of(sig: &syn::Signature, kind: EntryKind, input: Option<&Type>) -> Self {
+        let typed: Vec<&syn::PatType> = sig
+            .inputs
+            .iter()
+            .filter_map(|arg| match arg {
+                FnArg::Typed(arg) => Some(arg),
+                FnArg::Receiver(_) => None,
+            })
+            .collect();
+        let name = |index: usize, default: &str| {
+            typed
+                .get(index)
+                .and_then(|arg| match &*arg.pat {
+                    syn::Pat::Ident(pat) => Some(pat.ident.to_string()),
+                    _ => None,
+                })
+                .unwrap_or_else(|| default.to_owned())
+        };
+        let context = context_type(typed.first().map(|arg| &*arg.ty), sig, input);
+        let cx = format!("{}: &mut {context}", name(0, "cx"));
+        let fan = format!("{}: &mut FanOut", name(1, "fan"));
+        let args = if kind == EntryKind::FanOut {
+            format!("{cx}, {fan}")
+        } else {
+            cx.clone()
+        };
+        Self {
+            whole: format!("`async fn {}(&self, {args})`", sig.ident),
+            cx,
+            fan,
+        }
+    }
+}
+
+/// The context type to show: the workflow's input when it names one, else the
+/// user's own `StepCx<..>` when it names none of the method's own generics,
+/// else `StepCx<()>`, the context of a workflow without input.
+fn context_type(written: Option<&Type>, sig: &syn::Signature, input: Option<&Type>) -> String {
+    if let Some(input) = input {
+        return format!("StepCx<{}>", code(input));
+    }
+    let mut ty = written;
+    while let Some(Type::Reference(reference)) = ty {
+        ty = Some(&reference.elem);
+    }
+    let own = ty.filter(|ty| {
+        let is_context = matches!(ty, Type::Path(path)
+            if path.path.segments.last().is_some_and(|last| last.ident == "StepCx"));
+        let text = code(*ty);
+        let generic = sig.generics.params.iter().any(|param| match param {
+            syn::GenericParam::Type(param) => text.contains(&param.ident.to_string()),
+            _ => false,
+        });
+        is_context && !generic
+    });
+    own.map_or_else(|| "StepCx<()>".to_owned(), code)
 }

@@ -11,29 +11,28 @@ use super::options::{self, OptionItem, Place};
 use super::ours::Ours;
 use super::signature::check_signature;
 use super::values::{PathArg, Text};
-use super::{RawEntry, RawStepArgs, RawWaitFor, list, nested};
+use super::{RawEntry, RawStepArgs, RawWaitFor, conditional, list, nested};
+use crate::render::code;
 
 /// Handles one method: strips our attributes and, when it is a step, parses it.
 pub(super) fn step_method(
     method: &mut ImplItemFn,
     ours: &Ours,
+    input: Option<&syn::Type>,
     errors: &mut Accumulator,
 ) -> Option<RawEntry> {
     let attrs = std::mem::take(&mut method.attrs);
     let mut marker: Option<(EntryKind, Attribute)> = None;
+    // Reported once the marker is known: the fix depends on it.
+    let mut policies = Vec::new();
+    let mut conditional = Vec::new();
     for attr in attrs {
         let kind = if ours.is(&attr, "step") {
             EntryKind::Step
         } else if ours.is(&attr, "fan_out") {
             EntryKind::FanOut
         } else if ours.is(&attr, "on_exception") {
-            errors.push(
-                Error::custom(
-                    "write a step's policies inside its attribute, e.g. `#[step(on_exception(...))]`; \
-                     a separate `#[on_exception]` belongs on the impl, below `#[workflow]`",
-                )
-                .with_span(attr.path()),
-            );
+            policies.push(attr);
             continue;
         } else if ours.is(&attr, "workflow") {
             errors.push(
@@ -41,8 +40,8 @@ pub(super) fn step_method(
                     .with_span(attr.path()),
             );
             continue;
-        } else if attr.path().is_ident("cfg_attr") && mentions_ours(&attr) {
-            errors.push(conditional_step(&attr));
+        } else if attr.path().is_ident("cfg_attr") && conditional::mentions_ours(&attr) {
+            conditional.push(attr);
             continue;
         } else {
             method.attrs.push(attr);
@@ -63,10 +62,17 @@ pub(super) fn step_method(
         marker = Some((kind, attr));
     }
 
+    let marked = marker.as_ref().map(|(_, attr)| attr);
+    for policy in &policies {
+        errors.push(policy_on_method(policy, marked));
+    }
+    for attr in &conditional {
+        errors.push(conditional::cfg_attr(attr, &method.sig.ident, marked, ours));
+    }
     let (kind, attr) = marker?;
     for attr in &method.attrs {
         if attr.path().is_ident("cfg") {
-            errors.push(conditional_step(attr));
+            errors.push(conditional::cfg(attr));
         }
     }
     let place = if kind == EntryKind::FanOut {
@@ -75,7 +81,7 @@ pub(super) fn step_method(
         Place::Step
     };
     let args = step_args(&attr, place, errors);
-    let signature = check_signature(method, kind, errors);
+    let signature = check_signature(method, kind, input, errors);
     Some(RawEntry {
         kind,
         method: Some(method.sig.ident.clone()),
@@ -101,10 +107,7 @@ fn step_args(attr: &Attribute, place: Place, errors: &mut Accumulator) -> RawSte
             list::read(list.tokens.clone(), place, errors)
         }
         Meta::NameValue(nv) => {
-            errors.push(
-                Error::custom("write step options in parentheses, e.g. `#[step(wait = \"5s\")]`")
-                    .with_span(&nv.eq_token),
-            );
+            errors.push(name_value_form(attr, nv));
             return args;
         }
     };
@@ -142,9 +145,10 @@ pub(super) fn parenthesized(list: &syn::MetaList, errors: &mut Accumulator) {
         .last()
         .map(|segment| segment.ident.to_string())
         .unwrap_or_default();
+    let options = super::list::echo_options(&list.tokens).unwrap_or_else(|| "...".to_owned());
     errors.push(
         Error::custom(format!(
-            "write `#[{name}(...)]` with parentheses, not `#[{name}{open}...{close}]`"
+            "write `#[{name}({options})]` with parentheses, not `#[{name}{open}...{close}]`"
         ))
         .with_span(&list.delimiter.span().open()),
     );
@@ -172,32 +176,73 @@ fn wait_for(option: &OptionItem<'_>, errors: &mut Accumulator) -> Option<RawWait
         (name, matches)
     });
     if name.is_none() && !reported {
+        // The options written stay in the example: only the name is missing.
+        let rest = if list.tokens.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", code(&list.tokens))
+        };
         errors.push(
-            Error::custom("`wait_for(...)` needs the signal's name, e.g. `wait_for(name = \"payment.settled\")`")
-                .with_span(&list.path),
+            Error::custom(format!(
+                "`wait_for(...)` needs the signal's name, e.g. \
+                 `wait_for(name = \"payment.settled\"{rest})`"
+            ))
+            .with_span(&list.path),
         );
     }
     name.map(|name| RawWaitFor { name, matches })
 }
 
-/// `#[cfg]` on a step: attribute macros run before `cfg` is applied, and a step
-/// list that differs between builds would give runs started by one build a digest
-/// the other does not know.
-pub(super) fn conditional_step(attr: &Attribute) -> Error {
-    Error::custom(
-        "a step cannot be conditional: `#[cfg]` would give builds different step lists and \
-         digests; keep the step and decide at run time with `skip_if`",
-    )
-    .with_span(attr.path())
+/// `#[step = value]`: options go in parentheses. A string is most likely the
+/// step's name, or its `wait` when it reads as a duration.
+fn name_value_form(attr: &Attribute, nv: &syn::MetaNameValue) -> Error {
+    let name = attribute_path(attr);
+    let example = match &nv.value {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(text),
+            ..
+        }) => {
+            let option = if pgbus_core::parse_duration_ms(&text.value()).is_ok() {
+                "wait"
+            } else {
+                "name"
+            };
+            format!("#[{name}({option} = {})]", code(text))
+        }
+        _ => format!("#[{name}(wait = \"5s\")]"),
+    };
+    Error::custom(format!(
+        "write {name} options in parentheses, e.g. `{example}`"
+    ))
+    .with_span(&nv.eq_token)
 }
 
-/// Whether a `#[cfg_attr(...)]` would add one of our attributes.
-fn mentions_ours(attr: &Attribute) -> bool {
-    let Meta::List(list) = &attr.meta else {
-        return false;
+/// `#[on_exception]` on a method: the policy goes inside the step's own
+/// attribute, shown with the options it already has.
+fn policy_on_method(policy: &Attribute, marker: Option<&Attribute>) -> Error {
+    let message = match (marker, &policy.meta) {
+        (Some(marker), Meta::List(list)) => {
+            let name = attribute_path(marker);
+            let options = match &marker.meta {
+                Meta::List(existing) if !existing.tokens.is_empty() => {
+                    format!("{}, ", code(&existing.tokens))
+                }
+                _ => String::new(),
+            };
+            format!(
+                "write a step's policies inside its attribute: `#[{name}({options}on_exception({}))]`; \
+                 a separate `#[on_exception]` belongs on the impl, below `#[workflow]`",
+                code(&list.tokens)
+            )
+        }
+        _ => "write a step's policies inside its attribute, e.g. `#[step(on_exception(...))]`; \
+              a separate `#[on_exception]` belongs on the impl, below `#[workflow]`"
+            .to_owned(),
     };
-    list.tokens.clone().into_iter().any(|tree| {
-        matches!(&tree, proc_macro2::TokenTree::Ident(ident)
-            if ["step", "fan_out", "on_exception", "workflow"].iter().any(|name| ident == name))
-    })
+    Error::custom(message).with_span(policy.path())
+}
+
+/// The attribute's path as written, e.g. `step` or `pgbus::step`.
+fn attribute_path(attr: &Attribute) -> String {
+    code(attr.path())
 }

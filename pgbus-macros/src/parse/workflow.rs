@@ -10,9 +10,11 @@ use super::gravestone::gravestone;
 use super::on_exception::{policy, policy_attribute};
 use super::options::{self, Place};
 use super::ours::{Ours, item_attrs_mut, strip_stray};
+use super::placement::Written;
 use super::step::step_method;
 use super::values::{InputType, OutputType, PathArg};
 use super::{RawFlow, RawWorkflow, flow, generics_span, key, list};
+use crate::render::code;
 
 /// Parses `#[workflow(args)]` on `item`, strips every pgbus attribute and
 /// `removed_step!` from `item`, and reports what it can on the way.
@@ -78,7 +80,7 @@ pub(crate) fn workflow(
     for impl_item in items {
         match impl_item {
             ImplItem::Fn(mut method) => {
-                if let Some(entry) = step_method(&mut method, &ours, errors) {
+                if let Some(entry) = step_method(&mut method, &ours, raw.input.as_ref(), errors) {
                     raw.entries.push(entry);
                 }
                 item.items.push(ImplItem::Fn(method));
@@ -118,10 +120,11 @@ fn workflow_options(args: TokenStream, raw: &mut RawWorkflow, errors: &mut Accum
                 .cancel_if
                 .extend(option.parse::<PathArg>(errors).map(|p| p.0)),
             "on_exception" if option.list().is_none() => errors.push(
-                Error::custom(
+                Error::custom(format!(
                     "the `on_exception = \"...\"` shorthand is for steps; on `#[workflow]` write \
-                     `on_exception(action = \"...\")`",
-                )
+                     `on_exception({})`",
+                    Written::of(option.item).under("action")
+                ))
                 .with_span(&option.name_span()),
             ),
             "on_exception" => raw.policies.extend(policy(&option, errors)),
@@ -209,10 +212,11 @@ fn allow_contract_lints(item: &mut ItemImpl, raw: &RawWorkflow) {
 fn check_impl_shape(item: &ItemImpl, errors: &mut Accumulator) {
     if let Some((path, _)) = &item.trait_ {
         errors.push(
-            Error::custom(
-                "`#[workflow]` goes on an inherent impl (`impl Fulfil { ... }`), not on a trait impl; \
+            Error::custom(format!(
+                "`#[workflow]` goes on an inherent impl, `impl {}`, not on a trait impl; \
                  the macro implements the `Workflow` trait itself",
-            )
+                code(&*item.self_ty)
+            ))
             .with_span(path),
         );
     }

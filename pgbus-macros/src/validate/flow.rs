@@ -41,8 +41,8 @@ pub(super) fn flow(raw: &RawFlow, errors: &mut Accumulator) -> FlowDef {
         errors.push(
             Error::custom(
                 "`key` alone limits nothing: `concurrency` and `rate_limit` count all runs of the \
-                 workflow together; add `key_concurrency = N` or `key_rate_limit = \"N/period\"` \
-                 to limit each key on its own",
+                 workflow together; add a limit for each key on its own, e.g. \
+                 `key_concurrency = 1` (one run per key at a time) or `key_rate_limit = \"10/1m\"`",
             )
             // The method's name: `Self::customer` is underlined at `customer`.
             .with_span(&key.0.segments.last().map_or_else(

@@ -60,9 +60,11 @@ pub(crate) fn workflow(raw: RawWorkflow, errors: &mut Accumulator) -> Option<Wor
     check_names(&raw.entries, errors);
     if !raw.entries.iter().any(|e| e.kind != EntryKind::Removed) {
         errors.push(
-            Error::custom(
-                "this workflow has no step; mark at least one `async fn(&self, cx: &mut StepCx<I>)` method `#[step]`",
-            )
+            Error::custom(format!(
+                "this workflow has no step; mark at least one `async fn(&self, cx: &mut StepCx<{}>)` \
+                 method `#[step]`",
+                crate::render::code(&input)
+            ))
             .with_span(&raw.self_ty),
         );
     }
@@ -110,9 +112,11 @@ fn entry_def(entry: &RawEntry, errors: &mut Accumulator) -> Option<EntryDef> {
         });
     }
     let method = entry.method.as_ref()?;
+    let own = syn::ext::IdentExt::unraw(method).to_string();
     let name = match &entry.args.name {
-        Some(text) => non_empty(text, "step `name`", "\"charge\"", errors),
-        None => Some(syn::ext::IdentExt::unraw(method).to_string()),
+        // The method's own name is the example: leaving `name` out gives it.
+        Some(text) => non_empty(text, "step `name`", &format!("{own:?}"), errors),
+        None => Some(own),
     };
     let options = step_options(&entry.args, entry.kind, errors);
     let signature = entry.signature.as_ref();
@@ -138,12 +142,18 @@ fn step_options(args: &RawStepArgs, kind: EntryKind, errors: &mut Accumulator) -
     }
 
     let wait_timeout_ms = args.wait_timeout.map(|wait_timeout| {
-        let checks = [
-            rules::check_wait_timeout_ms(wait_timeout.ms).err(),
-            rules::check_wait_timeout_place(args.wrote("wait_for")).err(),
-        ];
-        for message in checks.into_iter().flatten() {
+        if let Err(message) = rules::check_wait_timeout_ms(wait_timeout.ms) {
             errors.push(Error::custom(message).with_span(&wait_timeout.span));
+        }
+        // The rule is shared with overrides; the fix is the source's own.
+        if let Err(rule) = rules::check_wait_timeout_place(args.wrote("wait_for")) {
+            errors.push(
+                Error::custom(format!(
+                    "{rule}; add the signal, e.g. `wait_for = \"payment.settled\"`, or remove \
+                     `wait_timeout`"
+                ))
+                .with_span(&wait_timeout.span),
+            );
         }
         wait_timeout.ms
     });
@@ -151,7 +161,9 @@ fn step_options(args: &RawStepArgs, kind: EntryKind, errors: &mut Accumulator) -
         if !args.wrote("wait_for") {
             errors.push(
                 Error::custom(
-                    "`on_timeout` needs `wait_for` and `wait_timeout`: it says what happens when the signal does not come in time",
+                    "`on_timeout` needs `wait_for` and `wait_timeout`: it says what happens when \
+                     the signal does not come in time; add them, e.g. \
+                     `wait_for = \"payment.settled\", wait_timeout = \"1h\"`, or remove `on_timeout`",
                 )
                 .with_span(&on_timeout.span),
             );
@@ -329,7 +341,9 @@ fn policy_def(raw: &RawPolicy, errors: &mut Accumulator) -> Option<PolicyDef> {
             _ => {
                 errors.push(
                     Error::custom(format!(
-                        "`max_reattempts` must be between 1 and {}; to never reattempt, use another `action`",
+                        "`max_reattempts` must be between 1 and {} (the default is \
+                         {DEFAULT_MAX_REATTEMPTS}); to never reattempt, use another `action`, \
+                         e.g. `action = \"pause\"`",
                         u32::MAX
                     ))
                     .with_span(&span),
@@ -351,10 +365,17 @@ fn policy_def(raw: &RawPolicy, errors: &mut Accumulator) -> Option<PolicyDef> {
             if raw.reported {
                 return None;
             }
+            let matching = if raw.matching.is_empty() {
+                String::new()
+            } else {
+                let types: Vec<String> = raw.matching.iter().map(crate::render::code).collect();
+                format!("matching({}), ", types.join(", "))
+            };
             errors.push(
-                Error::custom(
-                    "`on_exception` needs `action = \"pause\" | \"reattempt\" | \"cancel\" | \"skip\"` or `handler = method`",
-                )
+                Error::custom(format!(
+                    "`on_exception` needs `action = \"pause\" | \"reattempt\" | \"cancel\" | \"skip\"` \
+                     or `handler = method`, e.g. `on_exception({matching}action = \"pause\")`"
+                ))
                 .with_span(&raw.span),
             );
             return None;

@@ -8,18 +8,23 @@ use pgbus_core::EntryKind;
 use crate::model::NamedAt;
 use crate::parse::RawEntry;
 use crate::parse::values::{Int, Text};
+use crate::report::note;
 
 /// Durable names: unique across live steps; a gravestone neither repeats a live
-/// step nor another gravestone.
+/// step nor another gravestone. Each error is on the later of the two places,
+/// with a note on the earlier one.
 pub(super) fn check_names(entries: &[RawEntry], errors: &mut Accumulator) {
-    let mut live: Vec<NamedAt> = Vec::new();
-    let mut removed: Vec<NamedAt> = Vec::new();
-    for entry in entries {
-        let Some(named) = durable_name(entry) else {
-            continue;
-        };
+    let named: Vec<(&RawEntry, NamedAt)> = entries
+        .iter()
+        .filter_map(|entry| durable_name(entry).map(|named| (entry, named)))
+        .collect();
+    // Names a fix must not suggest: every durable name, and earlier fixes.
+    let mut taken: Vec<String> = named.iter().map(|(_, n)| n.name.clone()).collect();
+    let mut live: Vec<&NamedAt> = Vec::new();
+    let mut removed: Vec<&NamedAt> = Vec::new();
+    for (entry, named) in &named {
         if entry.kind == EntryKind::Removed {
-            if removed.iter().any(|r| r.name == named.name) {
+            if let Some(first) = removed.iter().find(|r| r.name == named.name) {
                 errors.push(
                     Error::custom(format!(
                         "step `{}` is removed twice; keep one `removed_step!`",
@@ -27,23 +32,34 @@ pub(super) fn check_names(entries: &[RawEntry], errors: &mut Accumulator) {
                     ))
                     .with_span(&named.span),
                 );
+                errors.push(note(
+                    &format!("the first `removed_step!` of `{}` is here", named.name),
+                    first.span,
+                ));
             } else {
                 removed.push(named);
             }
-        } else if live.iter().any(|l| l.name == named.name) {
+        } else if let Some(first) = live.iter().find(|l| l.name == named.name) {
+            let free = free_name(entry, entries, &named.name, &taken);
             errors.push(
                 Error::custom(format!(
-                    "duplicate durable step name `{}`; give one of the steps another `name = \"...\"`",
-                    named.name
+                    "duplicate durable step name `{}`: an earlier step has it; give this one \
+                     another name, e.g. `name = \"{free}\"`",
+                    named.name,
                 ))
                 .with_span(&named.span),
             );
+            taken.push(free);
+            errors.push(note(
+                &format!("the first step named `{}` is here", named.name),
+                first.span,
+            ));
         } else {
             live.push(named);
         }
     }
     for gravestone in &removed {
-        if live.iter().any(|l| l.name == gravestone.name) {
+        if let Some(step) = live.iter().find(|l| l.name == gravestone.name) {
             errors.push(
                 Error::custom(format!(
                     "step `{}` is marked removed but is also a live step; delete the `removed_step!` or rename the step",
@@ -51,8 +67,34 @@ pub(super) fn check_names(entries: &[RawEntry], errors: &mut Accumulator) {
                 ))
                 .with_span(&gravestone.span),
             );
+            errors.push(note(
+                &format!("the live step named `{}` is here", gravestone.name),
+                step.span,
+            ));
         }
     }
+}
+
+/// A name for `entry`, which repeats `name`: its method's own name when no
+/// step has or may take it (the override was the mistake), else `name_2`,
+/// `name_3`, ... that no step has or may take.
+fn free_name(entry: &RawEntry, entries: &[RawEntry], name: &str, taken: &[String]) -> String {
+    let unraw = |method: &syn::Ident| syn::ext::IdentExt::unraw(method).to_string();
+    // Other steps' method names: a later fix may give them back their own.
+    let methods: Vec<String> = entries
+        .iter()
+        .filter(|other| !std::ptr::eq(*other, entry))
+        .filter_map(|other| other.method.as_ref().map(unraw))
+        .collect();
+    let free = |candidate: &String| !taken.contains(candidate) && !methods.contains(candidate);
+    if let Some(own) = entry.method.as_ref().map(unraw).filter(free) {
+        return own;
+    }
+    // One of the first `taken.len() + methods.len() + 1` numbers is free.
+    (2..taken.len() + methods.len() + 3)
+        .map(|n| format!("{name}_{n}"))
+        .find(free)
+        .unwrap_or_default()
 }
 
 fn durable_name(entry: &RawEntry) -> Option<NamedAt> {
@@ -89,10 +131,14 @@ pub(super) fn non_empty(
         None
     };
     if let Some(problem) = problem {
-        errors.push(
-            Error::custom(format!("{what} {problem}; write e.g. `{example}`"))
-                .with_span(&text.span),
-        );
+        // Whitespace at the ends: the name without it is the fix.
+        let trimmed = value.trim();
+        let fix = if !trimmed.is_empty() && !trimmed.chars().any(char::is_control) {
+            format!("write `{trimmed:?}`")
+        } else {
+            format!("write e.g. `{example}`")
+        };
+        errors.push(Error::custom(format!("{what} {problem}; {fix}")).with_span(&text.span));
         return None;
     }
     Some(value.clone())
@@ -118,6 +164,8 @@ pub(super) fn signal_name(text: &Text, errors: &mut Accumulator) -> Option<Strin
             u32::from(c),
             at + 1
         )
+    } else if value.trim() != value && pgbus_core::check_signal_name(value.trim()).is_ok() {
+        format!("{reason}; write `{:?}`", value.trim())
     } else {
         format!("{reason}; write e.g. `\"payment.settled\"`")
     };
@@ -150,8 +198,19 @@ pub(super) fn queue(text: &Text, errors: &mut Accumulator) -> Option<String> {
         .chars()
         .any(|c| c.is_whitespace() || c.is_control())
     {
+        let joined = text
+            .value
+            .split(|c: char| c.is_whitespace() || c.is_control())
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join("_");
+        let fix = if joined.is_empty() {
+            "leave `queue` out to use `\"default\"`".to_owned()
+        } else {
+            format!("write e.g. `{joined:?}`")
+        };
         errors.push(
-            Error::custom("`queue` cannot contain whitespace; use e.g. `\"orders_eu\"`")
+            Error::custom(format!("`queue` cannot contain whitespace; {fix}"))
                 .with_span(&text.span),
         );
         return None;

@@ -112,13 +112,18 @@ fn misplaced_options_say_where_they_belong() {
     assert_eq!(
         on_step,
         [
-            "`on_batch_failure` only applies to a `#[fan_out]` method; write `#[fan_out(on_batch_failure = ...)]`"
+            "`on_batch_failure` only applies to a `#[fan_out]` method; write \
+             `#[fan_out(on_batch_failure = \"skip\")]`"
         ]
     );
     let on_workflow = errors(quote!(wait = "5s"), step(&quote!(#[step])));
     assert_eq!(
         on_workflow,
-        ["`wait` is a step option; write it on the `#[step]` that needs it"]
+        [
+            "`wait` is a step option: a step waits that long before it runs; write it on the \
+             `#[step]` that needs it, e.g. `#[step(wait = \"5s\")]`; the wait between reattempts \
+             is `on_exception(action = \"reattempt\", wait = \"5s\")`"
+        ]
     );
 }
 
@@ -134,7 +139,8 @@ fn all_errors_of_one_impl_are_reported_together() {
         }
     };
     let errors = errors(quote!(queue = "two words", priority = 70000), item);
-    assert_eq!(errors.len(), 8, "{errors:#?}");
+    // Eight errors, two of them with a note on the first place.
+    assert_eq!(errors.len(), 10, "{errors:#?}");
     for expected in [
         "invalid `wait`: `5` has no unit",
         "`timeout` must be greater than zero",
@@ -142,6 +148,8 @@ fn all_errors_of_one_impl_are_reported_together() {
         "must be `async`",
         "duplicate durable step name `a`",
         "step `a` is marked removed but is also a live step",
+        "note: the first step named `a` is here",
+        "note: the live step named `a` is here",
         "`queue` cannot contain whitespace",
         "`priority` must fit in `i16`",
     ] {
@@ -157,7 +165,9 @@ fn wait_options_need_their_prerequisites() {
     assert_eq!(
         errors(quote!(), step(&quote!(#[step(on_timeout = "skip")]))),
         [
-            "`on_timeout` needs `wait_for` and `wait_timeout`: it says what happens when the signal does not come in time"
+            "`on_timeout` needs `wait_for` and `wait_timeout`: it says what happens when the \
+             signal does not come in time; add them, e.g. `wait_for = \"payment.settled\", \
+             wait_timeout = \"1h\"`, or remove `on_timeout`"
         ]
     );
     assert_eq!(
@@ -238,7 +248,7 @@ fn wait_for_names_follow_the_signal_rule() {
     );
     assert_eq!(
         errors(quote!(), step(&quote!(#[step(wait_for = "paid ")]))),
-        ["a signal name cannot start or end with whitespace; write e.g. `\"payment.settled\"`"]
+        ["a signal name cannot start or end with whitespace; write `\"paid\"`"]
     );
 }
 
@@ -246,7 +256,8 @@ fn wait_for_names_follow_the_signal_rule() {
 fn wait_for_needs_a_name() {
     assert_eq!(
         errors(quote!(), step(&quote!(#[step(wait_for(matches = m))]))),
-        ["`wait_for(...)` needs the signal's name, e.g. `wait_for(name = \"payment.settled\")`"]
+        ["`wait_for(...)` needs the signal's name, e.g. \
+             `wait_for(name = \"payment.settled\", matches = m)`"]
     );
 }
 
@@ -257,7 +268,15 @@ fn policy_rules() {
     assert_eq!(
         policy(quote!(report = "never")),
         [
-            "`on_exception` needs `action = \"pause\" | \"reattempt\" | \"cancel\" | \"skip\"` or `handler = method`"
+            "`on_exception` needs `action = \"pause\" | \"reattempt\" | \"cancel\" | \"skip\"` or \
+             `handler = method`, e.g. `on_exception(action = \"pause\")`"
+        ]
+    );
+    assert_eq!(
+        policy(quote!(matching(CardDeclined, io::Error))),
+        [
+            "`on_exception` needs `action = \"pause\" | \"reattempt\" | \"cancel\" | \"skip\"` or \
+             `handler = method`, e.g. `on_exception(matching(CardDeclined, io::Error), action = \"pause\")`"
         ]
     );
     assert_eq!(
@@ -280,7 +299,8 @@ fn policy_rules() {
     assert_eq!(
         policy(quote!(action = "reattempt", max_reattempts = 0)),
         [
-            "`max_reattempts` must be between 1 and 4294967295; to never reattempt, use another `action`"
+            "`max_reattempts` must be between 1 and 4294967295 (the default is 3); to never \
+             reattempt, use another `action`, e.g. `action = \"pause\"`"
         ]
     );
     assert_eq!(
@@ -414,23 +434,31 @@ fn options_written_elsewhere_say_where_they_go() {
     assert_eq!(
         on_step(quote!(#[step(max_reattempts = 3)])),
         [
-            "`max_reattempts` is an `on_exception(...)` option; write `on_exception(max_reattempts = ...)`"
+            "`max_reattempts` is an `on_exception(...)` option: it applies to a policy that \
+             reattempts; write `on_exception(action = \"reattempt\", max_reattempts = 3)`"
         ]
     );
     assert_eq!(
         on_step(quote!(#[step(matches = g)])),
-        ["`matches` is a `wait_for(...)` option; write `wait_for(name = \"...\", matches = ...)`"]
+        [
+            "`matches` is a `wait_for(...)` option: it picks which signal ends the wait; write \
+             `wait_for(name = \"...\", matches = g)`"
+        ]
     );
     assert_eq!(
         on_step(quote!(#[step(retries = 3)])),
         [
             "unknown `#[step]` option `retries`; pgbus calls it `max_reattempts`, which is an \
-          `on_exception(...)` option; write `on_exception(max_reattempts = ...)`"
+          `on_exception(...)` option: it applies to a policy that reattempts; write \
+          `on_exception(action = \"reattempt\", max_reattempts = 3)`"
         ]
     );
     assert_eq!(
         on_step(quote!(#[step(wait_for(name = "x", wait_timeout = "1s"))])),
-        ["`wait_timeout` is a step option; write it in `#[step(...)]` beside `wait_for(...)`"]
+        [
+            "`wait_timeout` is a step option, not part of the signal wait; write it in \
+             `#[step(...)]` beside `wait_for(...)`: `wait_for(...), wait_timeout = \"1s\"`"
+        ]
     );
     assert_eq!(
         on_step(quote!(#[step(wait = ("5s"))])).len(),
@@ -493,7 +521,7 @@ fn durable_names_are_visible_text() {
     );
     assert_eq!(
         named(" padded "),
-        ["workflow `name` cannot start or end with whitespace; write e.g. `\"orders.fulfil\"`"]
+        ["workflow `name` cannot start or end with whitespace; write `\"padded\"`"]
     );
     let raw_type = run(
         quote!(),
@@ -550,3 +578,4 @@ fn options_digest_ignores_spelling() {
 // `output = R` (issue 20).
 mod flow;
 mod output;
+mod own_words;

@@ -17,3 +17,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// given: `impl Fulfil {` => `impl Fulfil {\n    fn is_void(&self, _cx: &StepCx<Order>) -> bool {\n        false\n    }\n`
+// fix: `cancel_if = "is void"` => `cancel_if = Self::is_void`

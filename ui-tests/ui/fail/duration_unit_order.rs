@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// no fix: the message shows the order with its example, `1h30m`; the fix is the case's own units reordered, `1m5s`

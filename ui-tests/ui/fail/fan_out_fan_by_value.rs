@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `_fan: FanOut` => `_fan: &mut FanOut`

@@ -16,3 +16,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `impl Fulfil {` => `#[workflow(input = Order)]\nimpl Fulfil {`

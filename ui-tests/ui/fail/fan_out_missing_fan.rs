@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `async fn notify(&self, _cx: &mut StepCx<Order>)` => `async fn notify(&self, _cx: &mut StepCx<Order>, fan: &mut FanOut)`

@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `on_batch_fail =` => `on_batch_failure =`

@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[fan_out(wait_for = "payment.settled")]` => `#[fan_out]`

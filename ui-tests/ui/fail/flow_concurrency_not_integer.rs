@@ -16,3 +16,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `concurrency = 2.5` => `concurrency = 10`

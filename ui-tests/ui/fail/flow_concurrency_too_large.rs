@@ -16,3 +16,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `, key_concurrency = 250000` => ``

@@ -16,3 +16,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[step(deadline = "1h")]` => `#[step(timeout = "1h")]`

@@ -16,3 +16,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `, rate_limit = "20/1s"` => ``

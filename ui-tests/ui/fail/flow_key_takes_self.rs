@@ -20,3 +20,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `fn customer(&self, order: &Order) -> String` => `fn customer(order: &Order) -> String`

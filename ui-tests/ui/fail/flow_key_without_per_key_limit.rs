@@ -20,3 +20,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `concurrency = 1, key` => `key_concurrency = 1, key`

@@ -20,3 +20,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `fn customer(order: &Order, region: &str) -> String {\n        format!("{region}:{}", order.customer)` => `fn customer(order: &Order) -> String {\n        order.customer.clone()`

@@ -16,3 +16,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[step(concurrency = 1)]` => `#[step]`
+// fix: `#[workflow(input = Order)]` => `#[workflow(input = Order, concurrency = 1)]`

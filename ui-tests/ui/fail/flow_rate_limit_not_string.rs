@@ -16,3 +16,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `rate_limit = 10` => `rate_limit = "10/1s"`

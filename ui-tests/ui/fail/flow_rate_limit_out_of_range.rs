@@ -19,3 +19,8 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `rate_limit = "0/1s", ` => ``
+// fix: `"1001/1s"` => `"1000/1s"`
+// fix: `#[step(rate_limit = "10/0s")]` => `#[step]`
+// fix: `#[fan_out(rate_limit = "1/2d")]` => `#[fan_out]`

@@ -10,3 +10,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `wait_for{name = "payment.settled"}` => `wait_for(name = "payment.settled")`

@@ -10,3 +10,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[step(= "5s")]` => `#[step(wait = "5s")]`

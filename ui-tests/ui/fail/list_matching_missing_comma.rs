@@ -10,3 +10,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// given: `struct Fulfil;` => `#[derive(Debug, thiserror::Error)]\n#[error("card declined")]\nstruct CardDeclined;\n\nstruct Fulfil;`
+// fix: `CardDeclined Timeout` => `CardDeclined, Timeout`

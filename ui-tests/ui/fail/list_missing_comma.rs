@@ -10,3 +10,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `wait = "5s" timeout = "1m"` => `wait = "5s", timeout = "1m"`

@@ -10,3 +10,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[step((wait = "5s"))]` => `#[step(wait = "5s")]`

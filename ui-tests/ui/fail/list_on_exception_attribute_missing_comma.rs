@@ -11,3 +11,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `report = "never" action = "cancel"` => `report = "never", action = "cancel"`

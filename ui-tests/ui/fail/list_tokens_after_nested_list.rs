@@ -10,3 +10,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `on_exception(action = "pause") x` => `on_exception(action = "pause")`

@@ -10,3 +10,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `wait = , timeout` => `wait = "5s", timeout`

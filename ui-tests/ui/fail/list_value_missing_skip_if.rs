@@ -10,3 +10,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// given: `impl Fulfil {` => `impl Fulfil {\n    fn opted_out(&self, _cx: &StepCx<()>) -> bool {\n        false\n    }\n`
+// fix: `skip_if = )` => `skip_if = Self::opted_out)`

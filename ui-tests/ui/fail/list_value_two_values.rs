@@ -10,3 +10,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `wait = "5s" "6s"` => `wait = "5s"`

@@ -10,3 +10,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// given: `impl Fulfil {` => `impl Fulfil {\n    fn same_order(&self, _cx: &StepCx<()>, _signal: &Signal) -> bool {\n        true\n    }\n`
+// fix: `name = "payment.settled" matches = Self::same_order` => `name = "payment.settled", matches = Self::same_order`

@@ -1,4 +1,4 @@
-// Every error of one impl is reported in one compile: a typo, a bad duration, a bad queue, a signature and a duplicate name.
+// Every error of one impl is reported in one compile, in source order whatever stage found it: a bad queue, a typo, a bad duration, a duplicate name with a note on the first, a policy option and a signature.
 use pgbus_runtime::prelude::*;
 
 #[derive(Serialize, Deserialize)]
@@ -27,3 +27,10 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `"orders eu"` => `"orders_eu"`
+// fix: `wiat` => `wait`
+// fix: `timeout = "5"` => `timeout = "5s"`
+// fix: `name = "charge"` => `name = "charge_again"`
+// fix: `action = "cancel", max_reattempts = 2` => `action = "reattempt", max_reattempts = 2`
+// fix: `fn ship(&mut self, _cx: &mut StepCx<Order>)` => `async fn ship(&self, _cx: &mut StepCx<Order>)`

@@ -18,3 +18,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[on_exception(action = "cancel")]\n#[workflow(input = Order)]` => `#[workflow(input = Order)]\n#[on_exception(action = "cancel")]`

@@ -17,3 +17,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// given: `impl Fulfil {` => `impl Fulfil {\n    fn decide(&self, _cx: &StepCx<Order>, _error: &StepError) -> Flow {\n        Flow::Complete\n    }\n`
+// fix: `action = "cancel", ` => ``

@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// no fix: the message's example is another action, `"pause"`; the fix is the case's own word in quotes, `"cancel"`

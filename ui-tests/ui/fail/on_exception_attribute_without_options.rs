@@ -18,3 +18,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// given: `struct Fulfil;` => `#[derive(Debug, thiserror::Error)]\n#[error("card declined")]\nstruct CardDeclined;\n\nstruct Fulfil;`
+// fix: `#[on_exception]` => `#[on_exception(matching(CardDeclined), action = "cancel")]`

@@ -21,3 +21,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `matching = CardDeclined` => `matching(CardDeclined, Timeout)`

@@ -17,3 +17,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// given: `struct Fulfil;` => `#[derive(Debug, thiserror::Error)]\n#[error("card declined")]\nstruct CardDeclined;\n\nstruct Fulfil;`
+// fix: `matching, action` => `matching(CardDeclined, Timeout), action`

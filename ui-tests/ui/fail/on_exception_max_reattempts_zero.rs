@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `action = "reattempt", max_reattempts = 0` => `action = "pause"`

@@ -21,3 +21,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `on_exception(matching(CardDeclined))` => `on_exception(matching(CardDeclined), action = "pause")`

@@ -20,3 +20,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `    #[on_exception(action = "cancel")]\n    const` => `    const`

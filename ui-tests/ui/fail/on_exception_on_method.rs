@@ -18,3 +18,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `    #[on_exception(action = "cancel")]\n` => ``
+// fix: `#[step]` => `#[step(on_exception(action = "cancel"))]`

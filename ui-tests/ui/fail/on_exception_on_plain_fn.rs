@@ -2,6 +2,8 @@
 use pgbus_runtime::prelude::*;
 
 #[on_exception(action = "cancel")]
-fn helper() {}
+fn audit() {}
 
 fn main() {}
+
+// fix: `#[on_exception(action = "cancel")]\n` => ``

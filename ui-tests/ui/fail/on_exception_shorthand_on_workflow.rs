@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `on_exception = "cancel"` => `on_exception(action = "cancel")`

@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `terminal_action = "reattempt"` => `terminal_action = "pause"`

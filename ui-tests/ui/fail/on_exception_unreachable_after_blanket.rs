@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `        on_exception(matching(CardDeclined), action = "cancel"),\n` => ``

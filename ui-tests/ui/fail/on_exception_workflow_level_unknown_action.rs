@@ -18,3 +18,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `"abort"` => `"cancel"`

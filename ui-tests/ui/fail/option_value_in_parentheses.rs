@@ -10,3 +10,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// no fix: the message gives the shape, `option = value`; the fix is the case's own `wait = "5s"`

@@ -4,3 +4,5 @@ use pgbus_runtime::prelude::*;
 removed_step!(legacy_check);
 
 fn main() {}
+
+// fix: `removed_step!(legacy_check);\n` => ``

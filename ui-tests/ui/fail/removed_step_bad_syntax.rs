@@ -19,3 +19,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `removed_step!(legacy_check, other_check);` => `removed_step!(legacy_check); removed_step!(other_check);`

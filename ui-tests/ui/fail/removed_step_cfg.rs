@@ -13,3 +13,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `    #[cfg(any())]\n` => ``

@@ -19,3 +19,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `removed_step!("")` => `removed_step!(legacy_check)`

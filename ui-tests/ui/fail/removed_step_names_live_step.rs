@@ -19,3 +19,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `    removed_step!(charge);\n` => ``

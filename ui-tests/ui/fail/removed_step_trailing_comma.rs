@@ -12,3 +12,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `removed_step!(legacy_check,)` => `removed_step!(legacy_check)`

@@ -20,3 +20,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `    removed_step!("legacy_check");\n` => ``

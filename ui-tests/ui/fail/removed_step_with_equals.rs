@@ -12,3 +12,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `removed_step!(name = "legacy.check")` => `removed_step!("legacy.check")`

@@ -18,3 +18,6 @@ impl Digest {
 }
 
 fn main() {}
+
+// fix: `"sikp"` => `"skip"`
+// fix: `"all(5000)"` => `"all(1000)"`

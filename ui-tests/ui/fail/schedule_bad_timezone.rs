@@ -10,3 +10,5 @@ impl Report {
 }
 
 fn main() {}
+
+// fix: `"Europe/Berlín"` => `"Europe/Berlin"`

@@ -10,3 +10,5 @@ impl Report {
 }
 
 fn main() {}
+
+// fix: `#[workflow(timezone` => `#[workflow(schedule = "0 */5 * * * *", timezone`

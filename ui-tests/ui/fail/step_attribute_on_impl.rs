@@ -18,3 +18,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[step]\nimpl Fulfil {` => `impl Fulfil {`

@@ -14,3 +14,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `    #[cfg(test)]\n` => ``

@@ -13,3 +13,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[cfg_attr(all(), step(wait = "1s"))]` => `#[step(wait = "1s")]`

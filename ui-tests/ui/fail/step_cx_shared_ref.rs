@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `_cx: &StepCx<Order>` => `_cx: &mut StepCx<Order>`

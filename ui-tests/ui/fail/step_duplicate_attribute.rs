@@ -18,3 +18,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `    #[step]\n    #[step(wait = "1s")]` => `    #[step(wait = "1s")]`

@@ -22,3 +22,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `name = "charge"` => `name = "charge_again"`

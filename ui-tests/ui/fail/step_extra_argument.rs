@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `async fn charge(&self, _cx: &mut StepCx<Order>, _extra: u32)` => `async fn charge(&self, _cx: &mut StepCx<Order>)`

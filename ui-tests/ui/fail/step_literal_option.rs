@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[step("charge")]` => `#[step(wait = "5s")]`

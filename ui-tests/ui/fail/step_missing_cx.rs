@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `async fn charge(&self)` => `async fn charge(&self, cx: &mut StepCx<Order>)`

@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[step(on_batch_failure = "skip")]` => `#[step]`

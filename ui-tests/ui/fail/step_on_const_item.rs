@@ -20,3 +20,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `    #[step]\n    const` => `    const`

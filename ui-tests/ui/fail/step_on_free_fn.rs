@@ -12,3 +12,5 @@ async fn charge(_cx: &mut StepCx<Order>) -> StepResult {
 }
 
 fn main() {}
+
+// fix: `#[step]\nasync fn` => `async fn`

@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `on_timeout = "cancel"` => `wait_for = "payment.settled", wait_timeout = "1h", on_timeout = "cancel"`

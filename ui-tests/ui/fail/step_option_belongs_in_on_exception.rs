@@ -10,3 +10,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `max_reattempts = 3` => `on_exception(action = "reattempt", max_reattempts = 3)`

@@ -17,3 +17,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// given: `impl Fulfil {` => `impl Fulfil {\n    fn opted_out(&self, _cx: &StepCx<Order>) -> bool {\n        false\n    }\n`
+// fix: `#[step(skip_if)]` => `#[step(skip_if = Self::opted_out)]`

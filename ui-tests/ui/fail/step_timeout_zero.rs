@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[step(timeout = "0s")]` => `#[step]`

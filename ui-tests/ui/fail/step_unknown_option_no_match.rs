@@ -1,4 +1,4 @@
-// `retries` is not a `#[step]` option and nothing is close, so the allowed options are listed.
+// `retries` is another engine's word: nothing is close, so the message names pgbus's word and where it goes.
 use pgbus_runtime::prelude::*;
 
 #[derive(Serialize, Deserialize)]
@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `retries = 3` => `on_exception(action = "reattempt", max_reattempts = 3)`

@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `wait_for = ""` => `wait_for = "payment.settled"`

@@ -17,3 +17,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// given: `impl Fulfil {` => `impl Fulfil {\n    fn is_mine(&self, _cx: &StepCx<Order>, _signal: &Signal) -> bool {\n        true\n    }\n`
+// fix: `wait_for(matches = Self::is_mine)` => `wait_for(name = "payment.settled", matches = Self::is_mine)`

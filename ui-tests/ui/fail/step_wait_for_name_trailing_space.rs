@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `"payment.settled "` => `"payment.settled"`

@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `wait_timeout = "1h"` => `wait_for = "payment.settled", wait_timeout = "1h"`

@@ -16,7 +16,9 @@ impl Fulfil {
     }
 
     #[workflow]
-    fn helper(&self) {}
+    fn audit(&self) {}
 }
 
 fn main() {}
+
+// fix: `    #[workflow]\n` => ``

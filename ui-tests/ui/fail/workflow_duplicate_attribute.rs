@@ -18,3 +18,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[workflow(input = Order)]\n#[workflow(input = Order)]\n` => `#[workflow(input = Order)]\n`

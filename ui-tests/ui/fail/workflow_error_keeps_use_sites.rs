@@ -23,3 +23,5 @@ fn main() {
     let _ = start::<Fulfil>(&Order { id: 1 });
     let _ = Fulfil::DEFINITION.digest;
 }
+
+// fix: `wiat` => `wait`

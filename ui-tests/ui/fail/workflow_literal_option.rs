@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[workflow("orders.fulfil"` => `#[workflow(name = "orders.fulfil"`

@@ -15,3 +15,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `#[workflow]` => `#[workflow(input = Order)]`

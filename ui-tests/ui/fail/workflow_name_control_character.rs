@@ -11,3 +11,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `"orders\0fulfil"` => `"orders.fulfil"`

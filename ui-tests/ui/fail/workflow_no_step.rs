@@ -12,3 +12,5 @@ struct Fulfil;
 impl Fulfil {}
 
 fn main() {}
+
+// fix: `impl Fulfil {}` => `impl Fulfil {\n    #[step]\n    async fn charge(&self, cx: &mut StepCx<Order>) {}\n}`

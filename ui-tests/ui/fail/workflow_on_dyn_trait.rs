@@ -17,3 +17,5 @@ impl dyn Named {
 }
 
 fn main() {}
+
+// no fix: an impl of a trait object has no type to name: the example shows the shape, `impl Fulfil { ... }`

@@ -12,3 +12,5 @@ struct Fulfil;
 fn fulfil() {}
 
 fn main() {}
+
+// no fix: a function is not a workflow: the example shows the shape, an impl of a type with steps the case does not have

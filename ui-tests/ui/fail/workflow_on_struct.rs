@@ -10,3 +10,5 @@ struct Order {
 struct Fulfil;
 
 fn main() {}
+
+// no fix: the fix is an impl of `Fulfil` with steps the case does not have; the message names it, `#[workflow] impl Fulfil { ... }`

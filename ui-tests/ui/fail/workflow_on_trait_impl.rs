@@ -1,4 +1,4 @@
-// `#[workflow]` goes on an inherent impl, not on a trait impl: the macro implements `Workflow` itself.
+// `#[workflow]` goes on an inherent impl, not on a trait impl: the macro implements `Workflow` itself; the message names the type, `impl Checkout`.
 use pgbus_runtime::prelude::*;
 
 #[derive(Serialize, Deserialize)]
@@ -6,14 +6,14 @@ struct Order {
     id: i64,
 }
 
-struct Fulfil;
+struct Checkout;
 
 trait Charge {
     async fn charge(&self, cx: &mut StepCx<Order>) -> StepResult;
 }
 
 #[workflow(input = Order)]
-impl Charge for Fulfil {
+impl Charge for Checkout {
     #[step]
     async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
         Ok(Flow::Complete)
@@ -21,3 +21,5 @@ impl Charge for Fulfil {
 }
 
 fn main() {}
+
+// fix: `impl Charge for Checkout {` => `impl Checkout {`

@@ -14,3 +14,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `removed_step!(charge);` => `removed_step!(charge);\n\n    #[step]\n    async fn ship(&self, cx: &mut StepCx<Order>) {}`

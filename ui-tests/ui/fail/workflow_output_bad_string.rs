@@ -12,3 +12,6 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// given: `struct Fulfil;` => `#[derive(Serialize, Deserialize)]\nstruct Receipt {\n    id: i64,\n}\n\nstruct Fulfil;`
+// fix: `output = "Vec<Receipt"` => `output = "Vec<Receipt>"`

@@ -17,3 +17,5 @@ impl Fulfil {
 }
 
 fn main() {}
+
+// fix: `timeout = "30s"` => `deadline = "30s"`

@@ -195,41 +195,44 @@ fn a_missing_comma_names_both_options_at_the_second() {
     expect(
         &step("wait = \"5s\" timeout = \"1m\""),
         &[(
-            "expected `,` between options: `wait = \"5s\", timeout = ...`",
+            "expected `,` between options: `wait = \"5s\", timeout = \"1m\"`",
             "timeout",
         )],
     );
     expect(
         &step("skip_if = Self::opted_out on_exception(action = \"skip\")"),
         &[(
-            "expected `,` between options: `skip_if = Self::opted_out, on_exception(...)`",
+            "expected `,` between options: `skip_if = Self::opted_out, on_exception(action = \"skip\")`",
             "on_exception",
         )],
     );
     expect(
         &step("on_exception(action = \"skip\") wait = \"5s\""),
         &[(
-            "expected `,` between options: `on_exception(...), wait = ...`",
+            "expected `,` between options: `on_exception(action = \"skip\"), wait = \"5s\"`",
             "wait",
         )],
     );
     expect(
         &step("wait_for(name = \"paid\" matches = Self::opted_out)"),
         &[(
-            "expected `,` between options: `name = \"paid\", matches = ...`",
+            "expected `,` between options: `name = \"paid\", matches = Self::opted_out`",
             "matches",
         )],
     );
     expect(
         &workflow("input = Vec<u8> queue = \"q\""),
         &[(
-            "expected `,` between options: `input = Vec<u8>, queue = ...`",
+            "expected `,` between options: `input = Vec<u8>, queue = \"q\"`",
             "queue",
         )],
     );
     expect(
         &step("wait = \"5s\"; timeout = \"1m\""),
-        &[("options are separated by `,`, not `;`", ";")],
+        &[(
+            "options are separated by `,`, not `;`: `wait = \"5s\", timeout = \"1m\"`",
+            ";",
+        )],
     );
 }
 
@@ -237,10 +240,7 @@ fn a_missing_comma_names_both_options_at_the_second() {
 fn a_value_that_is_not_one_expression_is_refused_at_the_first_stray_token() {
     expect(
         &step("wait = = \"5s\""),
-        &[(
-            "`=` is written twice; `wait` needs a duration, e.g. `wait = \"5s\"`",
-            "=",
-        )],
+        &[("`=` is written twice; write `wait = \"5s\"`", "=")],
     );
     expect(
         &step("wait = \"5s\" \"6s\""),
@@ -274,14 +274,14 @@ fn names_that_are_not_one_word_and_stray_commas_are_refused_in_place() {
     expect(
         &step("self::wait = \"5s\""),
         &[(
-            "an option name is one word: write `wait`, not `self::wait`",
+            "an option name is one word: write `wait`, without `self::`",
             "self",
         )],
     );
     expect(
         &step("\"wait\" = \"5s\""),
         &[(
-            "option names are written without quotes: `wait = ...`",
+            "option names are written without quotes: `wait = \"5s\"`",
             "\"wait\"",
         )],
     );
@@ -296,7 +296,10 @@ fn names_that_are_not_one_word_and_stray_commas_are_refused_in_place() {
         &step(", wait = \"5s\",, timeout = \"1m\","),
         &[
             ("the `#[step]` options start with a `,`; remove it", ","),
-            ("two `,` in a row; remove one", ","),
+            (
+                "two `,` in a row; remove one: `wait = \"5s\", timeout = \"1m\"`",
+                ",",
+            ),
         ],
     );
     expect(
@@ -313,13 +316,13 @@ fn names_that_are_not_one_word_and_stray_commas_are_refused_in_place() {
                 "expected `=` between `wait` and its value: `wait = \"5s\"`",
                 "\"5s\"",
             ),
-            ("write `timeout = ...` with `=`, not `:`", ":"),
+            ("write `timeout = \"1m\"` with `=`, not `:`", ":"),
         ],
     );
     expect(
         &step("(wait = \"5s\")"),
         &[(
-            "expected an option name, found `(...)`; `#[step]` options are written `name = value`, e.g. `wait = \"5s\"`",
+            "expected an option name, found `(...)`; `#[step]` options are written `name = value`, with no brackets around them; write `wait = \"5s\"`",
             "(",
         )],
     );
@@ -330,7 +333,7 @@ fn lists_in_the_wrong_delimiter_or_with_more_after_them_are_refused() {
     expect(
         &step("on_exception[action = \"pause\"]"),
         &[(
-            "write `on_exception(...)` with parentheses, not `on_exception[...]`",
+            "write `on_exception(action = \"pause\")` with parentheses, not `on_exception[...]`",
             "[",
         )],
     );
@@ -351,21 +354,21 @@ fn lists_in_the_wrong_delimiter_or_with_more_after_them_are_refused() {
     expect(
         &step("on_exception(action = \"pause\") = \"skip\""),
         &[(
-            "`on_exception(...)` takes no `= value` after it; write either `on_exception(...)` or `on_exception = ...`",
+            "`on_exception(...)` takes no `= value` after it; remove `= \"skip\"`, or write `on_exception = \"skip\"` instead of the list",
             "=",
         )],
     );
     expect(
         &step("on_exception(action = \"pause\") x"),
         &[(
-            "unexpected `x` after `on_exception(...)`; options are separated by `,`",
+            "unexpected `x` after `on_exception(action = \"pause\")`; options are separated by `,`",
             "x",
         )],
     );
     expect(
         &body("#[on_exception[action = \"pause\"]]"),
         &[(
-            "write `#[on_exception(...)]` with parentheses, not `#[on_exception[...]]`",
+            "write `#[on_exception(action = \"pause\")]` with parentheses, not `#[on_exception[...]]`",
             "[",
         )],
     );
@@ -380,9 +383,20 @@ fn error_type_lists_are_read_item_by_item() {
     };
     expect(
         &policy(","),
+        &[(
+            "`matching(...)` holds only `,` and names no error type; list at least one, or leave `matching` out to match every error",
+            ",",
+        )],
+    );
+    expect(
+        &policy(", E"),
         &[("`matching(...)` starts with a `,`; remove it", ",")],
     );
-    expect(&policy("E,,F"), &[("two `,` in a row; remove one", ",")]);
+    expect(
+        &policy("E,,F"),
+        &[("two `,` in a row; remove one: `E, F`", ",")],
+    );
+    expect(&policy("E,,"), &[("two `,` in a row; remove one", ",")]);
     expect(
         &policy("E F"),
         &[("expected `,` between error types: `E, F`", "F")],
@@ -510,7 +524,7 @@ fn gravestone_arguments_are_read_token_by_token() {
     expect(
         &gravestone("removed_step!(legacy_check,)"),
         &[(
-            "`removed_step!` takes one name; remove the trailing `,`",
+            "`removed_step!` takes one name; remove the trailing `,`: `removed_step!(legacy_check)`",
             ",",
         )],
     );
@@ -609,3 +623,5 @@ fn shuffled_lists_never_panic_and_every_error_points_inside_its_attribute() {
         let _ = gravestone(&format!("removed_step!({list})"));
     }
 }
+
+mod echo;

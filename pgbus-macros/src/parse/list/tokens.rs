@@ -2,6 +2,9 @@
 //! messages show them.
 
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use syn::Token;
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
 
 /// The tokens of a list, with the invisible groups a `macro_rules!` leaves
 /// around a fragment opened, so `$options` reads as if written in place.
@@ -56,28 +59,47 @@ pub(super) fn show(tree: &TokenTree) -> String {
     }
 }
 
-/// Tokens as a message shows them, `Self::opted_out` rather than
-/// `Self :: opted_out`; `...` when long.
+/// The longest code a message echoes; longer code is shown as `...`.
+const ECHO_MAX: usize = 80;
+
+/// Tokens as a message shows them, as the user would write them
+/// (`Self::opted_out`, `on_exception(action = "pause")`); `...` when long.
 pub(super) fn compact(trees: &[TokenTree]) -> String {
-    if let [one] = trees {
-        return show(one);
-    }
-    let mut text = String::new();
-    for (at, tree) in trees.iter().enumerate() {
-        let glued = at == 0
-            || matches!(&trees[at - 1], TokenTree::Punct(p) if matches!(p.as_char(), ':' | '<' | '&'))
-            || matches!(tree, TokenTree::Punct(p) if matches!(p.as_char(), ':' | '<' | '>' | ','))
-            || matches!(tree, TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis);
-        if !glued {
-            text.push(' ');
-        }
-        text.push_str(&show(tree));
-    }
-    if text.chars().count() > 40 {
-        "...".to_owned()
-    } else {
-        text
-    }
+    echo(&trees.iter().cloned().collect()).unwrap_or_else(|| "...".to_owned())
+}
+
+/// An option list as the user would write it, for a message that gives their
+/// own code back, when it reads as one (`name = value`, `name(...)`, separated
+/// by commas): a list that does not is reported on its own, and a message
+/// that gave it back would suggest it as it is.
+pub(in crate::parse) fn echo_options(tokens: &TokenStream) -> Option<String> {
+    let options = Punctuated::<syn::Meta, Token![,]>::parse_terminated;
+    options.parse2(tokens.clone()).ok()?;
+    echo(tokens)
+}
+
+/// The error types of `matching(...)` as written, when each reads as a type.
+pub(super) fn echo_types(tokens: &TokenStream) -> Option<String> {
+    let types = Punctuated::<syn::Type, Token![,]>::parse_terminated;
+    types.parse2(tokens.clone()).ok()?;
+    echo(tokens)
+}
+
+/// A value as written, when it reads as one expression (or, for a type
+/// option, one type).
+pub(super) fn echo_value(trees: &[TokenTree], takes_type: bool) -> Option<String> {
+    let tokens: TokenStream = trees.iter().cloned().collect();
+    let is_value = syn::parse2::<syn::Expr>(tokens.clone()).is_ok()
+        || (takes_type && syn::parse2::<syn::Type>(tokens.clone()).is_ok());
+    if is_value { echo(&tokens) } else { None }
+}
+
+/// Tokens as the user would write them; `None` when there are none, or too
+/// many to quote.
+fn echo(tokens: &TokenStream) -> Option<String> {
+    let text = crate::render::code(tokens);
+    let text = text.trim();
+    (!text.is_empty() && text.chars().count() <= ECHO_MAX).then(|| text.to_owned())
 }
 
 pub(super) fn path_text(path: &syn::Path) -> String {

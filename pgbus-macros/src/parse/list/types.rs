@@ -14,16 +14,36 @@ pub(in crate::parse) fn read_types(
     errors: &mut Accumulator,
 ) -> Vec<syn::Type> {
     let trees = flatten(tokens);
+    if let Some(first) = trees
+        .first()
+        .filter(|_| trees.iter().all(|t| is_punct(t, ',')))
+    {
+        errors.push(
+            Error::custom(
+                "`matching(...)` holds only `,` and names no error type; list at least one, \
+                 or leave `matching` out to match every error",
+            )
+            .with_span(&first.span()),
+        );
+        return Vec::new();
+    }
     let mut types = Vec::new();
     let mut pos = 0;
+    // The type before a doubled comma, and the comma: reported with the type
+    // after it, so the message shows the two as they should be written.
+    let mut doubled: Option<(String, proc_macro2::Span)> = None;
+    let mut before: Option<String> = None;
     while let Some(tree) = trees.get(pos) {
         if is_punct(tree, ',') {
-            let message = if pos == 0 {
-                "`matching(...)` starts with a `,`; remove it"
+            if pos == 0 {
+                errors.push(
+                    Error::custom("`matching(...)` starts with a `,`; remove it")
+                        .with_span(&tree.span()),
+                );
             } else {
-                "two `,` in a row; remove one"
-            };
-            errors.push(Error::custom(message).with_span(&tree.span()));
+                report_doubled(errors, doubled.take(), None);
+                doubled = Some((before.clone().unwrap_or_default(), tree.span()));
+            }
             pos += 1;
             continue;
         }
@@ -38,6 +58,9 @@ pub(in crate::parse) fn read_types(
             Ok((ty, rest)) => {
                 // The type is at least one token: `rest` is shorter.
                 let split = end.saturating_sub(rest.into_iter().count()).max(pos + 1);
+                let written = compact(&trees[pos..split]);
+                report_doubled(errors, doubled.take(), Some(&written));
+                before = Some(written);
                 types.push(ty);
                 match trees.get(split).filter(|_| split < end) {
                     // `matching(A B)`: the next type, with no comma before it.
@@ -66,11 +89,35 @@ pub(in crate::parse) fn read_types(
                     None => {}
                 }
             }
-            Err(_) => errors.push(not_a_type(&trees[pos])),
+            Err(_) => {
+                report_doubled(errors, doubled.take(), None);
+                before = None;
+                errors.push(not_a_type(&trees[pos]));
+            }
         }
         pos = end + 1;
     }
+    report_doubled(errors, doubled, None);
     types
+}
+
+/// "two `,` in a row; remove one: `CardDeclined, Timeout`", for the comma
+/// after the type written `before`, once the type `after` it is read.
+fn report_doubled(
+    errors: &mut Accumulator,
+    doubled: Option<(String, proc_macro2::Span)>,
+    after: Option<&str>,
+) {
+    let Some((before, span)) = doubled else {
+        return;
+    };
+    let message = match after {
+        Some(after) if !before.is_empty() => {
+            format!("two `,` in a row; remove one: `{before}, {after}`")
+        }
+        _ => "two `,` in a row; remove one".to_owned(),
+    };
+    errors.push(Error::custom(message).with_span(&span));
 }
 
 /// The message for an error type that does not parse, at its first token.

@@ -8,7 +8,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::{Expr, Meta, Token};
 
 use super::Reader;
-use super::tokens::{compact, is_joint, is_punct, path_text, show, span_open};
+use super::tokens::{compact, echo_value, is_joint, is_punct, path_text, show, span_open};
 use crate::parse::options::needs;
 
 impl Reader<'_> {
@@ -27,11 +27,14 @@ impl Reader<'_> {
         };
         if is_punct(&first, '=') {
             self.pos = end;
-            let error = Error::custom(format!(
-                "`=` is written twice; `{name}` needs {}, e.g. `{}`",
-                shape.needs, shape.example
-            ))
-            .with_span(&first.span());
+            let message = match echo_value(&self.trees[from + 1..end], takes_type) {
+                Some(value) => format!("`=` is written twice; write `{name} = {value}`"),
+                None => format!(
+                    "`=` is written twice; `{name}` needs {}, e.g. `{}`",
+                    shape.needs, shape.example
+                ),
+            };
+            let error = Error::custom(message).with_span(&first.span());
             self.malformed(path, eq_span, error);
             return format!("{name} =");
         }
@@ -131,12 +134,24 @@ impl Reader<'_> {
             }));
     }
 
+    /// The value that starts at `at`, up to the next comma of the list, as
+    /// the user would write it, for a message that gives it back; `None`
+    /// when there is none.
+    pub(super) fn value_text(&self, at: usize, takes_type: bool) -> Option<String> {
+        let end = self.end_from(at, takes_type);
+        echo_value(self.trees.get(at..end)?, takes_type)
+    }
+
     /// The end of the value that starts at `self.pos`: the next comma of the
     /// list, or its end. A type's commas inside `<...>` are its own.
     pub(super) fn value_end(&self, takes_type: bool) -> usize {
+        self.end_from(self.pos, takes_type)
+    }
+
+    fn end_from(&self, from: usize, takes_type: bool) -> usize {
         let mut depth = 0_usize;
         let mut previous: Option<&TokenTree> = None;
-        for (at, tree) in self.trees.iter().enumerate().skip(self.pos) {
+        for (at, tree) in self.trees.iter().enumerate().skip(from) {
             if let TokenTree::Punct(punct) = tree {
                 match punct.as_char() {
                     ',' if depth == 0 => return at,

@@ -309,7 +309,8 @@ fn workflow_flow_options_on_a_step_say_where_they_belong() {
             found,
             [format!(
                 "`{option}` is a workflow option: flow control is declared for the whole workflow, \
-                 and a step takes only its own `rate_limit`; write it in `#[workflow(...)]`"
+                 and a step takes only its own `rate_limit`; write it in `#[workflow(...)]`, e.g. \
+                 `#[workflow({option} = 1)]`"
             )]
         );
     }
@@ -325,7 +326,8 @@ fn workflow_flow_options_on_a_step_say_where_they_belong() {
         ),
         [
             "`deadline` is a workflow option: it bounds the whole run, from its start; write it in \
-             `#[workflow(...)]`; a step's own bound is `timeout = \"...\"`"
+             `#[workflow(...)]`, e.g. `#[workflow(deadline = \"1h\")]`; a step's own bound is \
+             `timeout = \"1h\"`"
         ]
     );
     assert_eq!(
@@ -333,14 +335,14 @@ fn workflow_flow_options_on_a_step_say_where_they_belong() {
         [
             "unknown `#[step]` option `max_concurrency`; pgbus calls it `concurrency`, which is a workflow \
              option: flow control is declared for the whole workflow, and a step takes only its own \
-             `rate_limit`; write it in `#[workflow(...)]`"
+             `rate_limit`; write it in `#[workflow(...)]`, e.g. `#[workflow(concurrency = 1)]`"
         ]
     );
     assert_eq!(
         errors(quote!(input = Order, timeout = "1h"), item()),
         [
             "`timeout` is a step option: it bounds one step's body; write it on the `#[step]` that needs it, \
-             or bound the whole run with `deadline = \"...\"`"
+             e.g. `#[step(timeout = \"1h\")]`, or bound the whole run with `deadline = \"1h\"`"
         ]
     );
     assert_eq!(
@@ -389,7 +391,11 @@ fn the_key_method_takes_the_input_and_no_self() {
                 String::new()
             }
         )),
-        [format!("{shape}; this one takes 2 arguments")]
+        // The message uses the method's own name for the input.
+        [format!(
+            "{}; this one takes 2 arguments",
+            shape.replace("(input:", "(a:")
+        )]
     );
     assert_eq!(
         key_errors(quote!(
@@ -398,7 +404,8 @@ fn the_key_method_takes_the_input_and_no_self() {
             }
         )),
         [format!(
-            "{shape}; not `async`: the key is computed when a run starts"
+            "{}; not `async`: the key is computed when a run starts",
+            shape.replace("(input:", "(a:")
         )]
     );
     assert!(

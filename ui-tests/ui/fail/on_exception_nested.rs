@@ -1,0 +1,25 @@
+// A policy inside a policy: policies sit side by side, never inside each other.
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("card declined")]
+struct CardDeclined;
+
+struct Fulfil;
+
+#[workflow(input = Order)]
+impl Fulfil {
+    #[step(on_exception(matching(CardDeclined), on_exception(action = "cancel")))]
+    async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}
+
+// fix: `on_exception(matching(CardDeclined), on_exception(action = "cancel"))` => `on_exception(matching(CardDeclined), action = "pause"), on_exception(action = "cancel")`

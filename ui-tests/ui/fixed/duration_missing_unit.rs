@@ -1,0 +1,19 @@
+// `ui/fail/duration_missing_unit.rs` with the fix its message suggests applied (`tests/fixes.rs`).
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+struct Fulfil;
+
+#[workflow(input = Order)]
+impl Fulfil {
+    #[step(wait = "5s")]
+    async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}

@@ -1,0 +1,18 @@
+// `ui/fail/flow_rate_limit_not_string.rs` with the fix its message suggests applied (`tests/fixes.rs`).
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+    customer: String,
+}
+
+struct Fulfil;
+
+#[workflow(input = Order, rate_limit = "10/1s")]
+impl Fulfil {
+    #[step]
+    async fn charge(&self, _cx: &mut StepCx<Order>) {}
+}
+
+fn main() {}

@@ -1,0 +1,24 @@
+// `ui/fail/on_exception_attribute_without_options.rs` with the fix its message suggests applied (`tests/fixes.rs`).
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("card declined")]
+struct CardDeclined;
+
+struct Fulfil;
+
+#[workflow(input = Order)]
+#[on_exception(matching(CardDeclined), action = "cancel")]
+impl Fulfil {
+    #[step]
+    async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}

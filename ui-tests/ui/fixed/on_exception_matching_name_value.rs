@@ -1,0 +1,23 @@
+// `ui/fail/on_exception_matching_name_value.rs` with the fix its message suggests applied (`tests/fixes.rs`).
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("card declined")]
+struct CardDeclined;
+
+struct Fulfil;
+
+#[workflow(input = Order)]
+impl Fulfil {
+    #[step(on_exception(matching(CardDeclined, Timeout), action = "cancel"))]
+    async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}

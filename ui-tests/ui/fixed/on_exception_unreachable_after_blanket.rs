@@ -1,0 +1,18 @@
+// `ui/fail/on_exception_unreachable_after_blanket.rs` with the fix its message suggests applied (`tests/fixes.rs`).
+use pgbus_runtime::prelude::*;
+
+#[derive(Debug, thiserror::Error)]
+#[error("card declined")]
+struct CardDeclined;
+
+struct Fulfil;
+
+#[workflow]
+impl Fulfil {
+    #[step(
+        on_exception(action = "pause"),
+    )]
+    async fn charge(&self, _cx: &mut StepCx<()>) {}
+}
+
+fn main() {}

@@ -1,0 +1,21 @@
+// `ui/fail/removed_step_empty_name.rs` with the fix its message suggests applied (`tests/fixes.rs`).
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+struct Fulfil;
+
+#[workflow(input = Order)]
+impl Fulfil {
+    removed_step!(legacy_check);
+
+    #[step]
+    async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}

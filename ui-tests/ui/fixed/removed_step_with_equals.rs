@@ -1,0 +1,14 @@
+// `ui/fail/removed_step_with_equals.rs` with the fix its message suggests applied (`tests/fixes.rs`).
+use pgbus_runtime::prelude::*;
+
+struct Fulfil;
+
+#[workflow]
+impl Fulfil {
+    removed_step!("legacy.check");
+
+    #[step]
+    async fn charge(&self, _cx: &mut StepCx<()>) {}
+}
+
+fn main() {}

@@ -1,0 +1,24 @@
+// `ui/fail/step_duplicate_durable_name.rs` with the fix its message suggests applied (`tests/fixes.rs`).
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+struct Fulfil;
+
+#[workflow(input = Order)]
+impl Fulfil {
+    #[step]
+    async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+
+    #[step(name = "charge_again")]
+    async fn charge_again(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}

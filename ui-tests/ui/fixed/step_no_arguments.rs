@@ -1,0 +1,19 @@
+// `ui/fail/step_no_arguments.rs` with the fix its message suggests applied (`tests/fixes.rs`).
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+struct Fulfil;
+
+#[workflow(input = Order)]
+impl Fulfil {
+    #[step]
+    async fn charge(&self, cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}

@@ -1,0 +1,23 @@
+// `ui/fail/workflow_matching_misplaced.rs` with the fix its message suggests applied (`tests/fixes.rs`).
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("card declined")]
+struct CardDeclined;
+
+struct Fulfil;
+
+#[workflow(input = Order, on_exception(matching(CardDeclined), action = "pause"))]
+impl Fulfil {
+    #[step]
+    async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}

@@ -1,0 +1,19 @@
+// `ui/fail/workflow_priority_not_integer.rs` with the fix its message suggests applied (`tests/fixes.rs`).
+use pgbus_runtime::prelude::*;
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: i64,
+}
+
+struct Fulfil;
+
+#[workflow(input = Order, priority = 5)]
+impl Fulfil {
+    #[step]
+    async fn charge(&self, _cx: &mut StepCx<Order>) -> StepResult {
+        Ok(Flow::Complete)
+    }
+}
+
+fn main() {}
