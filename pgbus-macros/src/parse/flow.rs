@@ -101,25 +101,10 @@ impl FromOption for Limit {
             ))
             .with_span(int));
         }
-        let too_large = || {
-            Error::custom(format!(
-                "`{name}` is at most {MAX_CONCURRENCY} ({} given); leave it out for no limit",
-                int.base10_digits()
-            ))
-            .with_span(int)
-        };
-        let value = int.base10_parse::<u64>().map_err(|_| too_large())?;
-        if value == 0 {
-            return Err(Error::custom(format!(
-                "a limit of 0 would never run a step; `{name}` takes 1 to {MAX_CONCURRENCY}, \
-                 or leave it out for no limit"
-            ))
-            .with_span(int));
-        }
-        let value = u32::try_from(value)
-            .ok()
-            .filter(|v| *v <= MAX_CONCURRENCY)
-            .ok_or_else(too_large)?;
+        // Past `u128` it is too large all the same: the rule names the bound.
+        let value = int.base10_parse::<i128>().unwrap_or(i128::MAX);
+        let value = pgbus_core::rules::check_concurrency(name, value)
+            .map_err(|message| Error::custom(message).with_span(int))?;
         Ok(Self { value })
     }
 }

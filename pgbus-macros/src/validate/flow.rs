@@ -12,15 +12,9 @@ use crate::parse::RawFlow;
 /// The checked flow options; errors are pushed, the model keeps what is valid.
 pub(super) fn flow(raw: &RawFlow, errors: &mut Accumulator) -> FlowDef {
     if let Some(deadline) = raw.deadline
-        && deadline.ms == 0
+        && let Err(message) = pgbus_core::rules::check_deadline_ms(deadline.ms)
     {
-        errors.push(
-            Error::custom(
-                "`deadline` must be greater than zero: a run would be past it as it starts; \
-                 leave it out for no deadline",
-            )
-            .with_span(&deadline.span),
-        );
+        errors.push(Error::custom(message).with_span(&deadline.span));
     }
     if let Some(slot) = &raw.slot
         && !raw.wrote("concurrency")

@@ -186,50 +186,33 @@ fn unseen_char(value: &str) -> Option<(usize, char)> {
 }
 
 pub(super) fn queue(text: &Text, errors: &mut Accumulator) -> Option<String> {
+    // The rule is shared with overrides; the source's fix echoes its value.
+    let Err(rule) = pgbus_core::rules::check_queue(&text.value) else {
+        return Some(text.value.clone());
+    };
     if text.value.is_empty() {
-        errors.push(
-            Error::custom("`queue` cannot be empty; leave it out to use `\"default\"`")
-                .with_span(&text.span),
-        );
+        errors.push(Error::custom(rule).with_span(&text.span));
         return None;
     }
-    if text
+    let joined = text
         .value
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control())
-    {
-        let joined = text
-            .value
-            .split(|c: char| c.is_whitespace() || c.is_control())
-            .filter(|part| !part.is_empty())
-            .collect::<Vec<_>>()
-            .join("_");
-        let fix = if joined.is_empty() {
-            "leave `queue` out to use `\"default\"`".to_owned()
-        } else {
-            format!("write e.g. `{joined:?}`")
-        };
-        errors.push(
-            Error::custom(format!("`queue` cannot contain whitespace; {fix}"))
-                .with_span(&text.span),
-        );
-        return None;
-    }
-    Some(text.value.clone())
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("_");
+    let fix = if joined.is_empty() {
+        "leave `queue` out to use `\"default\"`".to_owned()
+    } else {
+        format!("write e.g. `{joined:?}`")
+    };
+    errors.push(
+        Error::custom(format!("`queue` cannot contain whitespace; {fix}")).with_span(&text.span),
+    );
+    None
 }
 
 pub(super) fn priority(int: Int, errors: &mut Accumulator) -> Option<i16> {
-    if let Ok(value) = i16::try_from(int.value) {
-        Some(value)
-    } else {
-        errors.push(
-            Error::custom(format!(
-                "`priority` must fit in `i16` ({} to {}); lower numbers run first",
-                i16::MIN,
-                i16::MAX
-            ))
-            .with_span(&int.span),
-        );
-        None
-    }
+    pgbus_core::rules::check_priority(int.value)
+        .map_err(|message| errors.push(Error::custom(message).with_span(&int.span)))
+        .ok()
 }
