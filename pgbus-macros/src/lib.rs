@@ -9,6 +9,8 @@
 //! and all errors of one `impl` block are reported together.
 
 mod expand;
+#[cfg(test)]
+mod fuzz;
 mod model;
 mod parse;
 mod span;
