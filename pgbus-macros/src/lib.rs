@@ -10,6 +10,8 @@
 //! a suggested fix uses the user's own names and compiles once applied.
 
 mod expand;
+#[cfg(test)]
+mod fuzz;
 mod model;
 mod parse;
 mod render;
