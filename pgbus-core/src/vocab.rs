@@ -69,6 +69,9 @@ const SYNONYMS: &[(&str, &str)] = &[
     ("concurrency_limit", "concurrency"),
     ("concurrency_key", "key"),
     ("throttle", "rate_limit"),
+    // Temporal's names for a queue and for the bound of one attempt.
+    ("task_queue", "queue"),
+    ("start_to_close_timeout", "timeout"),
 ];
 
 /// The pgbus word for a word from another engine's vocabulary (`retry` ->

@@ -67,10 +67,14 @@ use proc_macro::TokenStream;
 ///   `pgbus_macros::step` and so on, or through the path of the `crate`
 ///   option (`#[pgbus::step]` with `crate = "pgbus"`); any other path is not
 ///   read, and then fails as an attribute outside a workflow.
-/// - `#[cfg(...)]` on a step or a gravestone, and `#[cfg_attr(..., step)]` (any
-///   `cfg_attr` that names `step`, `fan_out`, `on_exception` or `workflow`), are
-///   errors: attribute macros run before `cfg` applies, and builds that disagree
-///   on the step list or its options disagree on the digests of the same runs.
+/// - `#[cfg(...)]` on a step or a gravestone, and `#[cfg_attr(..., step)]` on a
+///   method (any `cfg_attr` there that names `step`, `fan_out`, `on_exception`
+///   or `workflow`), are errors: attribute macros run before `cfg` applies, and
+///   builds that disagree on the step list or its options disagree on the
+///   digests of the same runs. A `cfg_attr` on the impl itself (say
+///   `#[cfg_attr(test, on_exception(...))]` below `#[workflow]`) is applied by
+///   the compiler before the macro sees the impl, so the macro cannot refuse
+///   it: do not write one, for the same reason.
 ///   Keep the step and decide at run time with `skip_if`; for durations, queue,
 ///   priority or limits that differ per deployment, override them at
 ///   registration (`pgbus_runtime::Overrides`).
@@ -503,7 +507,8 @@ pub fn fan_out(args: TokenStream, item: TokenStream) -> TokenStream {
 ///   `T: std::error::Error + 'static`, checked at `T`. An error matches when it is
 ///   one of them by downcast (`StepError::is::<T>()`) of the error the step
 ///   produced; its `source()` chain is not walked. At least one type; each type
-///   once. The runtime's own errors match too: `Timeout` (a body past its
+///   once; not a reference (`&CardDeclined` is refused: a step's error is owned,
+///   so it would never match). The runtime's own errors match too: `Timeout` (a body past its
 ///   `timeout`), `Panicked` (a panic in a body, guard, predicate or handler),
 ///   `BadInput` (a run input that does not deserialize). Left out: the policy
 ///   answers every error (a blanket policy).

@@ -147,7 +147,11 @@ pub const OVERRIDES_FILE_ENV: &str = "PGBUS_OVERRIDES_FILE";
 #[serde(deny_unknown_fields)]
 #[must_use]
 pub struct Overrides {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "unique_names"
+    )]
     workflows: BTreeMap<String, WorkflowOverrides>,
 }
 
@@ -171,7 +175,11 @@ pub struct WorkflowOverrides {
     key_rate_limit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     deadline: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "unique_names"
+    )]
     steps: BTreeMap<String, StepOverrides>,
 }
 
@@ -193,6 +201,42 @@ pub struct StepOverrides {
     priority: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rate_limit: Option<String>,
+}
+
+/// A JSON object of overrides by name, each name once: serde's map would keep
+/// the last of two entries of one name and drop the first without a word.
+fn unique_names<'de, D, V>(deserializer: D) -> Result<BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Names<V>(std::marker::PhantomData<V>);
+
+    impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Names<V> {
+        type Value = BTreeMap<String, V>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object of overrides by durable name")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut names = BTreeMap::new();
+            while let Some((name, value)) = map.next_entry::<String, V>()? {
+                if names.contains_key(&name) {
+                    return Err(serde::de::Error::custom(format!(
+                        "`{name}` is given twice; give each name once, with all its overrides"
+                    )));
+                }
+                names.insert(name, value);
+            }
+            Ok(names)
+        }
+    }
+
+    deserializer.deserialize_map(Names(std::marker::PhantomData))
 }
 
 impl Overrides {
@@ -356,7 +400,8 @@ impl Overrides {
                 "workflow",
                 format!(
                     "no workflow of this name is registered here (registered: {}); register it \
-                     first, or remove its overrides{hint}",
+                     first, or remove its overrides (a worker that registers some of the \
+                     deployment's workflows takes theirs with `WorkerBuilder::overrides`){hint}",
                     if names.is_empty() {
                         "none".to_owned()
                     } else {

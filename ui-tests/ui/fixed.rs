@@ -113,6 +113,11 @@ mod flow_deadline_zero;
 #[rustfmt::skip]
 mod flow_duplicate_option;
 
+#[path = "fixed/flow_key_on_step.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod flow_key_on_step;
+
 #[path = "fixed/flow_key_takes_self.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
 #[rustfmt::skip]
@@ -352,6 +357,11 @@ mod on_exception_matching_literal;
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
 #[rustfmt::skip]
 mod on_exception_matching_name_value;
+
+#[path = "fixed/on_exception_matching_reference.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod on_exception_matching_reference;
 
 #[path = "fixed/on_exception_matching_without_types.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
@@ -847,6 +857,11 @@ mod workflow_max_reattempts_misplaced;
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
 #[rustfmt::skip]
 mod workflow_missing_input;
+
+#[path = "fixed/workflow_name_constant.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod workflow_name_constant;
 
 #[path = "fixed/workflow_name_control_character.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]

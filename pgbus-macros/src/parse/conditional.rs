@@ -21,6 +21,16 @@ pub(super) fn cfg(attr: &Attribute) -> Error {
     .with_span(attr.path())
 }
 
+/// `#[cfg]` on a `removed_step!`: there is no step to decide on at run time,
+/// so the advice of [`cfg`] does not fit; the gravestone stays in every build.
+pub(super) fn cfg_gravestone(attr: &Attribute) -> Error {
+    Error::custom(
+        "a gravestone cannot be conditional: `#[cfg]` would give builds different step lists \
+         and digests; a `removed_step!` belongs in every build, so remove the `#[cfg]`",
+    )
+    .with_span(attr.path())
+}
+
 /// Whether a `#[cfg_attr(...)]` would add one of our attributes.
 pub(super) fn mentions_ours(attr: &Attribute) -> bool {
     let Meta::List(list) = &attr.meta else {

@@ -14,7 +14,7 @@ pub(super) fn gravestone(mac: &syn::ImplItemMacro, errors: &mut Accumulator) -> 
     let name = gravestone_name(&mac.mac, errors)?;
     for attr in &mac.attrs {
         if attr.path().is_ident("cfg") {
-            errors.push(conditional::cfg(attr));
+            errors.push(conditional::cfg_gravestone(attr));
         } else {
             errors.push(
                 Error::custom(format!(

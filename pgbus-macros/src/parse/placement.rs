@@ -118,10 +118,17 @@ fn special(place: Place, name: &str, written: &Written, option: &str) -> Option<
         "concurrency" | "key" | "key_concurrency" | "slot" | "key_rate_limit" | "on_deadline"
             if step_like =>
         {
+            // `key` and `slot` alone are refused on the workflow too: the fix
+            // carries the limit each needs, so that it compiles once applied.
+            let fix = match name {
+                "key" => format!("{option}, key_concurrency = 1"),
+                "slot" => format!("concurrency = 1, {option}"),
+                _ => option.to_owned(),
+            };
             format!(
                 "is a workflow option: flow control is declared for the whole workflow, and a \
                  step takes only its own `rate_limit`; write it in `#[workflow(...)]`, e.g. \
-                 `#[workflow({option})]`"
+                 `#[workflow({fix})]`"
             )
         }
         "cancel_if" if place != Place::Workflow => {

@@ -35,6 +35,14 @@ impl FromOption for Text {
 /// takes gets the same word back in quotes, anything else the option's shape.
 fn unquoted(option: &OptionItem<'_>, expr: &Expr, takes: impl Fn(&str) -> bool) -> Error {
     match bare_word(expr).filter(|word| takes(word)) {
+        // `name = NAME`: a constant's name in quotes would be the wrong value.
+        Some(word) if reads_as_constant(&word) => Error::custom(format!(
+            "`{name}` needs {needs}: a macro reads the attribute's tokens, not the value of the \
+             constant `{word}`; write that value itself, e.g. `{example}`",
+            name = option.name,
+            needs = option.shape().needs,
+            example = option.shape().example,
+        )),
         Some(word) => Error::custom(format!(
             "`{name}` needs {needs}: write `{name} = \"{word}\"`",
             name = option.name,
@@ -43,6 +51,11 @@ fn unquoted(option: &OptionItem<'_>, expr: &Expr, takes: impl Fn(&str) -> bool) 
         None => option.needs(),
     }
     .with_span(expr)
+}
+
+/// Whether a bare word is written as Rust writes a constant (`ORDERS_QUEUE`).
+fn reads_as_constant(word: &str) -> bool {
+    word.chars().any(|c| c.is_ascii_uppercase()) && !word.chars().any(char::is_lowercase)
 }
 
 /// The identifier of a path expression of one segment (`payments`).
@@ -379,6 +392,14 @@ impl FromOption for Matching {
                 .with_span(&list.path),
             );
         }
+        // The list with every reference dropped: the fix of a `&E` below.
+        let owned: Vec<String> = types
+            .iter()
+            .map(|ty| match ty {
+                syn::Type::Reference(reference) => crate::render::code(&reference.elem),
+                other => crate::render::code(other),
+            })
+            .collect();
         let mut seen: Vec<String> = Vec::new();
         for ty in &types {
             let text = quote::ToTokens::to_token_stream(ty).to_string();
@@ -388,6 +409,19 @@ impl FromOption for Matching {
                 );
             }
             seen.push(text);
+            // `error.is::<&E>()` is never true: a step's error is owned, so a
+            // policy of `&E` would compile and never match.
+            if let syn::Type::Reference(reference) = ty {
+                errors.push(
+                    Error::custom(format!(
+                        "`matching` takes the error type itself, not a reference: a step's error \
+                         is owned, so `{}` never matches; write `matching({})`",
+                        crate::render::code(ty),
+                        owned.join(", ")
+                    ))
+                    .with_span(&reference.and_token),
+                );
+            }
         }
         errors.finish_with(Self(types))
     }

@@ -98,6 +98,18 @@ fn unknown_options_get_a_did_you_mean_at_every_level() {
         errors(quote!(), step(&quote!(#[step(wait_for(nam = "x"))]))),
         ["unknown `wait_for(...)` option `nam`; did you mean `name`?"]
     );
+    // Another engine's word for one of ours.
+    assert_eq!(
+        errors(quote!(task_queue = "orders"), step(&quote!(#[step]))),
+        ["unknown `#[workflow]` option `task_queue`; did you mean `queue`?"]
+    );
+    assert_eq!(
+        errors(
+            quote!(),
+            step(&quote!(#[step(start_to_close_timeout = "1m")]))
+        ),
+        ["unknown `#[step]` option `start_to_close_timeout`; did you mean `timeout`?"]
+    );
     let far = errors(quote!(), step(&quote!(#[step(zzz = 1)])));
     assert_eq!(far.len(), 1);
     assert!(
@@ -493,6 +505,14 @@ fn policies_that_can_never_apply_are_refused() {
     assert_eq!(
         on_step(quote!(#[step(on_exception(matching(E, E), action = "cancel"))])),
         ["this error type is already listed; give it once"]
+    );
+    // `&E` would compile, and a step's owned error never downcasts to it.
+    assert_eq!(
+        on_step(quote!(#[step(on_exception(matching(&E, F), action = "cancel"))])),
+        [
+            "`matching` takes the error type itself, not a reference: a step's error is owned, \
+             so `&E` never matches; write `matching(E, F)`"
+        ]
     );
     // At workflow level, policies naming types are tried before blanket ones.
     let item = step(&quote!(#[step]));

@@ -81,6 +81,15 @@ fn unknown_keys_and_wrong_shapes_are_refused_with_where() {
             "invalid type: string \"high\", expected i64",
         ),
         (r#"{"workflows": {"#, "EOF while parsing"),
+        // A name given twice would drop the first entry's overrides.
+        (
+            r#"{"workflows": {"w": {"queue": "a"}, "w": {"priority": 1}}}"#,
+            "`w` is given twice; give each name once",
+        ),
+        (
+            r#"{"workflows": {"w": {"steps": {"s": {"wait": "1s"}, "s": {"timeout": "1m"}}}}}"#,
+            "`s` is given twice; give each name once",
+        ),
     ] {
         match Overrides::from_json_str(text) {
             Err(Error::InvalidSetting { setting, problem }) => {

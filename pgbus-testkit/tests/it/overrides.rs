@@ -246,7 +246,9 @@ async fn refused_overrides_name_the_step_and_the_option() {
             None,
             "workflow",
             "no workflow of this name is registered here (registered: `overrides.remind`); \
-             register it first, or remove its overrides; did you mean `overrides.remind`?",
+             register it first, or remove its overrides (a worker that registers some of the \
+             deployment's workflows takes theirs with `WorkerBuilder::overrides`); did you mean \
+             `overrides.remind`?",
         ),
         (
             Overrides::new().step(remind, "secnd", |s| s.wait("1s")),

@@ -494,6 +494,16 @@ fn a_bare_word_is_given_back_in_quotes_only_when_the_option_takes_it() {
             ),
         ],
     );
+    // A constant's name is not its value: `name = "NAME"` would be the wrong name.
+    expect(
+        &workflow("name = NAME"),
+        &[(
+            "`name` needs the workflow's durable name in quotes: a macro reads the attribute's \
+             tokens, not the value of the constant `NAME`; write that value itself, e.g. \
+             `name = \"orders.fulfil\"`",
+            "NAME",
+        )],
+    );
 }
 
 #[test]

@@ -305,12 +305,18 @@ fn workflow_flow_options_on_a_step_say_where_they_belong() {
     ] {
         let ident = syn::Ident::new(option, proc_macro2::Span::call_site());
         let found = step_errors(quote!(#[step(#ident = 1)]));
+        // `key` and `slot` need a limit on the workflow too: the fix has one.
+        let fix = match option {
+            "key" => "key = 1, key_concurrency = 1".to_owned(),
+            "slot" => "concurrency = 1, slot = 1".to_owned(),
+            _ => format!("{option} = 1"),
+        };
         assert_eq!(
             found,
             [format!(
                 "`{option}` is a workflow option: flow control is declared for the whole workflow, \
                  and a step takes only its own `rate_limit`; write it in `#[workflow(...)]`, e.g. \
-                 `#[workflow({option} = 1)]`"
+                 `#[workflow({fix})]`"
             )]
         );
     }
