@@ -198,6 +198,11 @@ mod list_equals_without_name;
 #[rustfmt::skip]
 mod list_every_error_at_once;
 
+#[path = "fixed/list_fat_arrow.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_fat_arrow;
+
 #[path = "fixed/list_leading_comma.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
 #[rustfmt::skip]
@@ -217,6 +222,11 @@ mod list_matching_leading_comma;
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
 #[rustfmt::skip]
 mod list_matching_missing_comma;
+
+#[path = "fixed/list_matching_type_twice.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod list_matching_type_twice;
 
 #[path = "fixed/list_missing_comma.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]

@@ -297,6 +297,25 @@ impl Reader<'_> {
                 self.items.push(NestedMeta::Meta(Meta::Path(path)));
                 name
             }
+            // `wait => "1s"`, as in a `match` arm.
+            TokenTree::Punct(punct)
+                if punct.as_char() == '='
+                    && punct.spacing() == proc_macro2::Spacing::Joint
+                    && self.is_punct_at(self.pos + 1, '>') =>
+            {
+                let shape = self.place.shape(&name);
+                let written = match self.value_text(self.pos + 2, self.place.takes_type(&name)) {
+                    Some(value) => format!("{name} = {value}"),
+                    None if !shape.name.is_empty() => shape.example.to_owned(),
+                    None => format!("{name} = ..."),
+                };
+                self.error(
+                    format!("write `{written}` with `=`, not `=>`"),
+                    punct.span(),
+                );
+                self.pos += 2;
+                self.value(path, punct.span())
+            }
             TokenTree::Punct(punct) if punct.as_char() == '=' => {
                 self.pos += 1;
                 self.value(path, punct.span())

@@ -60,9 +60,18 @@ pub(in crate::parse) fn read_types(
                 let split = end.saturating_sub(rest.into_iter().count()).max(pos + 1);
                 let written = compact(&trees[pos..split]);
                 report_doubled(errors, doubled.take(), Some(&written));
-                before = Some(written);
+                before = Some(written.clone());
                 types.push(ty);
                 match trees.get(split).filter(|_| split < end) {
+                    // `matching(A A)`: one type written twice, with no comma.
+                    Some(next) if starts_type(next) && compact(&trees[split..end]) == written => {
+                        errors.push(
+                            Error::custom(format!(
+                                "`{written}` is written twice in `matching(...)`; give it once"
+                            ))
+                            .with_span(&next.span()),
+                        );
+                    }
                     // `matching(A B)`: the next type, with no comma before it.
                     Some(next) if starts_type(next) => {
                         errors.push(

@@ -72,3 +72,21 @@ fn a_fix_gives_back_the_users_own_code_only_when_it_reads_as_code() {
         )],
     );
 }
+
+#[test]
+fn a_match_arrow_and_a_type_written_twice_get_their_own_words() {
+    expect(
+        &step("wait => \"5s\", timeout => \"1m\""),
+        &[
+            ("write `wait = \"5s\"` with `=`, not `=>`", "="),
+            ("write `timeout = \"1m\"` with `=`, not `=>`", "="),
+        ],
+    );
+    expect(
+        &step("on_exception(matching(CardDeclined CardDeclined, Timeout), action = \"pause\")"),
+        &[(
+            "`CardDeclined` is written twice in `matching(...)`; give it once",
+            "CardDeclined",
+        )],
+    );
+}
