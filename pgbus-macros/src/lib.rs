@@ -123,7 +123,9 @@ use proc_macro::TokenStream;
 ///   last identifier of the type without `r#` (`impl r#Fulfil` is `"Fulfil"`).
 /// - `input = T`: the run's input type, written as a type (`input = Order`,
 ///   `input = Vec<Order>`) or as a string holding one (`input = "Vec<Order>"`).
-///   `T: Serialize + DeserializeOwned + Send + 'static`, checked at `T`. Default
+///   `T: Serialize + DeserializeOwned + Send + 'static`, checked at `T`; a
+///   type with `impl Trait` or `_` in it is refused (as for `output`): the
+///   run stores a type it can name. Default
 ///   `()`. Every step's `cx` is `&mut StepCx<T>`; a step that takes
 ///   `StepCx<Order>` while `input` is left out gets an error asking for
 ///   `input = Order`.

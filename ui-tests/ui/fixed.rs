@@ -843,6 +843,11 @@ mod workflow_error_keeps_use_sites;
 #[rustfmt::skip]
 mod workflow_input_bad_string;
 
+#[path = "fixed/workflow_input_impl_trait.rs"]
+#[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
+#[rustfmt::skip]
+mod workflow_input_impl_trait;
+
 #[path = "fixed/workflow_literal_option.rs"]
 #[allow(unused, unreachable_pub, clippy::all, clippy::pedantic)]
 #[rustfmt::skip]

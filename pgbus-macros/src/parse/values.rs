@@ -113,17 +113,25 @@ pub(crate) type OutputType = TypeArg<Output>;
 
 impl<K: TypeOption> TypeArg<K> {
     fn parse(tokens: proc_macro2::TokenStream, span: Span) -> Result<Self> {
-        syn::parse2(tokens)
-            .map(|ty| Self(ty, std::marker::PhantomData))
-            .map_err(|_| {
-                Error::custom(format!(
-                    "`{name}` is not a valid type; write e.g. `{name} = {plain}` or `{name} = \"{generic}\"`",
-                    name = K::NAME,
-                    plain = K::PLAIN,
-                    generic = K::GENERIC,
-                ))
-                .with_span(&span)
-            })
+        let ty: syn::Type = syn::parse2(tokens).map_err(|_| {
+            Error::custom(format!(
+                "`{name}` is not a valid type; write e.g. `{name} = {plain}` or `{name} = \"{generic}\"`",
+                name = K::NAME,
+                plain = K::PLAIN,
+                generic = K::GENERIC,
+            ))
+            .with_span(&span)
+        })?;
+        if let Some((at, what)) = not_nameable(&ty) {
+            return Err(Error::custom(format!(
+                "`{name}` needs a named type the run stores as JSON, and {what} names none; \
+                 write the type itself, e.g. `{name} = {plain}`",
+                name = K::NAME,
+                plain = K::PLAIN,
+            ))
+            .with_span(&at));
+        }
+        Ok(Self(ty, std::marker::PhantomData))
     }
 
     fn from_expr(expr: &Expr) -> Result<Self> {
@@ -143,6 +151,33 @@ impl<K: TypeOption> TypeArg<K> {
             }
             other => Self::parse(quote::ToTokens::to_token_stream(other), other.span()),
         }
+    }
+}
+
+/// Where `ty` holds something an associated type cannot be (an `impl
+/// Trait` or a `_`), with how to say it: what rustc would otherwise report
+/// inside the expansion, at the `#[workflow]` attribute.
+fn not_nameable(ty: &syn::Type) -> Option<(Span, &'static str)> {
+    use syn::Type;
+    match ty {
+        Type::ImplTrait(part) => Some((part.span(), "`impl Trait`")),
+        Type::Infer(part) => Some((part.span(), "`_`")),
+        Type::Path(path) => path.path.segments.iter().find_map(|segment| {
+            let syn::PathArguments::AngleBracketed(args) = &segment.arguments else {
+                return None;
+            };
+            args.args.iter().find_map(|arg| match arg {
+                syn::GenericArgument::Type(inner) => not_nameable(inner),
+                _ => None,
+            })
+        }),
+        Type::Reference(reference) => not_nameable(&reference.elem),
+        Type::Slice(slice) => not_nameable(&slice.elem),
+        Type::Array(array) => not_nameable(&array.elem),
+        Type::Paren(paren) => not_nameable(&paren.elem),
+        Type::Group(group) => not_nameable(&group.elem),
+        Type::Tuple(tuple) => tuple.elems.iter().find_map(not_nameable),
+        _ => None,
     }
 }
 
