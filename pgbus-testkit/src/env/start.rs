@@ -70,8 +70,9 @@ impl TestEnv {
     /// with the overridden durations, queues, priorities and limits (on the
     /// virtual clock), runs started here with the first step placed by them,
     /// and the store's registry recording the overridden options digest.
-    /// Register the workflows first; a later [`TestEnv::register`] of an
-    /// overridden workflow applies them too. Replaces overrides given
+    /// A later [`TestEnv::register`] of an overridden workflow applies them
+    /// too; overrides of workflows not registered place the fan_out children
+    /// of those workflows, as a worker's do. Replaces overrides given
     /// before.
     ///
     /// ```
@@ -101,9 +102,10 @@ impl TestEnv {
     ///
     /// # Errors
     /// [`Error::InvalidOverride`] naming the workflow, the step and the
-    /// option, as `WorkerBuilder::build` refuses them: a workflow not
-    /// registered, a step it lacks or a gravestone, a `wait_timeout` on a
-    /// step without `wait_for`, a value the macro would refuse.
+    /// option, as `WorkerBuilder::build` refuses them: for a registered
+    /// workflow, a step it lacks or a gravestone, a `wait_timeout` on a
+    /// step without `wait_for`; for any workflow, a value the macro would
+    /// refuse.
     pub fn overrides(mut self, overrides: pgbus_runtime::Overrides) -> Result<Self, Error> {
         self.runner = self.runner.overrides(overrides)?;
         let this = self.claim_queues();
