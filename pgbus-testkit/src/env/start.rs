@@ -16,14 +16,18 @@ impl TestEnv {
     /// registered workflows name, and from these. A run started on a queue
     /// of its own ([`StartOptions::queue`]) runs here only once the
     /// environment claims from that queue; until then it waits, as it would
-    /// for workers that do not serve it.
+    /// for workers that do not serve it, and its view says so
+    /// (`Missing::Queue`), as `TestEnv::run_to_completion`'s error does.
     #[must_use]
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         let queue = queue.into();
         if !self.queues.contains(&queue) {
             self.queues.push(queue);
         }
-        self.claim_queues()
+        let this = self.claim_queues();
+        // The registry lists the queues claimed, as a worker's row does.
+        this.announce();
+        this
     }
 
     /// At most `limit` steps of `queue` in progress at once, whatever their
