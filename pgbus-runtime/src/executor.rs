@@ -20,6 +20,7 @@ use crate::error::{
     BadInput, FanOutFailed, Panicked, StepError, StepNotDefined, Timeout, WaitTimedOut,
 };
 use crate::fan_out::{ChildRun, FanOut};
+use crate::overrides::Overrides;
 use crate::store::Claim;
 use crate::workflow::{StepFuture, Workflow};
 
@@ -59,11 +60,14 @@ pub(crate) trait ErasedWorkflow: Send + Sync + 'static {
     /// [`ErasedWorkflow::declared`]: the same entries, in the same order).
     fn under(&self, definition: &'static WorkflowDefinition) -> std::sync::Arc<dyn ErasedWorkflow>;
     fn schedule(&self) -> Option<&'static crate::schedule::DeclaredSchedule>;
-    fn attempt(
-        &self,
+    /// Runs one attempt; the fan_out children it starts are placed under
+    /// `overrides` ([`crate::fan_out::placed`]).
+    fn attempt<'a>(
+        &'a self,
         input: AttemptInput,
         fault: Fault,
-    ) -> futures_util::future::BoxFuture<'_, AttemptResult>;
+        overrides: &'a Overrides,
+    ) -> futures_util::future::BoxFuture<'a, AttemptResult>;
 }
 
 /// Asked, once the guards let the body through, whether to fail the attempt
@@ -106,16 +110,18 @@ impl<W: Workflow> ErasedWorkflow for Bound<W> {
         W::SCHEDULE
     }
 
-    fn attempt(
-        &self,
+    fn attempt<'a>(
+        &'a self,
         input: AttemptInput,
         fault: Fault,
-    ) -> futures_util::future::BoxFuture<'_, AttemptResult> {
+        overrides: &'a Overrides,
+    ) -> futures_util::future::BoxFuture<'a, AttemptResult> {
         Box::pin(run_attempt_under(
             &*self.workflow,
             self.definition,
             input,
             fault,
+            overrides,
         ))
     }
 }
@@ -135,17 +141,19 @@ pub async fn run_attempt_with_fault<W: Workflow>(
     input: AttemptInput,
     fault: impl FnOnce() -> Option<StepError>,
 ) -> AttemptResult {
-    run_attempt_under(workflow, W::DEFINITION, input, fault).await
+    run_attempt_under(workflow, W::DEFINITION, input, fault, &Overrides::new()).await
 }
 
 /// [`run_attempt_with_fault`] under `definition`: `W`'s own, or one derived
 /// from it by a deployment's overrides (the same entries, in the same order,
-/// with other durations).
+/// with other durations), the fan_out children it starts placed under
+/// `overrides` (the deployment's).
 async fn run_attempt_under<W: Workflow>(
     workflow: &W,
     definition: &'static WorkflowDefinition,
     input: AttemptInput,
     fault: impl FnOnce() -> Option<StepError>,
+    overrides: &Overrides,
 ) -> AttemptResult {
     let claim = &input.claim;
     let (index, entry) = match locate(definition, &claim.step_name) {
@@ -229,6 +237,7 @@ async fn run_attempt_under<W: Workflow>(
         Some(fault) => (Err(fault), Vec::new()),
         None => run_body(workflow, index, &mut cx, claim.timeout_ms, input.limits).await,
     };
+    let (outcome, children) = crate::fan_out::placed(outcome, children, overrides);
     let output = cx.take_output();
     let mut result = match outcome {
         Ok(crate::Flow::Complete) if !children.is_empty() => {
@@ -576,3 +585,6 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a non-string panic payload".to_owned())
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,7 +3,9 @@
 use serde_json::Value;
 
 use crate::definition::WorkflowDefinition;
-use crate::error::StepError;
+use crate::error::{Error, StepError};
+use crate::flow::Flow;
+use crate::overrides::Overrides;
 use crate::workflow::Workflow;
 
 /// A child run a fan_out body asked for.
@@ -66,11 +68,11 @@ impl FanOut {
     ///
     /// # Errors
     /// A [`StepError`] wrapping the `serde_json` error when `input` does not
-    /// serialize, [`Error::InvalidInput`](crate::Error::InvalidInput) when
+    /// serialize, [`Error::InvalidInput`] when
     /// it breaks the input rule every start follows
     /// ([`Limits::check_input`](crate::Limits::check_input): NUL, size,
     /// depth) under the worker's limits, or
-    /// [`Error::InvalidStartOption`](crate::Error::InvalidStartOption) with
+    /// [`Error::InvalidStartOption`] with
     /// `option: "concurrency_key"` when the key method gives a key a start
     /// would refuse.
     pub fn start<W: Workflow>(&mut self, input: &W::Input) -> Result<(), StepError> {
@@ -111,4 +113,37 @@ impl FanOut {
     pub fn take_children(&mut self) -> Vec<ChildRun> {
         std::mem::take(&mut self.children)
     }
+}
+
+/// The children a fan_out body's `outcome` starts, placed under the
+/// deployment's `overrides`: a child of an overridden workflow starts on its
+/// queue, with its first step's wait and timeout, as a client's start of it
+/// would be placed. Children start only when the body completed; any other
+/// outcome discards them, as it does without overrides.
+///
+/// An override that does not fit a child's workflow (a step it lacks, on the
+/// version this worker was built with) fails the attempt with the refusal
+/// ([`OverrideRefused`](crate::overrides::OverrideRefused)) as its error, and
+/// starts no child: the step's exception policies apply (by default the run
+/// pauses, naming the override). Starting the child as its source declares
+/// instead could put it on a queue no worker of the deployment claims, and
+/// the parent would wait for it for ever.
+pub(crate) fn placed(
+    outcome: Result<Flow, StepError>,
+    mut children: Vec<ChildRun>,
+    overrides: &Overrides,
+) -> (Result<Flow, StepError>, Vec<ChildRun>) {
+    if overrides.is_empty() || children.is_empty() || !matches!(outcome, Ok(Flow::Complete)) {
+        return (outcome, children);
+    }
+    for child in &mut children {
+        match overrides.apply(child.definition) {
+            Ok(definition) => child.definition = definition,
+            Err(Error::InvalidOverride(refused)) => {
+                return (Err(StepError::from(*refused)), Vec::new());
+            }
+            Err(other) => return (Err(StepError::from(other)), Vec::new()),
+        }
+    }
+    (outcome, children)
 }

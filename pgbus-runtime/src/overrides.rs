@@ -27,28 +27,42 @@
 //! ([`DatabaseBuilder::overrides`](crate::DatabaseBuilder::overrides) or
 //! [`Database::with_overrides`](crate::Database::with_overrides)): its
 //! clients place the first step of each run they start with the overrides in
-//! force, and its workers run every later step with them. A deployment passes
-//! the same overrides to its workers and to its clients: a client without a
-//! queue override puts a run's first step on the source's queue, which a
-//! worker that claims only the overridden one never takes.
-//! [`WorkerBuilder::overrides`](crate::WorkerBuilder::overrides) replaces the
-//! database's for one worker; the testkit's `TestEnv::overrides` takes the
-//! same value.
+//! force, its workers run every later step with them, and place with them
+//! the first step of each fan_out child they start. A deployment gives the
+//! same overrides to all its clients and workers, whatever each registers:
+//! a client without a queue override puts a run's first step on the
+//! source's queue, which a worker that claims only the overridden one never
+//! takes. [`WorkerBuilder::overrides`](crate::WorkerBuilder::overrides)
+//! replaces the database's for one worker; the testkit's
+//! `TestEnv::overrides` takes the same value.
 //!
 //! **Checked at registration, with the macro's rules.** Every value is
 //! checked by the functions the macro checks the source with
 //! ([`pgbus_core::rules`], [`pgbus_core::parse_duration_ms`],
-//! [`pgbus_core::parse_rate`]), and every name against the definition:
+//! [`pgbus_core::parse_rate`]) when the overrides are read or given: a
+//! duration outside the grammar, a zero `timeout`, `wait_timeout` or
+//! `deadline`, an empty queue or one with whitespace, a priority outside
+//! `i16`, a limit outside 1 to 100,000, a bad rate. Every name of a
+//! workflow a worker registers is checked against its definition:
 //! [`WorkerBuilder::build`](crate::WorkerBuilder::build) refuses, with
 //! [`Error::InvalidOverride`] naming the workflow, the step and the option,
-//! an override of a workflow the worker does not register, of a step the
-//! workflow does not have or that is a gravestone, a `wait_timeout` on a step
-//! without `wait_for` (a `#[fan_out]` has none), and a bad value (a duration
-//! outside the grammar, a zero `timeout`, `wait_timeout` or `deadline`, an
-//! empty queue or one with whitespace, a priority outside `i16`, a limit
-//! outside 1 to 100,000, a bad rate). Never later: a running worker never
-//! meets a refused override. A client, which does not know the workflows,
-//! checks the overrides of a workflow when it first starts one.
+//! an override of a step the workflow does not have or that is a
+//! gravestone, and a `wait_timeout` on a step without `wait_for` (a
+//! `#[fan_out]` has none). Never later: a running worker never meets a
+//! refused override of what it runs.
+//!
+//! Overrides of workflows a worker does not register are kept, for the
+//! fan_out children it starts (one deployment's overrides serve every
+//! worker, each registering its own workflows), and logged once at build:
+//! `warn` when the name is a typo away from a registered one (with the name
+//! it may mean), else `info`. A misspelt workflow name is not refused
+//! there; it shows in that log, and in `pgbus workers`, which marks the
+//! workflows a worker runs overridden. A fan_out child whose workflow an
+//! override does not fit fails the fan_out's attempt with the refusal
+//! ([`OverrideRefused`]) as its error, before any child starts: the step's
+//! exception policies apply, by default pausing the run. A client, which
+//! does not know the workflows, checks the overrides of a workflow when it
+//! first starts one.
 //!
 //! **What is in force is visible.** The overridden definition keeps its
 //! definition digest (overrides never change the step list, so claims, the
@@ -90,8 +104,8 @@ pub struct OverrideRefused {
     pub step: Option<String>,
     /// The option refused (`timeout`, `wait`, `wait_timeout`, `queue`,
     /// `priority`, `concurrency`, `key_concurrency`, `rate_limit`,
-    /// `key_rate_limit`, `deadline`), or `workflow` for a workflow that is
-    /// not registered, `step` for a step that is not there.
+    /// `key_rate_limit`, `deadline`), or `step` for a step that is not
+    /// there (or is a gravestone).
     pub option: &'static str,
     /// Why, naming the option first, and the fix.
     pub reason: String,
@@ -382,36 +396,59 @@ impl Overrides {
         }
     }
 
-    /// Refuses an override of a workflow that is not in `registered`
-    /// (durable names): what a worker checks at build.
-    pub(crate) fn check_registered(&self, registered: &[&str]) -> Result<(), Error> {
-        for workflow in self.workflows.keys() {
-            if registered.contains(&workflow.as_str()) {
-                continue;
-            }
-            let mut names = registered.to_vec();
-            names.sort_unstable();
-            let hint = pgbus_core::closest(workflow, names.iter().copied())
-                .map(|name| format!("; did you mean `{name}`?"))
-                .unwrap_or_default();
-            return Err(OverrideRefused::error(
-                workflow,
-                None,
-                "workflow",
-                format!(
-                    "no workflow of this name is registered here (registered: {}); register it \
-                     first, or remove its overrides (a worker that registers some of the \
-                     deployment's workflows takes theirs with `WorkerBuilder::overrides`){hint}",
-                    if names.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        apply::listed(&names)
-                    }
-                ),
-            ));
-        }
-        Ok(())
+    /// The overridden workflows not in `registered` (durable names), by
+    /// name, each with the registered name it is a likely typo of, if any
+    /// (at most two edits away, the nearest): what a worker logs at build.
+    pub(crate) fn unregistered<'a>(
+        &'a self,
+        registered: &[&'a str],
+    ) -> Vec<(&'a str, Option<&'a str>)> {
+        self.workflows
+            .keys()
+            .filter(|workflow| !registered.contains(&workflow.as_str()))
+            .map(|workflow| (workflow.as_str(), typo_of(workflow, registered)))
+            .collect()
     }
+}
+
+/// The name of `names` that `name` is a likely typo of: at most two edits
+/// away (a character added, dropped, changed, or two neighbours swapped), the
+/// nearest, the first in sort order on a tie. Stricter than the did-you-mean
+/// of a refusal ([`pgbus_core::closest`]): a deployment's workflows often
+/// share a prefix (`orders.fulfil`, `orders.refund`), and those are other
+/// workflows, not typos.
+fn typo_of<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
+    let mut sorted = names.to_vec();
+    sorted.sort_unstable();
+    sorted
+        .into_iter()
+        .map(|candidate| (edits(name, candidate), candidate))
+        .filter(|(edits, _)| *edits <= 2)
+        .min_by_key(|(edits, _)| *edits)
+        .map(|(_, candidate)| candidate)
+}
+
+/// The edits from `a` to `b`: characters added, dropped or changed, and
+/// neighbours swapped (the optimal string alignment distance).
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    // Three rows of the table: two back (for a swap), the last, this one.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut last: Vec<usize> = (0..=b.len()).collect();
+    let mut row = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        row[0] = i;
+        for j in 1..=b.len() {
+            let change = usize::from(a[i - 1] != b[j - 1]);
+            row[j] = (last[j] + 1).min(row[j - 1] + 1).min(last[j - 1] + change);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                row[j] = row[j].min(before[j - 2] + 1);
+            }
+        }
+        std::mem::swap(&mut before, &mut last);
+        std::mem::swap(&mut last, &mut row);
+    }
+    last[b.len()]
 }
 
 impl WorkflowOverrides {

@@ -88,8 +88,9 @@ pub struct RunView {
     /// each reads as JSON `null` in its place.
     pub omitted: Vec<Omitted>,
     /// When the run is `ready` and its due step is one no live worker can
-    /// run: which row, what is missing (the workflow, or the step in every
-    /// live worker's definition of it) and since when it has been due
+    /// run: which row, what is missing (the workflow, the step in every
+    /// live worker's definition of it, or a claim of the row's queue by a
+    /// live worker that has the step) and since when it has been due
     /// (see [`Unrunnable`]). Live: a heartbeat within
     /// [`RunRead::lost_worker_threshold`].
     pub unrunnable: Option<Unrunnable>,

@@ -303,6 +303,7 @@ impl TestEnv {
         self.store().rows().register_worker(
             TESTKIT_WORKER,
             &self.runner.definitions(),
+            self.runner.claimed_queues(),
             &self.queue_limits,
         );
     }
@@ -435,8 +436,8 @@ impl TestEnv {
     /// [`Error::RunUnrunnable`] when, with nothing else left to run, a
     /// `ready` run's next step is one the environment cannot run (its
     /// workflow not registered, as for a fan_out child of an unregistered
-    /// workflow, or a step the registered definition lacks, as for a run
-    /// started under another version): the clock is moved to when that step
+    /// workflow, a step the registered definition lacks, as for a run
+    /// started under another version, or a queue it does not claim): the clock is moved to when that step
     /// became due, and the error names the run, what is missing and what to
     /// register, as the run's [`RunView::unrunnable`] does. The earliest such
     /// step is named; the attempts run before it are in the runs' views.
@@ -465,7 +466,9 @@ impl TestEnv {
                 continue;
             }
             // Nothing more the environment can run.
-            let Some((due, run_id)) = rows.stuck(self.runner.registered()) else {
+            let Some((due, run_id)) =
+                rows.stuck(self.runner.registered(), self.runner.claimed_queues())
+            else {
                 break;
             };
             rows.now = rows.now.max(due);

@@ -43,7 +43,9 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    match run().await {
+    // Boxed: the demo's whole program is one future, past clippy's
+    // `large_futures` bound, and it lives once.
+    match Box::pin(run()).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(message) => {

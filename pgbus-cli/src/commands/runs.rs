@@ -77,8 +77,8 @@ pub(super) async fn runs(db: &Database, out: Output, args: RunsArgs) -> Result<(
     let mut text = render(&table);
     if marked {
         text.push_str(
-            "\ncannot run: no live worker has the workflow, or the step, the run waits on; \
-             `pgbus show <id>` says which and since when",
+            "\ncannot run: no live worker has the workflow, or the step, the run waits on, or \
+             claims from its queue; `pgbus show <id>` says which and since when",
         );
     }
     out.emit(&format!("{text}\n"))?;
@@ -90,6 +90,7 @@ fn mark(missing: Option<Missing>) -> &'static str {
     match missing {
         None => "-",
         Some(Missing::Step) => "step missing",
+        Some(Missing::Queue) => "queue unclaimed",
         Some(_) => "workflow missing",
     }
 }

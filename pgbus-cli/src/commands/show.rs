@@ -615,6 +615,10 @@ pub(crate) fn cannot_run(unrunnable: &Unrunnable, now: DateTime<Utc>) -> String 
             "it waits for a worker whose definition has the step; past the workers' \
              undefined-step grace, their sweep pauses the run with StepNotDefined"
         }
+        Missing::Queue => {
+            "it waits for a worker with the step that claims from its queue; nothing pauses \
+             it: start one, or give the clients and workers the same queue overrides"
+        }
         _ => "it waits for a worker that registers the workflow",
     };
     format!(

@@ -259,15 +259,12 @@ fn run_view(row: &tokio_postgres::Row) -> Result<RunView, Error> {
         run.unrunnable,
         row.get::<_, Option<i64>>("unrunnable_step_id"),
         row.get::<_, Option<String>>("unrunnable_step"),
+        row.get::<_, Option<String>>("unrunnable_queue"),
         row.get::<_, Option<chrono::DateTime<chrono::Utc>>>("unrunnable_since"),
     ) {
-        (Some(missing), Some(step_id), Some(step), Some(since)) => Some(Unrunnable::new(
-            step_id,
-            run.workflow.clone(),
-            step,
-            missing,
-            since,
-        )),
+        (Some(missing), Some(step_id), Some(step), Some(queue), Some(since)) => Some(
+            Unrunnable::new(step_id, run.workflow.clone(), step, queue, missing, since),
+        ),
         _ => None,
     };
     Ok(RunView {

@@ -130,6 +130,13 @@ pub(super) fn unrunnable_hint(unrunnable: &crate::Unrunnable) -> String {
              under), or keep the step as a gravestone (`removed_step!({})`) so runs skip it",
             unrunnable.workflow, unrunnable.step_name, unrunnable.step_name
         ),
+        crate::view::Missing::Queue => format!(
+            "run a worker of `{}` that claims from queue `{}` (`WorkerBuilder::queue`, \
+             `TestEnv::queue` in a test), or give clients and workers the same overrides: a \
+             queue the client's overrides or start options give and the workers' do not is \
+             served by none of them",
+            unrunnable.workflow, unrunnable.queue
+        ),
         _ => format!(
             "register `{}` with `TestEnv::register` in a test or `WorkerBuilder::register` on \
              a worker (the workflows of fan_out children too)",

@@ -424,8 +424,9 @@ pub enum Error {
     },
     /// A run cannot go on: it is `ready`, and its due step is one no live
     /// worker can run (see [`Unrunnable`](crate::Unrunnable)): no live worker
-    /// registered its workflow, or none of their definitions of it has the
-    /// step. The testkit's `TestEnv::run_to_completion` returns it rather
+    /// registered its workflow, none of their definitions of it has the
+    /// step, or none of those that have it claims from the row's queue. The
+    /// testkit's `TestEnv::run_to_completion` returns it rather
     /// than end with the run still `ready` and nothing said.
     #[error(
         "run {run_id} cannot go on: {unrunnable} (its step `{}` has been due since {}); {}",

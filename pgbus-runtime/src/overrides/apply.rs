@@ -291,7 +291,7 @@ pub(super) fn derived(
 }
 
 /// `a`, `b`, `c`, each in backticks.
-pub(super) fn listed(names: &[&str]) -> String {
+fn listed(names: &[&str]) -> String {
     let quoted: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
     quoted.join(", ")
 }

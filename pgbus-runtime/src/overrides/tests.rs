@@ -307,26 +307,40 @@ fn overrides_are_normalized_and_nothing_to_override_is_the_source() {
 }
 
 #[test]
-fn a_worker_refuses_overrides_of_workflows_it_does_not_register() {
-    let overrides = Overrides::new().workflow("orders.fulfill", |w| w.priority(1));
-    let (workflow, step, option, reason) = refusal(
+fn overrides_of_workflows_not_registered_are_listed_with_likely_typos() {
+    let overrides = Overrides::new()
+        .workflow("orders.fulfill", |w| w.priority(1))
+        .workflow("orders.refund", |w| w.queue("refunds"))
+        .workflow("orders.fulfil", |w| w.priority(2))
+        .workflow("mail.sned", |w| w.priority(3));
+    assert_eq!(
+        overrides.unregistered(&["orders.fulfil", "mail.send", "orders.charge"]),
+        [
+            // A swap of neighbours is one edit.
+            ("mail.sned", Some("mail.send")),
+            ("orders.fulfill", Some("orders.fulfil")),
+            // Another workflow of the same prefix, not a typo.
+            ("orders.refund", None),
+        ]
+    );
+    assert!(
         overrides
-            .check_registered(&["orders.fulfil", "mail.send"])
-            .expect_err("not registered"),
+            .unregistered(&[
+                "orders.fulfil",
+                "orders.fulfill",
+                "orders.refund",
+                "mail.sned"
+            ])
+            .is_empty()
     );
     assert_eq!(
-        (workflow.as_str(), step, option),
-        ("orders.fulfill", None, "workflow")
+        overrides.unregistered(&[]).len(),
+        4,
+        "none registered: all kept"
     );
-    assert!(
-        reason.contains("registered: `mail.send`, `orders.fulfil`"),
-        "{reason}"
-    );
-    assert!(
-        reason.ends_with("did you mean `orders.fulfil`?"),
-        "{reason}"
-    );
-    assert!(overrides.check_registered(&["orders.fulfill"]).is_ok());
+    assert_eq!(edits("", "abc"), 3);
+    assert_eq!(edits("abc", "acb"), 1);
+    assert_eq!(edits("fan.batch", "fan.parent"), 5);
 }
 
 #[test]

@@ -40,6 +40,7 @@ pub use crate::pg::store::PgStore;
 pub use crate::start_options::NewRun;
 pub use claim::{Claim, Claimer, Handoff, Stalled};
 pub use registry::{Registered, Registration, registered_plan};
+pub(crate) use runner::log_unregistered;
 pub use runner::{Attempted, FaultHook, Observe, Runner};
 pub use schedules::{FireReport, FireSettings, fire_schedules};
 pub use sweep::{Repair, Repaired, SweepSettings, repair_message, sweep};

@@ -149,18 +149,36 @@ impl<S: Store> Runner<S> {
     /// given before, and places the fan_out children its steps start with
     /// them. Workflows registered later get them too.
     ///
+    /// Overrides of workflows not registered are kept, for the fan_out
+    /// children this runner starts (a deployment gives one set of overrides
+    /// to workers that register different workflows), and logged once here:
+    /// `warn` for a name close to a registered one (a likely typo, with the
+    /// name it may mean), else `info`.
+    ///
     /// # Errors
-    /// [`Error::InvalidOverride`] for an override of a workflow not
-    /// registered (register first), and as [`Overrides::apply`]. The runner
-    /// is unchanged then.
+    /// [`Error::InvalidOverride`] for a value the macro would refuse (of
+    /// any workflow), and for an override of a registered workflow that
+    /// does not fit it, as [`Overrides::apply`] (a step it lacks or a
+    /// gravestone, a `wait_timeout` on a step without `wait_for`). The
+    /// runner is unchanged then.
     pub fn overrides(self, overrides: Overrides) -> Result<Self, Error> {
-        overrides.check_registered(&self.registry.keys().copied().collect::<Vec<_>>())?;
-        self.bind_overrides(overrides)
+        let runner = self.bind_overrides(overrides)?;
+        log_unregistered(&runner.overrides, &runner.registered_names());
+        Ok(runner)
     }
 
-    /// [`Runner::overrides`] without refusing overrides of workflows not
-    /// registered (a sweeper's: it may run none).
+    /// The names of the registered workflows.
+    fn registered_names(&self) -> Vec<&'static str> {
+        self.registry.keys().copied().collect()
+    }
+
+    /// [`Runner::overrides`] without the log of overrides of workflows not
+    /// registered (the worker's build logs them itself, a sweeper not at all:
+    /// it starts no children).
     pub(crate) fn bind_overrides(mut self, overrides: Overrides) -> Result<Self, Error> {
+        // Every value, those of workflows not registered too: built in code,
+        // they were not checked when read.
+        overrides.check()?;
         let mut bound = Vec::with_capacity(self.registry.len());
         for workflow in self.registry.values() {
             bound.push(workflow.under(overrides.apply(workflow.declared())?));
@@ -378,33 +396,13 @@ impl<S: Store> Runner<S> {
                 claim: claim.clone(),
                 limits: self.limits,
             };
-            let mut result = workflow.attempt(input, fault).await;
-            self.place_children(&mut result);
+            let result = workflow.attempt(input, fault, &self.overrides).await;
             let ran = began.elapsed();
             self.finish(workflow.definition(), claim, result, ran, observer, eager)
                 .await
         }
         .instrument(span)
         .await
-    }
-
-    /// Places the fan_out children `result` starts under the
-    /// overrides: a child of an overridden workflow starts on its queue, with
-    /// its first step's wait, as a client's start would place it.
-    fn place_children(&self, result: &mut AttemptResult) {
-        if self.overrides.is_empty() {
-            return;
-        }
-        if let Some(crate::engine::Park::Batch { children }) = &mut result.park {
-            for child in children {
-                match self.overrides.apply(child.definition) {
-                    Ok(definition) => child.definition = definition,
-                    Err(refused) => {
-                        warn!(target: WORKER_TARGET, { error = %refused }, "an override does not fit a fan_out child's workflow; the child starts as its source declares");
-                    }
-                }
-            }
-        }
     }
 
     /// Records an attempt's outcome and tells the observer.
@@ -496,6 +494,25 @@ impl<S: Store> Runner<S> {
             Some(Ended::Continued(_, next)) => Some(next),
             _ => None,
         }
+    }
+}
+
+/// Logs the overrides of workflows not in `registered` (durable names),
+/// once, when a worker or a runner takes them: each whose name is close to a
+/// registered one is a likely typo (`warn`, with the name it may mean); the
+/// others are kept for the fan_out children the runner starts (`info`).
+pub(crate) fn log_unregistered(overrides: &Overrides, registered: &[&str]) {
+    let mut others = Vec::new();
+    for (workflow, close) in overrides.unregistered(registered) {
+        match close {
+            Some(close) => {
+                warn!(target: WORKER_TARGET, { pgbus.workflow = workflow, pgbus.did_you_mean = close }, "an override names a workflow this worker does not register, close to one it does: a likely typo; it is kept for the fan_out children the worker starts");
+            }
+            None => others.push(workflow),
+        }
+    }
+    if !others.is_empty() {
+        info!(target: WORKER_TARGET, { pgbus.workflows = %others.join(", ") }, "overrides of workflows this worker does not register are kept for the fan_out children it starts");
     }
 }
 

@@ -94,17 +94,18 @@ impl WorkerBuilder {
     }
 
     /// The per-deployment overrides this worker runs its workflows with,
-    /// replacing its database's
-    /// ([`DatabaseBuilder::overrides`](crate::DatabaseBuilder::overrides)):
-    /// for a process whose workers register different workflows, since a
-    /// worker refuses overrides of workflows it does not register. Its
-    /// clients must place first steps with the same overrides (see
-    /// [`crate::overrides`]).
+    /// and places the fan_out children it starts with, replacing its
+    /// database's
+    /// ([`DatabaseBuilder::overrides`](crate::DatabaseBuilder::overrides)).
+    /// Rarely needed: a deployment's workers usually share the database's,
+    /// whatever each registers. Its clients must place first steps with the
+    /// same overrides (see [`crate::overrides`]).
     ///
     /// [`WorkerBuilder::build`] checks them against the registered
-    /// definitions and refuses any that does not fit, with
+    /// definitions and refuses any that does not fit one, with
     /// [`Error::InvalidOverride`] naming the workflow, the step and the
-    /// option.
+    /// option; overrides of workflows it does not register are kept for
+    /// its fan_out children, and logged.
     #[must_use]
     pub fn overrides(mut self, overrides: Overrides) -> Self {
         self.overrides = Some(overrides);
@@ -370,10 +371,12 @@ impl WorkerBuilder {
     /// [`WorkerBuilder::listen_url`] whose settings are wrong, and
     /// [`Error::InvalidSetting`] for a [`WorkerBuilder::name`] it refuses,
     /// and [`Error::InvalidOverride`] for an override (the worker's, else
-    /// its database's) that does not fit what it registers: a workflow it
-    /// does not register, a step the workflow lacks or that is a
-    /// gravestone, a `wait_timeout` on a step without `wait_for`, or a value
-    /// the macro would refuse.
+    /// its database's) that does not fit a workflow it registers: a step
+    /// the workflow lacks or that is a gravestone, a `wait_timeout` on a
+    /// step without `wait_for`, or a value the macro would refuse.
+    /// Overrides of workflows it does not register are kept for the fan_out
+    /// children it starts, and logged once here (`warn` for a name a typo
+    /// away from a registered one, with that name; else `info`).
     pub fn build(self) -> Result<Worker, Error> {
         let pool_size = self.db.pool().status().max_size;
         let needed = self.concurrency.saturating_add(1);

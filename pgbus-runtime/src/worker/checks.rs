@@ -14,23 +14,31 @@ use crate::executor::ErasedWorkflow;
 use crate::overrides::Overrides;
 
 /// The registered workflows under the definitions `overrides` derive, each
-/// override checked; one of a workflow not registered is refused unless the
-/// worker runs no steps (a sweeper).
+/// override of a registered workflow checked against it. Overrides of other
+/// workflows are kept for the fan_out children the worker starts, and logged
+/// once here, unless the worker runs no steps (a sweeper starts no
+/// children).
 pub(super) fn overridden(
     registry: HashMap<&'static str, Arc<dyn ErasedWorkflow>>,
     overrides: &Overrides,
     runs_steps: bool,
 ) -> Result<HashMap<&'static str, Arc<dyn ErasedWorkflow>>, Error> {
-    if runs_steps {
-        overrides.check_registered(&registry.keys().copied().collect::<Vec<_>>())?;
-    }
-    registry
+    // Every value, those of workflows not registered too: built in code,
+    // they were not checked when read.
+    overrides.check()?;
+    let result: Result<HashMap<_, _>, Error> = registry
         .into_iter()
         .map(|(name, workflow)| {
             let definition = overrides.apply(workflow.declared())?;
             Ok((name, workflow.under(definition)))
         })
-        .collect()
+        .collect();
+    let registry = result?;
+    if runs_steps {
+        let names: Vec<&str> = registry.keys().copied().collect();
+        crate::store::log_unregistered(overrides, &names);
+    }
+    Ok(registry)
 }
 
 /// The schedules the worker declares: its workflows' own

@@ -286,6 +286,113 @@ async fn fan_out_children_are_placed_with_the_overrides() {
     assert_eq!(t.run(parent).await.run.status, RunStatus::Finished);
 }
 
+/// The deployment's shape: one set of overrides on the database, a worker
+/// for the parents that registers only the parent workflow, one for the
+/// children that registers only theirs, on the queue the overrides give
+/// them. The parent's worker places each child there, the children's worker
+/// runs it, and the parent finishes.
+#[tokio::test]
+async fn fan_out_children_reach_the_worker_of_their_overridden_queue() {
+    let t = TestDb::new().await;
+    let kids = Overrides::new().workflow("overrides.batch", |w| w.queue("kids"));
+    let db = t.db.with_overrides(kids).expect("valid overrides");
+    let parents = db
+        .worker()
+        .register(Parent)
+        .build()
+        .expect("the overrides of a workflow it does not register are kept");
+    let children = db
+        .worker()
+        .register(Batch)
+        .build()
+        .expect("the children's worker");
+    assert_eq!(children.definitions().queues, ["kids"]);
+    let parent = db
+        .client()
+        .start::<Parent>(&())
+        .await
+        .expect("a start")
+        .run_id;
+    // Round one: the parent parks on its batch, the children run and wake
+    // it; round two: it finishes. A child on a queue no worker claims
+    // would leave it waiting, and the bound fails the test.
+    for _ in 0..3 {
+        if t.run(parent).await.run.status == RunStatus::Finished {
+            break;
+        }
+        parents.run_until_idle().await.expect("runs");
+        children.run_until_idle().await.expect("runs");
+    }
+    let view = t.run(parent).await;
+    assert_eq!(view.run.status, RunStatus::Finished, "{:?}", events(&view));
+    let kids = db
+        .client()
+        .list_runs(&RunFilter::new().parent(parent))
+        .await
+        .expect("the children");
+    assert_eq!(kids.len(), 1);
+    let child = t.run(kids[0].id).await;
+    assert_eq!(child.run.status, RunStatus::Finished);
+    assert_eq!(child.options_digest, staged_batch().options_digest);
+    assert_eq!(step(&child, "only", 1).queue, "kids");
+}
+
+fn staged_batch() -> &'static pgbus_runtime::WorkflowDefinition {
+    Overrides::new()
+        .workflow("overrides.batch", |w| w.queue("kids"))
+        .apply(Batch::DEFINITION)
+        .expect("fits")
+}
+
+/// An override that does not fit a fan_out child's workflow (a step it
+/// lacks) fails the fan_out with the refusal as its error: the parent
+/// pauses, saying why, and no child starts on a queue no worker may claim.
+#[tokio::test]
+async fn an_override_that_does_not_fit_a_child_pauses_the_parent() {
+    let t = TestDb::new().await;
+    let ghost = Overrides::new()
+        .workflow("overrides.batch", |w| w.queue("kids"))
+        .step("overrides.batch", "ghost", |s| s.wait("1s"));
+    let db = t.db.with_overrides(ghost).expect("the values are fine");
+    let parents = db
+        .worker()
+        .register(Parent)
+        .build()
+        .expect("not a workflow it registers");
+    let parent = db
+        .client()
+        .start::<Parent>(&())
+        .await
+        .expect("a start")
+        .run_id;
+    parents.run_until_idle().await.expect("runs");
+    let view = t.run(parent).await;
+    assert_eq!(view.run.status, RunStatus::Paused, "{:?}", events(&view));
+    assert_eq!(
+        view.error_class.as_deref(),
+        Some("pgbus_runtime::overrides::OverrideRefused")
+    );
+    assert_eq!(
+        view.error_message.as_deref(),
+        Some(
+            "override of workflow `overrides.batch`, step `ghost` refused: this workflow has no \
+             step `ghost` (its steps: `only`); name a step by its durable name"
+        )
+    );
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM {schema}.runs WHERE parent_batch_id IS NOT NULL",
+            &[]
+        )
+        .await,
+        0,
+        "no child started"
+    );
+    // The children's worker refuses the same overrides at build.
+    let error = db.worker().register(Batch).build().expect_err("refused");
+    assert_eq!(refusal(error).1.as_deref(), Some("ghost"));
+}
+
 fn refusal(error: Error) -> (String, Option<String>, &'static str, String) {
     match error {
         Error::InvalidOverride(refused) => (
@@ -298,20 +405,61 @@ fn refusal(error: Error) -> (String, Option<String>, &'static str, String) {
     }
 }
 
-/// An override that does not fit what the worker registers is refused at
-/// build, before anything runs, naming the workflow, the step and the
+/// An override of a workflow the worker does not register (a misspelt name
+/// here) is no reason to refuse the build: it is kept for fan_out children
+/// and changes nothing the worker runs. Its values are still checked.
+#[tokio::test]
+async fn an_override_of_a_workflow_not_registered_is_kept_not_refused() {
+    let t = TestDb::new().await;
+    let misspelt = Overrides::new().workflow("overrides.fulfill", |w| w.priority(1));
+    let db = t.db.with_overrides(misspelt).expect("valid overrides");
+    let worker = db.worker().register(Fulfil).build().expect("accepted");
+    let run = db
+        .client()
+        .start::<Fulfil>(&1)
+        .await
+        .expect("a start")
+        .run_id;
+    assert_eq!(worker.run_once().await.expect("a claim"), 1, "charge");
+    let view = t.run(run).await;
+    assert_eq!(view.options_digest, Fulfil::DEFINITION.options_digest);
+    let charge = step(&view, "charge", 1);
+    assert_eq!((charge.queue.as_str(), charge.priority), ("default", 0));
+    let overridden = t
+        .count(
+            "SELECT count(*) FROM {schema}.worker_definitions WHERE overrides IS NOT NULL",
+            &[],
+        )
+        .await;
+    assert_eq!(overridden, 0, "the registry records no override in force");
+
+    // A bad value of a workflow not registered, built in code: refused.
+    let error =
+        t.db.worker()
+            .register(Fulfil)
+            .overrides(Overrides::new().step("overrides.other", "x", |s| s.timeout("0s")))
+            .build()
+            .expect_err("a bad value");
+    assert_eq!(
+        refusal(error),
+        (
+            "overrides.other".to_owned(),
+            Some("x".to_owned()),
+            "timeout",
+            "`timeout` must be greater than zero; leave it out to use the runtime's stall threshold"
+                .to_owned()
+        )
+    );
+}
+
+/// An override that does not fit a workflow the worker registers is refused
+/// at build, before anything runs, naming the workflow, the step and the
 /// option; a bad value already when the database takes the overrides.
 #[tokio::test]
 async fn refused_overrides_fail_at_build_naming_step_and_option() {
     let t = TestDb::new().await;
     let fulfil = "overrides.fulfil";
     let cases = [
-        (
-            Overrides::new().workflow("overrides.fulfill", |w| w.priority(1)),
-            None,
-            "workflow",
-            "no workflow of this name is registered here",
-        ),
         (
             Overrides::new().step(fulfil, "chrage", |s| s.timeout("1m")),
             Some("chrage"),

@@ -212,3 +212,72 @@ async fn a_fan_out_child_of_an_unregistered_workflow_shows_on_its_parent() {
     assert_eq!(view.run.status, RunStatus::Finished);
     assert_eq!(view.batches[0].unrunnable_child, None, "resolved");
 }
+
+/// A fan_out child placed on a queue the workers of its workflow do not
+/// claim (its parent's worker without the deployment's queue override of
+/// it): the child says `queue`, naming the row's queue, its parent's batch
+/// names it, and both listings mark it, until a worker claims the queue.
+#[tokio::test]
+async fn a_child_on_a_queue_its_workers_do_not_claim_says_queue() {
+    let t = TestDb::new().await;
+    let kids = pgbus_runtime::Overrides::new().workflow("unrunnable.parcel", |w| w.queue("kids"));
+    let db = t.db.with_overrides(kids).expect("valid overrides");
+    let parents = db
+        .worker()
+        .register(Dispatch)
+        .overrides(pgbus_runtime::Overrides::new())
+        .build()
+        .expect("worker");
+    let children = db.worker().register(Parcel).build().expect("worker");
+    let parent = db
+        .client()
+        .start::<Dispatch>(&vec![1])
+        .await
+        .expect("start")
+        .run_id;
+    parents.run_until_idle().await.expect("run");
+    assert_eq!(
+        children.run_until_idle().await.expect("run"),
+        0,
+        "kids only"
+    );
+
+    let child = t.run(parent).await.batches[0]
+        .unrunnable_child
+        .expect("the stuck child is named");
+    let unrunnable = t.run(child).await.unrunnable.expect("the child says why");
+    assert_eq!(
+        (
+            unrunnable.missing,
+            unrunnable.step_name.as_str(),
+            unrunnable.queue.as_str()
+        ),
+        (Missing::Queue, "ship", "default")
+    );
+    assert_eq!(mark(&t, child).await, Some(Missing::Queue));
+    let by_workflow = t
+        .client()
+        .list_runs(&RunFilter::new().workflow("unrunnable.parcel"))
+        .await
+        .expect("the listing");
+    assert_eq!(by_workflow[0].unrunnable, Some(Missing::Queue));
+    let by_prefix = t
+        .client()
+        .list_runs(&RunFilter::new().workflow_prefix("unrunnable.par"))
+        .await
+        .expect("the listing");
+    assert_eq!(by_prefix[0].unrunnable, Some(Missing::Queue));
+
+    let default =
+        t.db.worker()
+            .register(Parcel)
+            .queue("default")
+            .build()
+            .expect("worker");
+    default
+        .heartbeat()
+        .await
+        .expect("a heartbeat registers the worker");
+    assert_eq!(t.run(child).await.unrunnable, None);
+    assert_eq!(t.run(parent).await.batches[0].unrunnable_child, None);
+}

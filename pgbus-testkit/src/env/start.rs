@@ -16,14 +16,18 @@ impl TestEnv {
     /// registered workflows name, and from these. A run started on a queue
     /// of its own ([`StartOptions::queue`]) runs here only once the
     /// environment claims from that queue; until then it waits, as it would
-    /// for workers that do not serve it.
+    /// for workers that do not serve it, and its view says so
+    /// (`Missing::Queue`), as `TestEnv::run_to_completion`'s error does.
     #[must_use]
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         let queue = queue.into();
         if !self.queues.contains(&queue) {
             self.queues.push(queue);
         }
-        self.claim_queues()
+        let this = self.claim_queues();
+        // The registry lists the queues claimed, as a worker's row does.
+        this.announce();
+        this
     }
 
     /// At most `limit` steps of `queue` in progress at once, whatever their
@@ -70,8 +74,9 @@ impl TestEnv {
     /// with the overridden durations, queues, priorities and limits (on the
     /// virtual clock), runs started here with the first step placed by them,
     /// and the store's registry recording the overridden options digest.
-    /// Register the workflows first; a later [`TestEnv::register`] of an
-    /// overridden workflow applies them too. Replaces overrides given
+    /// A later [`TestEnv::register`] of an overridden workflow applies them
+    /// too; overrides of workflows not registered place the fan_out children
+    /// of those workflows, as a worker's do. Replaces overrides given
     /// before.
     ///
     /// ```
@@ -101,9 +106,10 @@ impl TestEnv {
     ///
     /// # Errors
     /// [`Error::InvalidOverride`] naming the workflow, the step and the
-    /// option, as `WorkerBuilder::build` refuses them: a workflow not
-    /// registered, a step it lacks or a gravestone, a `wait_timeout` on a
-    /// step without `wait_for`, a value the macro would refuse.
+    /// option, as `WorkerBuilder::build` refuses them: for a registered
+    /// workflow, a step it lacks or a gravestone, a `wait_timeout` on a
+    /// step without `wait_for`; for any workflow, a value the macro would
+    /// refuse.
     pub fn overrides(mut self, overrides: pgbus_runtime::Overrides) -> Result<Self, Error> {
         self.runner = self.runner.overrides(overrides)?;
         let this = self.claim_queues();

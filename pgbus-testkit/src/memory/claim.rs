@@ -229,19 +229,25 @@ impl Rows {
             .min()
     }
 
-    /// The earliest due row of a `ready` run that `registered` cannot run
-    /// (its workflow or its step missing), with its due time: what
+    /// The earliest due row of a `ready` run that `registered`, claiming
+    /// from `queues`, cannot run (its workflow or its step missing, or its
+    /// queue not claimed), with its due time: what
     /// `TestEnv::run_to_completion` names when nothing else is left to run.
     /// Rows parked with no end of their own are not due, as for
     /// [`Rows::next_due`].
-    pub(crate) fn stuck(&self, registered: &Registered) -> Option<(DateTime<Utc>, RunId)> {
+    pub(crate) fn stuck(
+        &self,
+        registered: &Registered,
+        queues: &[String],
+    ) -> Option<(DateTime<Utc>, RunId)> {
         self.steps
             .values()
             .filter(|step| {
                 (step.view.status == StepStatus::Scheduled
                     || (step.view.status == StepStatus::Waiting && !step.open_ended))
                     && step.held.is_none()
-                    && !registered.has_step(&step.workflow, &step.view.step_name)
+                    && (!registered.has_step(&step.workflow, &step.view.step_name)
+                        || !queues.contains(&step.view.queue))
                     && self
                         .runs
                         .get(&step.run_id.0)

@@ -154,6 +154,7 @@ impl Store for MemoryStore {
         self.rows().register_worker(
             registration.worker_id,
             registration.definitions,
+            registration.queues,
             registration.queue_limits,
         );
         Ok(())

@@ -171,6 +171,9 @@ pub(crate) struct Rows {
     /// worker is live unless it died longer than the lost-worker threshold
     /// ago (see `crashed`).
     workers: BTreeMap<String, Vec<&'static WorkflowDefinition>>,
+    /// The queues each registered worker claims from, by worker id (the
+    /// `workers.queues` of Postgres).
+    claims: BTreeMap<String, Vec<String>>,
     /// Every definition a worker registered, by options digest, kept when
     /// its workers are gone (`definitions` and `definition_starts`).
     definitions: BTreeMap<&'static str, &'static WorkflowDefinition>,
@@ -202,6 +205,7 @@ impl Rows {
             tokens: BTreeMap::new(),
             crashed: BTreeMap::new(),
             workers: BTreeMap::new(),
+            claims: BTreeMap::new(),
             definitions: BTreeMap::new(),
             next_signal: 1,
             batches: BTreeMap::new(),

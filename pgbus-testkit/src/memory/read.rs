@@ -81,11 +81,12 @@ impl Rows {
         if !due {
             return None;
         }
-        let missing = self.missing(&row.workflow, &row.view.step_name, lost_ms)?;
+        let missing = self.missing(&row.workflow, &row.view.step_name, &row.view.queue, lost_ms)?;
         Some(Unrunnable::new(
             row.view.id,
             row.workflow.clone(),
             row.view.step_name.clone(),
+            row.view.queue.clone(),
             missing,
             row.view.scheduled_at,
         ))

@@ -136,16 +136,19 @@ impl Rows {
         deleted
     }
 
-    /// As `register_worker.sql`: records (or replaces) `worker`'s definitions,
-    /// and keeps each definition for good; each definition's limits replace
-    /// its workflow's, each of `queue_limits` (`(queue, limit)`) is upserted.
+    /// As `register_worker.sql`: records (or replaces) `worker`'s definitions
+    /// and the queues it claims from, and keeps each definition for good;
+    /// each definition's limits replace its workflow's, each of
+    /// `queue_limits` (`(queue, limit)`) is upserted.
     pub(crate) fn register_worker(
         &mut self,
         worker: &str,
         definitions: &[&'static WorkflowDefinition],
+        queues: &[String],
         queue_limits: &[(String, u32)],
     ) {
         self.workers.insert(worker.to_owned(), definitions.to_vec());
+        self.claims.insert(worker.to_owned(), queues.to_vec());
         for definition in definitions {
             self.definitions
                 .entry(definition.options_digest)
@@ -160,13 +163,20 @@ impl Rows {
     }
 
     /// What no live worker (registered, and not dead for longer than
-    /// `lost_ms`) has of a row of `workflow` at `step`: the workflow, or the
-    /// step in every live worker's definition of it (a gravestone counts as
-    /// held); `None` when a live worker can run it. The rule of
-    /// `Missing::of`, as the Postgres reads decide it in SQL.
-    pub(super) fn missing(&self, workflow: &str, step: &str, lost_ms: i64) -> Option<Missing> {
+    /// `lost_ms`) has of a row of `workflow` at `step` on `queue`: the
+    /// workflow, the step in every live worker's definition of it (a
+    /// gravestone counts as held), or, of the live workers that hold the
+    /// step, one claiming from `queue`; `None` when a live worker can run
+    /// it. The rule of `Missing::of`, as the Postgres reads decide it in SQL.
+    pub(super) fn missing(
+        &self,
+        workflow: &str,
+        step: &str,
+        queue: &str,
+        lost_ms: i64,
+    ) -> Option<Missing> {
         let lost_before = before(self.now, lost_ms);
-        let mut live = self
+        let live: Vec<(&str, &'static WorkflowDefinition)> = self
             .workers
             .iter()
             .filter(|(id, _)| {
@@ -174,20 +184,31 @@ impl Rows {
                     .get(id.as_str())
                     .is_none_or(|since| *since >= lost_before)
             })
-            .flat_map(|(_, definitions)| definitions.iter())
-            .filter(|definition| definition.name == workflow)
-            .peekable();
-        let registered = live.peek().is_some();
+            .flat_map(|(id, definitions)| definitions.iter().map(move |d| (id.as_str(), *d)))
+            .filter(|(_, definition)| definition.name == workflow)
+            .collect();
+        let holders: Vec<&str> = live
+            .iter()
+            .filter(|(_, definition)| definition.entry(step).is_some())
+            .map(|(id, _)| *id)
+            .collect();
+        let claims = |id: &str| {
+            self.claims
+                .get(id)
+                .is_some_and(|queues| queues.iter().any(|q| q == queue))
+        };
         Missing::of(
-            registered,
-            live.any(|definition| definition.entry(step).is_some()),
+            !live.is_empty(),
+            !holders.is_empty(),
+            holders.iter().any(|id| claims(id)),
         )
     }
 
     /// Whether a live worker registered `workflow` while none of those has
-    /// `step` in its definition of it: the grace rule's test of a row.
+    /// `step` in its definition of it: the grace rule's test of a row (the
+    /// row's queue plays no part: a missing step is decided before it).
     pub(super) fn undefined(&self, workflow: &str, step: &str, lost_ms: i64) -> bool {
-        self.missing(workflow, step, lost_ms) == Some(Missing::Step)
+        self.missing(workflow, step, "", lost_ms) == Some(Missing::Step)
     }
 
     /// As `undefined_steps.sql`: up to `limit` rows due for longer than

@@ -242,15 +242,6 @@ async fn refused_overrides_name_the_step_and_the_option() {
     let remind = "overrides.remind";
     let cases = [
         (
-            Overrides::new().workflow("overrides.remnd", |w| w.priority(1)),
-            None,
-            "workflow",
-            "no workflow of this name is registered here (registered: `overrides.remind`); \
-             register it first, or remove its overrides (a worker that registers some of the \
-             deployment's workflows takes theirs with `WorkerBuilder::overrides`); did you mean \
-             `overrides.remind`?",
-        ),
-        (
             Overrides::new().step(remind, "secnd", |s| s.wait("1s")),
             Some("secnd"),
             "step",
@@ -301,11 +292,90 @@ async fn refused_overrides_name_the_step_and_the_option() {
         assert!(r.starts_with(reason), "{message}");
     }
 
-    // Overrides name registered workflows: register first.
+    // A bad value of a workflow not registered is refused too.
     let error = TestEnv::new()
+        .register(Remind)
+        .overrides(Overrides::new().workflow("overrides.other", |w| w.concurrency(0)))
+        .expect_err("a bad value");
+    let (workflow, _, option, _) = refusal(error);
+    assert_eq!(
+        (workflow.as_str(), option),
+        ("overrides.other", "concurrency")
+    );
+}
+
+/// Overrides of a workflow not registered (a misspelt name here) are kept,
+/// not refused, and change nothing registered; given before a workflow is
+/// registered, they apply to it when it is.
+#[tokio::test]
+async fn overrides_of_workflows_not_registered_are_kept() {
+    let env = TestEnv::new()
+        .register(Remind)
+        .overrides(Overrides::new().workflow("overrides.remnd", |w| w.priority(1)))
+        .expect("accepted");
+    let run = env.start::<Remind>(&1).expect("a start").run_id;
+    let view = env.run(run).expect("the run");
+    assert_eq!(view.options_digest, Remind::DEFINITION.options_digest);
+    assert_eq!(view.steps[0].priority, 0);
+    let registered = env.store().registered(TESTKIT_WORKER).expect("registered");
+    assert_eq!(registered[0].overrides, None);
+
+    let env = TestEnv::new()
         .overrides(staging())
-        .expect_err("nothing registered yet");
-    let (_, _, option, reason) = refusal(error);
-    assert_eq!(option, "workflow");
-    assert!(reason.contains("(registered: none)"), "{reason}");
+        .expect("kept until registered")
+        .register(Remind);
+    let run = env.start::<Remind>(&1).expect("a start").run_id;
+    env.run_until_idle().await;
+    env.advance(Duration::from_mins(1));
+    env.run_until_idle().await;
+    assert_eq!(seconds(&env, run)[1], ("again".to_owned(), 60));
+}
+
+struct Kid;
+
+#[workflow(name = "overrides.kid", input = u32)]
+impl Kid {
+    #[step]
+    async fn only(&self, _cx: &mut StepCx<u32>) {}
+}
+
+struct Parent;
+
+#[workflow(name = "overrides.parent")]
+impl Parent {
+    #[fan_out]
+    async fn spread(&self, _cx: &mut StepCx<()>, fan: &mut FanOut) -> StepResult {
+        fan.start::<Kid>(&1)?;
+        Ok(Flow::Complete)
+    }
+}
+
+/// An override that does not fit a fan_out child's workflow pauses the
+/// parent with the refusal as its error, and starts no child, as on
+/// Postgres.
+#[tokio::test]
+async fn an_override_that_does_not_fit_a_child_pauses_the_parent() {
+    let env = TestEnv::new()
+        .register(Parent)
+        .overrides(Overrides::new().step("overrides.kid", "ghost", |s| s.wait("1s")))
+        .expect("not a workflow it registers");
+    let parent = env.start::<Parent>(&()).expect("a start").run_id;
+    env.run_until_idle().await;
+    let view = env.run(parent).expect("the run");
+    assert_eq!(view.run.status, RunStatus::Paused);
+    assert_eq!(
+        view.error_class.as_deref(),
+        Some("pgbus_runtime::overrides::OverrideRefused")
+    );
+    assert_eq!(
+        view.error_message.as_deref(),
+        Some(
+            "override of workflow `overrides.kid`, step `ghost` refused: this workflow has no \
+             step `ghost` (its steps: `only`); name a step by its durable name"
+        )
+    );
+    let children = env
+        .list_runs(&pgbus_runtime::RunFilter::new().parent(parent))
+        .expect("the children");
+    assert!(children.is_empty(), "no child started: {children:?}");
 }

@@ -175,3 +175,40 @@ async fn a_step_the_registered_version_lacks_is_named_once_due() {
         .await
         .expect("a paused run is not stuck: it waits for an operator");
 }
+
+/// A run started on a queue the environment does not claim: `queue`, named
+/// in `run_to_completion`'s error with what to do, until the environment
+/// claims it.
+#[tokio::test]
+async fn a_run_on_a_queue_nobody_claims_says_queue() {
+    let env = TestEnv::new().register(Parcel);
+    let run = env
+        .start_with::<Parcel>(&1, &pgbus_runtime::StartOptions::new().queue("elsewhere"))
+        .unwrap()
+        .run_id;
+    let error = env
+        .run_to_completion()
+        .await
+        .expect_err("nobody claims `elsewhere`");
+    let Error::RunUnrunnable { unrunnable, .. } = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(
+        (unrunnable.missing, unrunnable.queue.as_str()),
+        (Missing::Queue, "elsewhere")
+    );
+    let text = error.to_string();
+    for part in [
+        &format!("run {run} cannot go on"),
+        "no live worker that has step `ship` of workflow `stuck.parcel` claims from queue `elsewhere`",
+        "`TestEnv::queue` in a test",
+    ] {
+        assert!(text.contains(part), "`{part}` in: {text}");
+    }
+    assert_eq!(env.run(run).unwrap().run.unrunnable, Some(Missing::Queue));
+
+    let env = env.queue("elsewhere");
+    assert_eq!(env.run(run).unwrap().unrunnable, None);
+    env.run_to_completion().await.expect("runs");
+    assert_eq!(env.run(run).unwrap().run.status, RunStatus::Finished);
+}

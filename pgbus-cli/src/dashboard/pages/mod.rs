@@ -137,6 +137,10 @@ fn stuck_badge(missing: Missing) -> Markup {
             "step missing",
             "No live worker's definition of this workflow has the step the run waits on",
         ),
+        Missing::Queue => (
+            "queue unclaimed",
+            "No live worker that has the step the run waits on claims from its queue",
+        ),
         _ => (
             "workflow missing",
             "No live worker registered this run's workflow",

@@ -152,3 +152,33 @@ async fn show_names_a_fan_out_child_that_cannot_run() {
         "{text}"
     );
 }
+
+/// A run on a queue that the live worker of its workflow does not claim:
+/// `show` names the queue and `runs` marks it `queue unclaimed`.
+#[tokio::test]
+async fn show_and_runs_say_a_queue_nobody_claims() {
+    let t = TestSchema::new().await;
+    let options = pgbus_runtime::StartOptions::new().queue("elsewhere");
+    let run =
+        t.db.client()
+            .start_with::<Lonely>(&(), &options)
+            .await
+            .expect("start")
+            .run_id;
+    let worker = t.db.worker().register(Lonely).build().expect("worker");
+    worker.heartbeat().await.expect("a heartbeat registers it");
+
+    let text = t.ok(&["show", &run.0.to_string()]);
+    assert!(
+        text.contains(
+            "cannot run: no live worker that has step `wait_here` of workflow `cli.lonely` \
+             claims from queue `elsewhere`"
+        ) && text.contains("it waits for a worker with the step that claims from its queue"),
+        "{text}"
+    );
+    let value = json(&t.ok(&["show", &run.0.to_string(), "--json"]));
+    assert_eq!(value["run"]["unrunnable"]["missing"], "queue");
+    assert_eq!(value["run"]["unrunnable"]["queue"], "elsewhere");
+    let table = t.ok(&["runs"]);
+    assert!(table.contains("queue unclaimed"), "{table}");
+}

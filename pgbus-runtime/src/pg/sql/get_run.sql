@@ -2,8 +2,10 @@
 -- in all, and, when it is `ready` and no live worker can run its due step,
 -- that row and what no live worker has of it (`unrunnable`: 'workflow' when
 -- no live worker registered the workflow, 'step' when none of the live
--- workers' definitions of it holds the step; a gravestone counts as held).
--- Live: a worker row whose heartbeat is within the lost-worker threshold.
+-- workers' definitions of it holds the step, a gravestone counting as held,
+-- 'queue' when none of the live workers that hold it claims from the row's
+-- queue). Live: a worker row whose heartbeat is within the lost-worker
+-- threshold.
 -- Due: the latest attempt of the current step (one probe of the steps'
 -- (run_id, step_name, attempt) key), `scheduled` or `waiting`, due at or
 -- before now.
@@ -15,8 +17,14 @@
 WITH t AS (
     SELECT coalesce($3::timestamptz, clock_timestamp()) AS now
 ), live AS MATERIALIZED (
-    SELECT l.workflow, l.step_plan
-    FROM t, {schema}.live_definitions(t.now, $4::bigint) l
+    -- live_definitions(), with each live worker's queues: a row runs only on
+    -- a worker whose definition has its step and that claims from its queue.
+    SELECT wd.workflow, d.step_plan, w.queues
+    FROM t
+    JOIN {schema}.workers w
+      ON w.heartbeat_at >= t.now - $4::bigint * interval '1 millisecond'
+    JOIN {schema}.worker_definitions wd ON wd.worker_id = w.id
+    JOIN {schema}.definitions d ON d.workflow = wd.workflow AND d.digest = wd.digest
 )
 SELECT r.id, r.workflow, r.definition_digest, r.options_digest, r.step_plan, r.status, r.current_step,
        CASE WHEN $2::bigint IS NULL OR octet_length(r.input::text) <= $2 THEN r.input END AS input,
@@ -36,11 +44,12 @@ SELECT r.id, r.workflow, r.definition_digest, r.options_digest, r.step_plan, r.s
        (SELECT coalesce(sum(b.total), 0)::bigint FROM {schema}.batches b WHERE b.run_id = $1)
            AS children,
        u.id AS unrunnable_step_id, u.step_name AS unrunnable_step,
-       u.scheduled_at AS unrunnable_since, u.missing AS unrunnable
+       u.queue AS unrunnable_queue, u.scheduled_at AS unrunnable_since,
+       u.missing AS unrunnable
 FROM {schema}.runs r
 CROSS JOIN t
 LEFT JOIN LATERAL (
-    SELECT d.id, d.step_name, d.scheduled_at,
+    SELECT d.id, d.step_name, d.queue, d.scheduled_at,
            CASE
                WHEN NOT EXISTS (SELECT 1 FROM live WHERE live.workflow = d.workflow)
                    THEN 'workflow'
@@ -49,9 +58,15 @@ LEFT JOIN LATERAL (
                    WHERE live.workflow = d.workflow
                      AND live.step_plan @> jsonb_build_array(jsonb_build_object('name', d.step_name)))
                    THEN 'step'
+               WHEN NOT EXISTS (
+                   SELECT 1 FROM live
+                   WHERE live.workflow = d.workflow
+                     AND live.step_plan @> jsonb_build_array(jsonb_build_object('name', d.step_name))
+                     AND d.queue = ANY (live.queues))
+                   THEN 'queue'
            END AS missing
     FROM (
-        SELECT s.id, s.workflow, s.step_name, s.status, s.scheduled_at
+        SELECT s.id, s.workflow, s.step_name, s.queue, s.status, s.scheduled_at
         FROM {schema}.steps s
         WHERE s.run_id = r.id AND s.step_name = r.current_step
         ORDER BY s.attempt DESC

@@ -1,6 +1,6 @@
 -- Runs, a page of them newest first, filtered, each with what no live worker
 -- has of its due step (`unrunnable`, as get_run.sql reads it: 'workflow',
--- 'step' or NULL), the run that started it (`parent_run`, through its batch's
+-- 'step', 'queue' or NULL), the run that started it (`parent_run`, through its batch's
 -- parent step) and how many children its batches hold (`children`).
 -- The page is cut first (older than $4 newest first, or, with $14, the runs
 -- right after $14 oldest first), then each of its runs is looked at once (one
@@ -18,8 +18,14 @@
 WITH t AS (
     SELECT coalesce($7::timestamptz, clock_timestamp()) AS now
 ), live AS MATERIALIZED (
-    SELECT l.workflow, l.step_plan
-    FROM t, {schema}.live_definitions(t.now, $8::bigint) l
+    -- live_definitions(), with each live worker's queues: a row runs only on
+    -- a worker whose definition has its step and that claims from its queue.
+    SELECT wd.workflow, d.step_plan, w.queues
+    FROM t
+    JOIN {schema}.workers w
+      ON w.heartbeat_at >= t.now - $8::bigint * interval '1 millisecond'
+    JOIN {schema}.worker_definitions wd ON wd.worker_id = w.id
+    JOIN {schema}.definitions d ON d.workflow = wd.workflow AND d.digest = wd.digest
 ), scanned AS (
     (SELECT r.id, r.input
      FROM {schema}.runs r
@@ -80,9 +86,15 @@ LEFT JOIN LATERAL (
                    WHERE live.workflow = d.workflow
                      AND live.step_plan @> jsonb_build_array(jsonb_build_object('name', d.step_name)))
                    THEN 'step'
+               WHEN NOT EXISTS (
+                   SELECT 1 FROM live
+                   WHERE live.workflow = d.workflow
+                     AND live.step_plan @> jsonb_build_array(jsonb_build_object('name', d.step_name))
+                     AND d.queue = ANY (live.queues))
+                   THEN 'queue'
            END AS missing
     FROM (
-        SELECT s.workflow, s.step_name, s.status, s.scheduled_at
+        SELECT s.workflow, s.step_name, s.queue, s.status, s.scheduled_at
         FROM {schema}.steps s
         WHERE s.run_id = r.id AND s.step_name = r.current_step
         ORDER BY s.attempt DESC

@@ -22,8 +22,14 @@
 WITH RECURSIVE t AS (
     SELECT coalesce($7::timestamptz, clock_timestamp()) AS now
 ), live AS MATERIALIZED (
-    SELECT l.workflow, l.step_plan
-    FROM t, {schema}.live_definitions(t.now, $8::bigint) l
+    -- live_definitions(), with each live worker's queues: a row runs only on
+    -- a worker whose definition has its step and that claims from its queue.
+    SELECT wd.workflow, d.step_plan, w.queues
+    FROM t
+    JOIN {schema}.workers w
+      ON w.heartbeat_at >= t.now - $8::bigint * interval '1 millisecond'
+    JOIN {schema}.worker_definitions wd ON wd.worker_id = w.id
+    JOIN {schema}.definitions d ON d.workflow = wd.workflow AND d.digest = wd.digest
 ), seen(name, n) AS (
     (SELECT r.workflow, 1 FROM {schema}.runs r
      WHERE $1::text IS NULL AND r.workflow >= $9 ORDER BY r.workflow LIMIT 1)
@@ -103,9 +109,15 @@ LEFT JOIN LATERAL (
                    WHERE live.workflow = d.workflow
                      AND live.step_plan @> jsonb_build_array(jsonb_build_object('name', d.step_name)))
                    THEN 'step'
+               WHEN NOT EXISTS (
+                   SELECT 1 FROM live
+                   WHERE live.workflow = d.workflow
+                     AND live.step_plan @> jsonb_build_array(jsonb_build_object('name', d.step_name))
+                     AND d.queue = ANY (live.queues))
+                   THEN 'queue'
            END AS missing
     FROM (
-        SELECT s.workflow, s.step_name, s.status, s.scheduled_at
+        SELECT s.workflow, s.step_name, s.queue, s.status, s.scheduled_at
         FROM {schema}.steps s
         WHERE s.run_id = r.id AND s.step_name = r.current_step
         ORDER BY s.attempt DESC

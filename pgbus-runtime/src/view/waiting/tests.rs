@@ -141,7 +141,14 @@ fn a_missing_worker_and_a_limit_come_before_the_row_and_other_statuses_wait_for_
         view.waiting_for(at(1)),
         Some(WaitingFor::Limit(HeldBack::Concurrency { .. }))
     ));
-    view.unrunnable = Some(Unrunnable::new(1, "w", "s", Missing::Workflow, at(0)));
+    view.unrunnable = Some(Unrunnable::new(
+        1,
+        "w",
+        "s",
+        "default",
+        Missing::Workflow,
+        at(0),
+    ));
     let waiting = view.waiting_for(at(1)).expect("a wait");
     assert!(matches!(waiting, WaitingFor::Worker(_)), "{waiting:?}");
     assert_eq!(

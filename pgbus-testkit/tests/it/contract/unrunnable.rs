@@ -1,6 +1,7 @@
 //! Runs nobody can run (issue 19): both stores read what no live worker has
-//! of a `ready` run's due step, in the run's view and the listing, by the
-//! registry, and stop saying it once a worker that has it registers.
+//! of a `ready` run's due step (its workflow, its step, or a claim of its
+//! queue), in the run's view and the listing, by the registry, and stop
+//! saying it once a worker that has it registers.
 
 use std::time::Duration;
 
@@ -40,7 +41,17 @@ impl PostV2 {
 }
 
 async fn register<S: Store>(store: &S, worker: &str, definitions: &[&'static WorkflowDefinition]) {
-    let queues = vec![PostV1::DEFINITION.queue.to_owned()];
+    register_on(store, worker, definitions, &[PostV1::DEFINITION.queue]).await;
+}
+
+/// `worker` registers `definitions`, claiming from `queues`.
+async fn register_on<S: Store>(
+    store: &S,
+    worker: &str,
+    definitions: &[&'static WorkflowDefinition],
+    queues: &[&str],
+) {
+    let queues: Vec<String> = queues.iter().map(|q| (*q).to_owned()).collect();
     store
         .register_worker(&Registration {
             worker_id: worker,
@@ -142,4 +153,67 @@ async fn a_run_nobody_can_run_says_what_is_missing<C: Clocked>(clocked: C) {
     assert_eq!(said(store, run).await, None, "a paused run waits for ops");
 }
 
-both_stores!(a_run_nobody_can_run_says_what_is_missing);
+/// A workflow of its own, for a worker that claims a queue but not for
+/// `contract.post`.
+struct Elsewhere;
+
+#[workflow(name = "contract.elsewhere", queue = "kids")]
+impl Elsewhere {
+    #[step]
+    async fn only(&self, _cx: &mut StepCx<()>) {}
+}
+
+/// A run placed on a queue (here by its start's options) that no live
+/// worker holding its step claims from: `queue`, naming the row's queue,
+/// also while another worker claims that queue for other workflows; nothing
+/// once a worker that has the step claims it.
+async fn a_run_on_a_queue_no_worker_of_its_step_claims_says_queue<C: Clocked>(clocked: C) {
+    let store = clocked.store();
+    let (run, _) = store
+        .start_run(
+            PostV1::DEFINITION,
+            &serde_json::json!(1),
+            &pgbus_runtime::StartOptions::new().queue("kids"),
+        )
+        .await
+        .expect("a start");
+    let queue_of = |view: &pgbus_runtime::RunView| view.unrunnable.clone().map(|u| u.queue);
+    register_on(store, WORKER, &[PostV1::DEFINITION], &["default"]).await;
+    assert_eq!(
+        said(store, run).await,
+        Some((Missing::Queue, "write".to_owned(), default_start()))
+    );
+    let view = store.run(run, RunRead::default()).await.expect("the run");
+    assert_eq!(queue_of(&view).as_deref(), Some("kids"));
+    assert_eq!(
+        view.unrunnable.map(|u| u.to_string()).as_deref(),
+        Some(
+            "no live worker that has step `write` of workflow `contract.post` claims from queue `kids`"
+        )
+    );
+
+    register_on(store, "kids-worker", &[Elsewhere::DEFINITION], &["kids"]).await;
+    assert_eq!(
+        said(store, run).await.map(|s| s.0),
+        Some(Missing::Queue),
+        "the worker that claims `kids` does not have the step"
+    );
+
+    register_on(
+        store,
+        "post-kids",
+        &[PostV1::DEFINITION],
+        &["default", "kids"],
+    )
+    .await;
+    assert_eq!(
+        said(store, run).await,
+        None,
+        "a worker of the step claims `kids`"
+    );
+}
+
+both_stores!(
+    a_run_nobody_can_run_says_what_is_missing,
+    a_run_on_a_queue_no_worker_of_its_step_claims_says_queue,
+);
