@@ -136,9 +136,21 @@ pub(crate) fn placed(
     if overrides.is_empty() || children.is_empty() || !matches!(outcome, Ok(Flow::Complete)) {
         return (outcome, children);
     }
+    // A batch's children mostly share one workflow: derive its definition
+    // once, not once a child (each lookup clones the overrides for its key).
+    let mut last: Option<(&'static WorkflowDefinition, &'static WorkflowDefinition)> = None;
     for child in &mut children {
+        if let Some((source, derived)) = last
+            && std::ptr::eq(source, child.definition)
+        {
+            child.definition = derived;
+            continue;
+        }
         match overrides.apply(child.definition) {
-            Ok(definition) => child.definition = definition,
+            Ok(definition) => {
+                last = Some((child.definition, definition));
+                child.definition = definition;
+            }
             Err(Error::InvalidOverride(refused)) => {
                 return (Err(StepError::from(*refused)), Vec::new());
             }

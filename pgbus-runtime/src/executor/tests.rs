@@ -127,3 +127,46 @@ async fn the_steps_policies_decide_what_a_refused_child_does() {
         result.verb
     );
 }
+
+struct Sibling;
+
+#[workflow(name = "executor.sibling", input = u32)]
+impl Sibling {
+    #[step]
+    async fn only(&self, _cx: &mut StepCx<u32>) {}
+}
+
+/// A batch of two workflows, interleaved.
+struct Mixed;
+
+#[workflow(name = "executor.mixed")]
+impl Mixed {
+    #[fan_out]
+    async fn spread(&self, _cx: &mut StepCx<()>, fan: &mut FanOut) -> StepResult {
+        fan.start::<Kid>(&1)?;
+        fan.start::<Kid>(&2)?;
+        fan.start::<Sibling>(&3)?;
+        fan.start::<Kid>(&4)?;
+        Ok(Flow::Complete)
+    }
+}
+
+#[tokio::test]
+async fn each_child_of_a_mixed_batch_is_placed_by_its_own_workflow() {
+    let overrides = Overrides::new().workflow("executor.kid", |w| w.queue("kids"));
+    let result = spread(&Mixed, &overrides).await;
+    assert_eq!(result.error, None);
+    let placed: Vec<(&str, &str)> = children(&result)
+        .iter()
+        .map(|child| (child.definition.name, child.definition.queue))
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            ("executor.kid", "kids"),
+            ("executor.kid", "kids"),
+            ("executor.sibling", Sibling::DEFINITION.queue),
+            ("executor.kid", "kids"),
+        ]
+    );
+}
